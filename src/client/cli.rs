@@ -1,0 +1,264 @@
+//! Argument parsing and the commands. Each command sends one request (restore may send a dry
+//! run first to ask for confirmation) and renders the reply.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+
+use super::output::{self, Out};
+use super::{ClientError, Connection};
+use crate::config::{Config, Paths};
+use crate::protocol::ErrorCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ckpt",
+    version,
+    about = "Checkpoints and undo for whole projects (client of ckptd)"
+)]
+pub struct Cli {
+    /// Machine output: one JSON document on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The daemon's socket (default: $XDG_RUNTIME_DIR/ckpt/ckptd.sock).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Fail instead of starting ckptd when none answers.
+    #[arg(long, global = true)]
+    pub no_spawn: bool,
+    /// Act on the project containing DIR instead of the current directory.
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Register a project (DIR or the current directory) and create its store.
+    Watch { dir: Option<PathBuf> },
+    /// Forget a project; its store stays on disk.
+    Unwatch { dir: Option<PathBuf> },
+    /// List registered projects.
+    Projects,
+    /// Record a checkpoint of the project now.
+    Checkpoint {
+        /// The label, usually the user's message.
+        #[arg(short = 'm', long = "message", value_name = "TEXT")]
+        message: Option<String>,
+        #[arg(long, value_name = "D")]
+        dialog: Option<String>,
+        #[arg(long, value_name = "M")]
+        message_id: Option<String>,
+        /// JSON to keep with the checkpoint: a file, or - for stdin.
+        #[arg(long, value_name = "FILE|-")]
+        meta: Option<String>,
+    },
+    /// Show the timeline, newest first.
+    List {
+        #[arg(long, value_name = "D")]
+        dialog: Option<String>,
+        #[arg(short = 'n', long, value_name = "N")]
+        limit: Option<usize>,
+    },
+    /// One checkpoint: its counts, changes against its parent, and skipped files.
+    Show {
+        id: String,
+        /// Also list every file in the checkpoint.
+        #[arg(long)]
+        files: bool,
+    },
+    /// Unified diff from checkpoint ID to ID2, or to the working tree.
+    Diff {
+        id: String,
+        id2: Option<String>,
+        #[arg(long)]
+        stat: bool,
+        #[arg(long)]
+        name_only: bool,
+        #[arg(last = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
+    /// Make the project (or PATHs) equal to checkpoint ID; undoable.
+    Restore {
+        id: String,
+        /// Only report what would be written and deleted.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not ask for confirmation on a terminal.
+        #[arg(short = 'y', long)]
+        yes: bool,
+        #[arg(last = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
+    /// Daemon health and projects.
+    Status,
+    /// Stop the daemon (in-flight work finishes first).
+    Shutdown,
+}
+
+/// Runs the command line and returns the process exit code (0 ok, 1 error, 2 restore skipped).
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let json = cli.json;
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            output::error(&err, json);
+            1
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32, ClientError> {
+    let config = Config::load(None).map_err(|e| ClientError::Usage(e.to_string()))?;
+    let paths = Paths::resolve(&config, cli.socket.as_deref())
+        .map_err(|e| ClientError::Usage(e.to_string()))?;
+    let base = base_dir(cli.dir.as_deref())?;
+    let out = Out { json: cli.json };
+    // Starting a daemon only to stop it would be silly.
+    let spawn = !cli.no_spawn && !matches!(cli.command, Command::Shutdown);
+    let connect = || Connection::connect_or_spawn(&paths.socket, spawn, &paths.data_dir);
+    let project = json!(base);
+    match cli.command {
+        Command::Watch { dir } => {
+            let result = connect()?.call("watch", json!({ "path": resolve(&base, dir) }))?;
+            out.watched(&result);
+        }
+        Command::Unwatch { dir } => {
+            let result = connect()?.call("unwatch", json!({ "path": resolve(&base, dir) }))?;
+            out.unwatched(&result);
+        }
+        Command::Projects => out.projects(&connect()?.call("projects", json!({}))?),
+        Command::Checkpoint {
+            message,
+            dialog,
+            message_id,
+            meta,
+        } => {
+            let meta = meta.map(|m| read_meta(&m)).transpose()?;
+            let params = json!({ "project": project, "label": message, "dialog": dialog,
+                "message_id": message_id, "meta": meta });
+            out.checkpoint(&connect()?.call("checkpoint", strip_nulls(params))?);
+        }
+        Command::List { dialog, limit } => {
+            let params =
+                strip_nulls(json!({ "project": project, "dialog": dialog, "limit": limit }));
+            out.list(&connect()?.call("list", params)?);
+        }
+        Command::Show { id, files } => {
+            out.show(&connect()?.call(
+                "show",
+                json!({ "project": project, "id": id, "files": files }),
+            )?);
+        }
+        Command::Diff {
+            id,
+            id2,
+            stat,
+            name_only,
+            paths,
+        } => {
+            let params = strip_nulls(json!({ "project": project, "from": id, "to": id2,
+                "paths": paths.iter().map(|p| base.join(p)).collect::<Vec<_>>(),
+                "patch": !stat && !name_only, "counts": !name_only }));
+            out.diff(&connect()?.call("diff", params)?, stat, name_only);
+        }
+        Command::Restore {
+            id,
+            dry_run,
+            yes,
+            paths,
+        } => {
+            let paths: Vec<PathBuf> = paths.iter().map(|p| base.join(p)).collect();
+            let mut conn = connect()?;
+            let ask = !yes && !dry_run && !cli.json && std::io::stdin().is_terminal();
+            if ask {
+                let plan = conn.call(
+                    "restore",
+                    json!({ "project": project, "id": id, "paths": paths, "dry_run": true }),
+                )?;
+                if !output::confirm_restore(&plan) {
+                    eprintln!("restore cancelled; nothing changed");
+                    return Ok(1);
+                }
+            }
+            let report = conn.call(
+                "restore",
+                json!({ "project": project, "id": id, "paths": paths, "dry_run": dry_run }),
+            )?;
+            out.restore(&report);
+            let skipped = report
+                .get("skipped")
+                .and_then(Value::as_array)
+                .is_some_and(|s| !s.is_empty());
+            return Ok(if skipped { 2 } else { 0 });
+        }
+        Command::Status => out.status(&connect()?.call("status", json!({}))?),
+        Command::Shutdown => {
+            let result = connect()?.call("shutdown", json!({}))?;
+            out.value_or(&result, "ckptd is shutting down");
+        }
+    }
+    Ok(0)
+}
+
+fn base_dir(dir: Option<&Path>) -> Result<PathBuf, ClientError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| ClientError::Usage(format!("no current directory: {e}")))?;
+    Ok(match dir {
+        Some(d) => cwd.join(d),
+        None => cwd,
+    })
+}
+
+fn resolve(base: &Path, dir: Option<PathBuf>) -> PathBuf {
+    match dir {
+        Some(d) => base.join(d),
+        None => base.to_path_buf(),
+    }
+}
+
+fn read_meta(source: &str) -> Result<Value, ClientError> {
+    let text = if source == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| ClientError::Usage(format!("cannot read metadata from stdin: {e}")))?;
+        s
+    } else {
+        std::fs::read_to_string(source)
+            .map_err(|e| ClientError::Usage(format!("cannot read metadata file {source}: {e}")))?
+    };
+    serde_json::from_str(&text)
+        .map_err(|e| ClientError::Usage(format!("metadata is not valid JSON: {e}")))
+}
+
+fn strip_nulls(mut value: Value) -> Value {
+    if let Value::Object(map) = &mut value {
+        map.retain(|_, v| !v.is_null());
+    }
+    value
+}
+
+/// A hint printed under an error, by error kind.
+pub(super) fn hint(err: &ClientError) -> Option<&'static str> {
+    match err {
+        ClientError::NoDaemon { .. } => Some("start it with `ckptd`, or run without --no-spawn"),
+        ClientError::Rpc(e) => match e.kind()? {
+            ErrorCode::NotAProject => {
+                Some("run `ckpt watch` in the project's root first, or pass -C DIR")
+            }
+            ErrorCode::UnknownCheckpoint | ErrorCode::AmbiguousCheckpoint => {
+                Some("`ckpt list` shows the checkpoint ids")
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+pub(super) fn flush() {
+    let _ = std::io::stdout().flush();
+}

@@ -1,0 +1,172 @@
+//! The `ckpt` command line: a thin JSON-RPC client of `ckptd`.
+//!
+//! [`Connection`] speaks the line protocol over the local socket and can start a daemon in the
+//! background when none answers. [`cli`] parses arguments and runs one command; [`output`]
+//! renders results for people (compact, aligned) or for scripts (`--json`).
+
+pub mod cli;
+mod output;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use interprocess::local_socket::traits::Stream as _;
+use interprocess::local_socket::{GenericFilePath, Stream, ToFsName};
+use serde_json::Value;
+
+use crate::protocol::{request_line, RpcError, PROTOCOL_VERSION};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    Rpc(#[from] RpcError),
+    #[error("no ckptd answers on {socket}{}", .detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
+    NoDaemon {
+        socket: PathBuf,
+        detail: Option<String>,
+    },
+    #[error("connection to ckptd failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("unexpected reply from ckptd: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// One connection to the daemon.
+pub struct Connection {
+    stream: BufReader<Stream>,
+    next_id: u64,
+}
+
+impl Connection {
+    /// Connects to the daemon at `socket`.
+    pub fn connect(socket: &Path) -> Result<Connection, ClientError> {
+        let name = socket
+            .to_fs_name::<GenericFilePath>()
+            .map_err(|e| ClientError::NoDaemon {
+                socket: socket.to_path_buf(),
+                detail: Some(e.to_string()),
+            })?;
+        let stream = Stream::connect(name).map_err(|e| ClientError::NoDaemon {
+            socket: socket.to_path_buf(),
+            detail: Some(e.to_string()),
+        })?;
+        let mut conn = Connection {
+            stream: BufReader::new(stream),
+            next_id: 1,
+        };
+        let hello = conn.call(
+            "hello",
+            serde_json::json!({ "client": "ckpt", "protocol": PROTOCOL_VERSION }),
+        )?;
+        let protocol = hello.get("protocol").and_then(Value::as_u64);
+        if protocol != Some(u64::from(PROTOCOL_VERSION)) {
+            return Err(ClientError::Protocol(format!(
+                "daemon speaks protocol {protocol:?}, this client {PROTOCOL_VERSION}; restart ckptd"
+            )));
+        }
+        Ok(conn)
+    }
+
+    /// Connects, starting `ckptd` in the background first if nobody answers and `spawn` is set.
+    pub fn connect_or_spawn(
+        socket: &Path,
+        spawn: bool,
+        log_dir: &Path,
+    ) -> Result<Connection, ClientError> {
+        match Self::connect(socket) {
+            Ok(c) => Ok(c),
+            Err(ClientError::NoDaemon { .. }) if spawn => {
+                let mut child = spawn_daemon(socket, log_dir)?;
+                let deadline = Instant::now() + Duration::from_secs(15);
+                loop {
+                    match Self::connect(socket) {
+                        Ok(c) => return Ok(c),
+                        Err(ClientError::NoDaemon { detail, .. }) => {
+                            if let Ok(Some(status)) = child.try_wait() {
+                                // It may have lost a race to another daemon that now answers.
+                                if let Ok(c) = Self::connect(socket) {
+                                    return Ok(c);
+                                }
+                                return Err(ClientError::NoDaemon {
+                                    socket: socket.to_path_buf(),
+                                    detail: Some(format!(
+                                        "the ckptd started for it exited ({status}); see {}",
+                                        log_dir.join("ckptd.log").display()
+                                    )),
+                                });
+                            }
+                            if Instant::now() > deadline {
+                                return Err(ClientError::NoDaemon {
+                                    socket: socket.to_path_buf(),
+                                    detail,
+                                });
+                            }
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        Err(other) => return Err(other),
+                    }
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sends one request and waits for its reply.
+    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.stream
+            .get_mut()
+            .write_all(&request_line(id, method, &params))?;
+        loop {
+            let mut line = String::new();
+            if self.stream.read_line(&mut line)? == 0 {
+                return Err(ClientError::Protocol(
+                    "the daemon closed the connection".into(),
+                ));
+            }
+            let reply: Value =
+                serde_json::from_str(&line).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            if let Some(err) = reply.get("error") {
+                let err: RpcError = serde_json::from_value(err.clone())
+                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                return Err(err.into());
+            }
+            // Skip notifications and replies to other requests.
+            if reply.get("id").and_then(Value::as_u64) == Some(id) {
+                return Ok(reply.get("result").cloned().unwrap_or(Value::Null));
+            }
+        }
+    }
+}
+
+fn spawn_daemon(socket: &Path, log_dir: &Path) -> Result<std::process::Child, ClientError> {
+    use std::os::unix::process::CommandExt;
+    let beside = std::env::current_exe()
+        .ok()
+        .map(|e| e.with_file_name("ckptd"))
+        .filter(|p| p.exists());
+    let program = beside.unwrap_or_else(|| PathBuf::from("ckptd"));
+    std::fs::create_dir_all(log_dir)?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_dir.join("ckptd.log"))?;
+    let child = std::process::Command::new(&program)
+        .arg("--socket")
+        .arg(socket)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        // Its own process group: a Ctrl-C aimed at the client must not stop the daemon.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| ClientError::NoDaemon {
+            socket: socket.to_path_buf(),
+            detail: Some(format!("cannot start {}: {e}", program.display())),
+        })?;
+    Ok(child)
+}

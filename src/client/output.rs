@@ -1,0 +1,406 @@
+//! Rendering replies: `--json` prints the daemon's result as is; otherwise compact, aligned
+//! text with short ids and relative times.
+
+use std::io::{BufRead, Write};
+
+use serde_json::Value;
+
+use super::ClientError;
+
+pub struct Out {
+    pub json: bool,
+}
+
+fn s<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+fn n(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn arr<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
+
+/// "5s ago", "3m ago", "2h ago", "4d ago".
+pub fn relative_time(rfc3339: &str) -> String {
+    let Ok(then) = rfc3339.parse::<jiff::Timestamp>() else {
+        return rfc3339.to_string();
+    };
+    let secs = (jiff::Timestamp::now().as_second() - then.as_second()).max(0);
+    match secs {
+        0..=59 => format!("{secs}s ago"),
+        60..=3599 => format!("{}m ago", secs / 60),
+        3600..=86399 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86400),
+    }
+}
+
+fn counts(c: &Value) -> String {
+    format!(
+        "+{} ~{} -{}",
+        n(c, "added"),
+        n(c, "modified"),
+        n(c, "deleted")
+    )
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let first = text.lines().next().unwrap_or("");
+    let mut out: String = first.chars().take(max).collect();
+    if first.chars().count() > max || text.lines().count() > 1 {
+        out.push('…');
+    }
+    out
+}
+
+/// Prints rows with every column but the last padded to its widest cell.
+fn table(rows: &[Vec<String>]) {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            }
+        }
+        println!("{}", line.trim_end());
+    }
+}
+
+fn print_skipped(v: &Value) {
+    for skip in arr(v, "skipped") {
+        println!("  skipped  {}: {}", s(skip, "path"), s(skip, "reason"));
+    }
+}
+
+impl Out {
+    fn json(&self, v: &Value) -> bool {
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(v).expect("values serialise")
+            );
+        }
+        self.json
+    }
+
+    pub fn value_or(&self, v: &Value, text: &str) {
+        if !self.json(v) {
+            println!("{text}");
+        }
+    }
+
+    pub fn watched(&self, v: &Value) {
+        if !self.json(v) {
+            println!("watching {}\n  store {}", s(v, "root"), s(v, "store"));
+        }
+    }
+
+    pub fn unwatched(&self, v: &Value) {
+        if !self.json(v) {
+            println!(
+                "no longer watching {} (its store stays at {})",
+                s(v, "root"),
+                s(v, "store")
+            );
+        }
+    }
+
+    pub fn projects(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        let list = v.as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if list.is_empty() {
+            println!("no projects are watched (use `ckpt watch DIR`)");
+            return;
+        }
+        let mut rows = vec![vec!["ROOT".into(), "STATE".into(), "STORE".into()]];
+        for p in list {
+            let state = if p.get("available").and_then(Value::as_bool) == Some(true) {
+                "ok"
+            } else {
+                "unavailable"
+            };
+            rows.push(vec![
+                s(p, "root").into(),
+                state.into(),
+                s(p, "store").into(),
+            ]);
+        }
+        table(&rows);
+    }
+
+    pub fn checkpoint(&self, c: &Value) {
+        if self.json(c) {
+            return;
+        }
+        println!(
+            "checkpoint {}  #{} {}  {} files ({})",
+            short(s(c, "id")),
+            n(c, "seq"),
+            s(c, "dialog"),
+            n(c, "files"),
+            counts(c)
+        );
+        print_skipped(c);
+    }
+
+    pub fn list(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        let list = v.as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if list.is_empty() {
+            println!("no checkpoints yet (record one with `ckpt checkpoint -m TEXT`)");
+            return;
+        }
+        let mut rows = vec![["ID", "SEQ", "DIALOG", "KIND", "WHEN", "CHANGES", "LABEL"]
+            .map(String::from)
+            .to_vec()];
+        for c in list {
+            let mut changes = counts(c);
+            if !arr(c, "skipped").is_empty() {
+                changes.push_str(&format!(" !{}", arr(c, "skipped").len()));
+            }
+            rows.push(vec![
+                short(s(c, "id")).into(),
+                format!("#{}", n(c, "seq")),
+                s(c, "dialog").into(),
+                s(c, "kind").into(),
+                relative_time(s(c, "created_at")),
+                changes,
+                one_line(s(c, "label"), 60),
+            ]);
+        }
+        table(&rows);
+    }
+
+    pub fn show(&self, c: &Value) {
+        if self.json(c) {
+            return;
+        }
+        println!("checkpoint {}", s(c, "id"));
+        println!(
+            "dialog     {}  #{}  {}",
+            s(c, "dialog"),
+            n(c, "seq"),
+            s(c, "kind")
+        );
+        println!(
+            "created    {} ({})",
+            s(c, "created_at"),
+            relative_time(s(c, "created_at"))
+        );
+        if let Some(m) = c.get("message_id").and_then(Value::as_str) {
+            println!("message    {m}");
+        }
+        let parent = c
+            .get("parent")
+            .and_then(Value::as_str)
+            .map(|p| format!(" against {}", short(p)))
+            .unwrap_or_default();
+        println!("files      {} ({}{parent})", n(c, "files"), counts(c));
+        if !s(c, "label").is_empty() {
+            println!("label");
+            for line in s(c, "label").lines() {
+                println!("    {line}");
+            }
+        }
+        if !arr(c, "changes").is_empty() {
+            println!("changes");
+            for ch in arr(c, "changes") {
+                println!("  {}  {}", status_letter(s(ch, "status")), s(ch, "path"));
+            }
+        }
+        if !arr(c, "skipped").is_empty() {
+            println!("skipped");
+            for skip in arr(c, "skipped") {
+                println!("  {}: {}", s(skip, "path"), s(skip, "reason"));
+            }
+        }
+        if let Some(meta) = c.get("meta") {
+            println!("meta       {}", one_line(&meta.to_string(), 100));
+        }
+        for f in arr(c, "file_list") {
+            println!(
+                "  {} {} {}",
+                s(f, "mode"),
+                short(s(f, "blob")),
+                s(f, "path")
+            );
+        }
+    }
+
+    pub fn diff(&self, v: &Value, stat: bool, name_only: bool) {
+        if self.json(v) {
+            return;
+        }
+        let files = arr(v, "files");
+        if name_only {
+            for f in files {
+                println!("{}", s(f, "path"));
+            }
+        } else if stat {
+            let width = files
+                .iter()
+                .map(|f| s(f, "path").chars().count())
+                .max()
+                .unwrap_or(0);
+            let (mut plus, mut minus) = (0, 0);
+            for f in files {
+                let (a, r) = (n(f, "lines_added"), n(f, "lines_removed"));
+                plus += a;
+                minus += r;
+                let bar = if f.get("binary").and_then(Value::as_bool) == Some(true) {
+                    "Bin".to_string()
+                } else {
+                    format!(
+                        "{:>5} {}{}",
+                        a + r,
+                        "+".repeat(a.min(40) as usize),
+                        "-".repeat(r.min(40) as usize)
+                    )
+                };
+                println!(" {:<width$} | {bar}", s(f, "path"));
+            }
+            println!(
+                " {} files changed, {plus} insertions(+), {minus} deletions(-)",
+                files.len()
+            );
+        } else {
+            print!("{}", s(v, "patch"));
+        }
+        super::cli::flush();
+    }
+
+    pub fn restore(&self, r: &Value) {
+        if self.json(r) {
+            return;
+        }
+        let dry = r.get("dry_run").and_then(Value::as_bool) == Some(true);
+        let (w, d, k) = (arr(r, "written"), arr(r, "deleted"), arr(r, "skipped"));
+        let verb = if dry { "would restore" } else { "restored" };
+        println!(
+            "{verb} to {}: {} written, {} deleted, {} skipped",
+            short(s(r, "restored_to")),
+            w.len(),
+            d.len(),
+            k.len()
+        );
+        for p in w {
+            println!("  wrote    {}", p.as_str().unwrap_or(""));
+        }
+        for p in d {
+            println!("  deleted  {}", p.as_str().unwrap_or(""));
+        }
+        print_skipped(r);
+        if let Some(undo) = r.get("undo_checkpoint").and_then(Value::as_str) {
+            println!("undo with: ckpt restore {}", short(undo));
+        }
+    }
+
+    pub fn status(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        println!(
+            "{} (pid {}, protocol {}), up {}s",
+            s(v, "daemon"),
+            n(v, "pid"),
+            n(v, "protocol"),
+            n(v, "uptime_seconds")
+        );
+        println!("socket   {}", s(v, "socket"));
+        println!("data     {}", s(v, "data_dir"));
+        let projects = arr(v, "projects");
+        println!("projects {}", projects.len());
+        for p in projects {
+            let state = match (
+                p.get("available").and_then(Value::as_bool),
+                p.get("busy").and_then(Value::as_bool),
+            ) {
+                (Some(false), _) => "unavailable",
+                (_, Some(true)) => "busy",
+                _ => "ok",
+            };
+            println!("  {}  {state}", s(p, "root"));
+        }
+    }
+}
+
+fn status_letter(status: &str) -> &'static str {
+    match status {
+        "added" => "A",
+        "deleted" => "D",
+        "modified" => "M",
+        "mode_changed" => "X",
+        "type_changed" => "T",
+        _ => "?",
+    }
+}
+
+/// Shows a dry run's plan and asks on the terminal; true to go ahead.
+pub fn confirm_restore(plan: &Value) -> bool {
+    let (w, d, k) = (
+        arr(plan, "written"),
+        arr(plan, "deleted"),
+        arr(plan, "skipped"),
+    );
+    eprintln!("restoring to {} will:", short(s(plan, "restored_to")));
+    for p in w.iter().take(50) {
+        eprintln!("  write   {}", p.as_str().unwrap_or(""));
+    }
+    for p in d.iter().take(50) {
+        eprintln!("  delete  {}", p.as_str().unwrap_or(""));
+    }
+    for skip in k.iter().take(50) {
+        eprintln!("  skip    {}: {}", s(skip, "path"), s(skip, "reason"));
+    }
+    if w.len() > 50 || d.len() > 50 {
+        eprintln!("  … ({} writes and {} deletions in all)", w.len(), d.len());
+    }
+    eprint!("The current state is saved first, so this can be undone. Restore? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim(), "y" | "Y" | "yes" | "Yes")
+}
+
+/// Prints an error (and a hint) on stderr, or as `{"error": …}` on stdout with `--json`.
+pub fn error(err: &ClientError, json: bool) {
+    if json {
+        let value = match err {
+            ClientError::Rpc(e) => serde_json::json!({ "error": e }),
+            other => serde_json::json!({ "error": { "message": other.to_string() } }),
+        };
+        println!("{value}");
+        return;
+    }
+    eprintln!("error: {err}");
+    if let Some(hint) = super::cli::hint(err) {
+        eprintln!("hint: {hint}");
+    }
+}

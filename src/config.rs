@@ -1,0 +1,283 @@
+//! Configuration (`$XDG_CONFIG_HOME/ckpt/config.toml`) and the XDG paths ckpt uses.
+//!
+//! Every key is optional and has a default; unknown keys are an error so that a typo never
+//! silently changes nothing. The daemon only ever reads this file; its own state (registered
+//! projects, stores) lives under the data directory.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Largest request line the daemon accepts by default (client metadata may be up to 16 MiB).
+pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 20 * 1024 * 1024;
+/// Files larger than this are skipped (and reported) by default.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 50 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid value for `{key}`: {message}")]
+    Value { key: &'static str, message: String },
+    #[error("cannot determine a home directory (set HOME or the XDG_* variables)")]
+    NoHome,
+}
+
+/// The parsed configuration file.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Socket path; defaults to `$XDG_RUNTIME_DIR/ckpt/ckptd.sock`.
+    pub socket: Option<PathBuf>,
+    /// Data directory (stores, registered projects); defaults to `$XDG_DATA_HOME/ckpt`.
+    pub data_dir: Option<PathBuf>,
+    /// Default tracing filter when neither `RUST_LOG` nor `-v` is given.
+    pub log_level: Option<String>,
+    /// Files larger than this many bytes are skipped and reported. Accepts `52428800` or "50MiB".
+    pub max_file_size: Option<ByteSize>,
+    /// Largest accepted request line, in bytes.
+    pub max_request_bytes: Option<ByteSize>,
+    pub exclusions: ExclusionConfig,
+}
+
+/// Changes to the built-in exclusion list (gitignore syntax throughout).
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExclusionConfig {
+    /// Patterns excluded in addition to the built-in list.
+    pub add: Vec<String>,
+    /// Built-in patterns to drop, written exactly as in the built-in list (e.g. "dist/").
+    pub remove: Vec<String>,
+    /// Patterns that are never excluded by the built-in or added patterns (e.g. ".env.local").
+    /// `.gitignore` rules still apply.
+    pub allow: Vec<String>,
+}
+
+/// A size in bytes, written as an integer or as a string with a unit (`"50MiB"`, `"2 GB"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(ByteSize(n)),
+            Raw::Text(s) => parse_byte_size(&s)
+                .map(ByteSize)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Parses `"123"`, `"10KiB"`, `"50 MiB"`, `"1GB"` (k/M/G are powers of 1024 either way).
+pub fn parse_byte_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (examples: 1048576, \"50MiB\")"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => return Err(format!("unknown size unit `{other}` in `{text}`")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size `{text}` is too large"))
+}
+
+impl Config {
+    /// Reads `path`; a missing file at the default location is an empty config.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let (path, explicit) = match path {
+            Some(p) => (p.to_path_buf(), true),
+            None => (Paths::default_config_file()?, false),
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+                return Ok(Config::default())
+            }
+            Err(source) => return Err(ConfigError::Read { path, source }),
+        };
+        Config::parse(&text).map_err(|message| ConfigError::Parse { path, message })
+    }
+
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        config.validate().map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(level) = &self.log_level {
+            if tracing_subscriber::EnvFilter::try_new(level).is_err() {
+                return Err(ConfigError::Value {
+                    key: "log_level",
+                    message: format!(
+                        "`{level}` is not a tracing filter (e.g. \"info\", \"ckpt=debug\")"
+                    ),
+                });
+            }
+        }
+        if self.max_request_bytes.is_some_and(|b| b.0 < 4096) {
+            return Err(ConfigError::Value {
+                key: "max_request_bytes",
+                message: "must be at least 4096".into(),
+            });
+        }
+        for pattern in self.exclusions.add.iter().chain(&self.exclusions.allow) {
+            if pattern.trim().is_empty() || pattern.contains('\n') {
+                return Err(ConfigError::Value {
+                    key: "exclusions",
+                    message: format!("pattern {pattern:?} is empty or spans lines"),
+                });
+            }
+        }
+        for pattern in &self.exclusions.remove {
+            if !crate::filter::BUILT_IN_EXCLUSIONS.contains(&pattern.as_str()) {
+                return Err(ConfigError::Value {
+                    key: "exclusions.remove",
+                    message: format!(
+                        "{pattern:?} is not a built-in pattern; built-ins are: {}",
+                        crate::filter::BUILT_IN_EXCLUSIONS.join(" ")
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn max_file_size(&self) -> u64 {
+        self.max_file_size.map_or(DEFAULT_MAX_FILE_SIZE, |b| b.0)
+    }
+
+    pub fn max_request_bytes(&self) -> u64 {
+        self.max_request_bytes
+            .map_or(DEFAULT_MAX_REQUEST_BYTES, |b| b.0)
+    }
+}
+
+/// Where things live. Resolved once from the config and the XDG environment.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub socket: PathBuf,
+    pub data_dir: PathBuf,
+}
+
+impl Paths {
+    pub fn resolve(config: &Config, socket_override: Option<&Path>) -> Result<Paths, ConfigError> {
+        let data_dir = match &config.data_dir {
+            Some(d) => d.clone(),
+            None => Self::project_dirs()?.data_dir().to_path_buf(),
+        };
+        let socket = match socket_override.or(config.socket.as_deref()) {
+            Some(s) => s.to_path_buf(),
+            None => Self::default_socket(&data_dir)?,
+        };
+        Ok(Paths { socket, data_dir })
+    }
+
+    /// `$XDG_RUNTIME_DIR/ckpt/ckptd.sock`, or `<data dir>/run/ckptd.sock` when there is no
+    /// runtime directory (containers, `su` shells).
+    fn default_socket(data_dir: &Path) -> Result<PathBuf, ConfigError> {
+        let dirs = Self::project_dirs()?;
+        Ok(match dirs.runtime_dir() {
+            Some(run) => run.join("ckptd.sock"),
+            None => data_dir.join("run").join("ckptd.sock"),
+        })
+    }
+
+    pub fn default_config_file() -> Result<PathBuf, ConfigError> {
+        Ok(Self::project_dirs()?.config_dir().join("config.toml"))
+    }
+
+    fn project_dirs() -> Result<directories::ProjectDirs, ConfigError> {
+        directories::ProjectDirs::from("", "", "ckpt").ok_or(ConfigError::NoHome)
+    }
+
+    /// Where the store of the project rooted at `root` lives.
+    pub fn store_dir(&self, root: &Path) -> PathBuf {
+        self.data_dir.join("projects").join(store_name(root))
+    }
+
+    /// The file listing registered projects.
+    pub fn registry_file(&self) -> PathBuf {
+        self.data_dir.join("projects.json")
+    }
+}
+
+/// `<last component>-<16 hex digits of a hash of the root>`: readable and unique per root.
+fn store_name(root: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let name: String = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let digest = gix::objs::compute_hash(
+        gix::hash::Kind::Sha1,
+        gix::objs::Kind::Blob,
+        root.as_os_str().as_bytes(),
+    )
+    .map(|id| id.to_hex_with_len(16).to_string())
+    .unwrap_or_default();
+    format!("{name}-{digest}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_byte_size("1024").unwrap(), 1024);
+        assert_eq!(parse_byte_size("50MiB").unwrap(), 50 << 20);
+        assert_eq!(parse_byte_size("2 gb").unwrap(), 2 << 30);
+        assert!(parse_byte_size("12 parsecs").is_err());
+        assert!(parse_byte_size("MiB").is_err());
+    }
+
+    #[test]
+    fn config_rejects_unknown_keys_and_bad_values() {
+        assert!(Config::parse("sockett = \"/x\"")
+            .unwrap_err()
+            .contains("unknown field"));
+        assert!(Config::parse("max_file_size = \"lots\"").is_err());
+        assert!(Config::parse("[exclusions]\nremove = [\"nope/\"]")
+            .unwrap_err()
+            .contains("not a built-in"));
+        let c = Config::parse("max_file_size = \"1KiB\"\n[exclusions]\nadd = [\"*.log\"]").unwrap();
+        assert_eq!(c.max_file_size(), 1024);
+        assert_eq!(c.exclusions.add, vec!["*.log".to_string()]);
+    }
+
+    #[test]
+    fn store_names_differ_per_root() {
+        let a = store_name(Path::new("/home/u/app"));
+        let b = store_name(Path::new("/srv/app"));
+        assert!(a.starts_with("app-") && b.starts_with("app-"));
+        assert_ne!(a, b);
+    }
+}

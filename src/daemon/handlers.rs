@@ -1,0 +1,529 @@
+//! One function per method: parse the params, find the project, run the store work behind the
+//! project's lock, and turn every failure into an error with a stable code.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use gix::bstr::BString;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::project::{save_registry, Project};
+use super::Daemon;
+use crate::protocol::methods::*;
+use crate::protocol::{error_line, response_line, ErrorCode, Request, RpcError, PROTOCOL_VERSION};
+use crate::store::checkpoint::validate_dialog;
+use crate::store::diff::{diff, NewSide};
+use crate::store::snapshot::{read_tree, Snapshot, SnapshotOptions};
+use crate::store::{
+    CheckpointError, NewCheckpoint, RestoreError, RestoreOptions, SnapshotError, DEFAULT_DIALOG,
+};
+
+type Reply = Result<Value, RpcError>;
+
+/// Handles one request line; returns the reply line (none for notifications) and whether the
+/// daemon should shut down.
+pub async fn handle_line(daemon: &Arc<Daemon>, line: &[u8]) -> (Option<Vec<u8>>, bool) {
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => {
+            let err = RpcError::new(ErrorCode::ParseError, format!("not valid JSON: {e}"));
+            return (Some(error_line(&Value::Null, &err)), false);
+        }
+    };
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    let request: Request = match serde_json::from_value(value) {
+        Ok(r) => r,
+        Err(e) => {
+            let err = RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("not a JSON-RPC 2.0 request: {e}"),
+            );
+            return (Some(error_line(&id, &err)), false);
+        }
+    };
+    if request.jsonrpc != "2.0" {
+        let err = RpcError::new(ErrorCode::InvalidRequest, "`jsonrpc` must be \"2.0\"");
+        return (Some(error_line(&id, &err)), false);
+    }
+    let shutdown = request.method == "shutdown";
+    tracing::debug!(method = %request.method, "request");
+    let result = dispatch(daemon, &request.method, request.params).await;
+    if let Err(e) = &result {
+        tracing::info!(method = %request.method, code = e.code, error = %e.message, "request failed");
+    }
+    let reply = match (&request.id, result) {
+        (None, _) => None,
+        (Some(id), Ok(value)) => Some(response_line(id, &value)),
+        (Some(id), Err(err)) => Some(error_line(id, &err)),
+    };
+    (reply, shutdown)
+}
+
+async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> Reply {
+    match method {
+        "hello" => hello(parse(params)?),
+        "status" => status(daemon, parse::<NoParams>(params)?).await,
+        "watch" => watch(daemon, parse(params)?).await,
+        "unwatch" => unwatch(daemon, parse(params)?).await,
+        "projects" => projects(daemon, parse::<NoParams>(params)?).await,
+        "checkpoint" => checkpoint(daemon, parse(params)?).await,
+        "list" => list(daemon, parse(params)?).await,
+        "show" => show(daemon, parse(params)?).await,
+        "diff" => diff_method(daemon, parse(params)?).await,
+        "restore" => restore(daemon, parse(params)?).await,
+        "shutdown" => {
+            parse::<NoParams>(params)?;
+            Ok(json!({ "stopping": true }))
+        }
+        other => Err(RpcError::new(
+            ErrorCode::MethodNotFound,
+            format!("unknown method `{other}`"),
+        )),
+    }
+}
+
+fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    let params = match params {
+        None | Some(Value::Null) => json!({}),
+        Some(p @ Value::Object(_)) => p,
+        Some(_) => {
+            return Err(RpcError::new(
+                ErrorCode::InvalidParams,
+                "params must be an object",
+            ))
+        }
+    };
+    serde_json::from_value(params)
+        .map_err(|e| RpcError::new(ErrorCode::InvalidParams, format!("invalid params: {e}")))
+}
+
+fn hello(params: HelloParams) -> Reply {
+    if let Some(client) = &params.client {
+        tracing::debug!(client = %client, protocol = ?params.protocol, "hello");
+    }
+    Ok(json!({
+        "protocol": PROTOCOL_VERSION,
+        "daemon": format!("ckptd {}", env!("CARGO_PKG_VERSION")),
+        "pid": std::process::id(),
+    }))
+}
+
+async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Reply {
+    let projects: Vec<Value> = daemon
+        .projects
+        .read()
+        .await
+        .values()
+        .map(|p| {
+            json!({
+                "root": p.root,
+                "store": p.store_dir,
+                "available": p.root.is_dir(),
+                "busy": p.is_busy(),
+            })
+        })
+        .collect();
+    Ok(json!({
+        "daemon": format!("ckptd {}", env!("CARGO_PKG_VERSION")),
+        "protocol": PROTOCOL_VERSION,
+        "pid": std::process::id(),
+        "uptime_seconds": daemon.started.elapsed().as_secs(),
+        "socket": daemon.paths.socket,
+        "data_dir": daemon.paths.data_dir,
+        "projects": projects,
+    }))
+}
+
+async fn watch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
+    let root = absolute(&params.path)?;
+    let root = std::fs::canonicalize(&root).map_err(|e| {
+        RpcError::new(
+            ErrorCode::InvalidParams,
+            format!("cannot watch {}: {e}", root.display()),
+        )
+    })?;
+    if !root.is_dir() {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            format!("{} is not a directory", root.display()),
+        ));
+    }
+    let data_dir =
+        std::fs::canonicalize(&daemon.paths.data_dir).unwrap_or(daemon.paths.data_dir.clone());
+    if root.starts_with(&data_dir) {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            "cannot watch ckpt's own data directory",
+        ));
+    }
+    let _registry = daemon.registry_lock.lock().await;
+    let project = {
+        let mut projects = daemon.projects.write().await;
+        if let Some(existing) = projects.get(&root) {
+            existing.clone()
+        } else {
+            if let Some(other) = projects
+                .keys()
+                .find(|r| root.starts_with(r) || r.starts_with(&root))
+            {
+                return Err(RpcError::new(
+                    ErrorCode::ProjectOverlap,
+                    format!(
+                        "{} overlaps the watched project {}",
+                        root.display(),
+                        other.display()
+                    ),
+                ));
+            }
+            let project = Arc::new(Project::new(root.clone(), &daemon.config, &daemon.paths));
+            projects.insert(root.clone(), project.clone());
+            let roots: Vec<PathBuf> = projects.keys().cloned().collect();
+            if let Err(e) = save_registry(&daemon.paths.registry_file(), &roots) {
+                projects.remove(&root);
+                return Err(RpcError::new(
+                    ErrorCode::StoreError,
+                    format!("cannot save the project registry: {e}"),
+                ));
+            }
+            tracing::info!(root = %root.display(), "watching a new project");
+            project
+        }
+    };
+    let dialogs = project
+        .run(|_, opened| {
+            let repo = opened.store.repo();
+            opened.store.dialogs(&repo).map_err(checkpoint_error)
+        })
+        .await?;
+    Ok(json!({ "root": project.root, "store": project.store_dir, "dialogs": dialogs.len() }))
+}
+
+async fn unwatch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
+    let path = absolute(&params.path)?;
+    let path = std::fs::canonicalize(&path).unwrap_or(path);
+    let _registry = daemon.registry_lock.lock().await;
+    let mut projects = daemon.projects.write().await;
+    let root = projects
+        .keys()
+        .filter(|r| path.starts_with(r))
+        .max_by_key(|r| r.as_os_str().len())
+        .cloned()
+        .ok_or_else(|| not_a_project(&path))?;
+    let project = projects.remove(&root).expect("found just above");
+    let roots: Vec<PathBuf> = projects.keys().cloned().collect();
+    if let Err(e) = save_registry(&daemon.paths.registry_file(), &roots) {
+        projects.insert(root, project);
+        return Err(RpcError::new(
+            ErrorCode::StoreError,
+            format!("cannot save the project registry: {e}"),
+        ));
+    }
+    tracing::info!(root = %root.display(), "no longer watching");
+    Ok(json!({ "root": root, "store": project.store_dir }))
+}
+
+async fn projects(daemon: &Arc<Daemon>, _: NoParams) -> Reply {
+    let list: Vec<Value> = daemon
+        .projects
+        .read()
+        .await
+        .values()
+        .map(|p| json!({ "root": p.root, "store": p.store_dir, "available": p.root.is_dir() }))
+        .collect();
+    Ok(Value::Array(list))
+}
+
+async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -> Reply {
+    let kind = params.kind.unwrap_or_else(|| "message".into());
+    if !matches!(kind.as_str(), "message" | "manual") {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            format!("kind `{kind}` cannot be requested; use `message` or `manual`"),
+        ));
+    }
+    let dialog = params.dialog.unwrap_or_else(|| DEFAULT_DIALOG.into());
+    validate_dialog(&dialog).map_err(checkpoint_error)?;
+    if params
+        .message_id
+        .as_ref()
+        .is_some_and(|m| m.len() > 256 || m.contains('\n'))
+    {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            "message_id must be one line of at most 256 bytes",
+        ));
+    }
+    let project = find_project(daemon, &params.project).await?;
+    let new = NewCheckpoint {
+        dialog,
+        kind,
+        label: params.label.unwrap_or_default(),
+        message_id: params.message_id,
+        meta: params.meta,
+    };
+    project
+        .run(move |project, opened| {
+            let options = SnapshotOptions {
+                write: true,
+                max_file_size: project.max_file_size(),
+            };
+            let snapshot =
+                Snapshot::take(&opened.store, &opened.filter, options).map_err(snapshot_error)?;
+            let c = opened
+                .store
+                .record_checkpoint(&snapshot, new)
+                .map_err(checkpoint_error)?;
+            Ok(to_value(&c))
+        })
+        .await
+}
+
+async fn list(daemon: &Arc<Daemon>, params: ListParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let repo = opened.store.repo();
+            let mut all = opened
+                .store
+                .list(&repo, params.dialog.as_deref())
+                .map_err(checkpoint_error)?;
+            if let Some(limit) = params.limit {
+                all.truncate(limit);
+            }
+            Ok(to_value(&all))
+        })
+        .await
+}
+
+async fn show(daemon: &Arc<Daemon>, params: ShowParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let store = &opened.store;
+            let repo = store.repo();
+            let mut c = store.resolve(&repo, &params.id).map_err(checkpoint_error)?;
+            store.load_meta(&repo, &mut c).map_err(checkpoint_error)?;
+            let files = store.files_of(&repo, &c).map_err(checkpoint_error)?;
+            let before = match &c.parent {
+                Some(parent) => {
+                    let parent = store.resolve(&repo, parent).map_err(checkpoint_error)?;
+                    store.files_of(&repo, &parent).map_err(checkpoint_error)?
+                }
+                None => Default::default(),
+            };
+            let changes = diff(&repo, &before, &files, NewSide::Store, &[], false, false).map_err(store_error)?;
+            let mut value = to_value(&c);
+            value["changes"] = to_value(&changes.files);
+            if params.files {
+                value["file_list"] = files
+                    .iter()
+                    .map(|(path, s)| json!({ "path": path.to_string(), "mode": format!("{:06o}", s.kind as u16), "blob": s.id.to_string() }))
+                    .collect();
+            }
+            Ok(value)
+        })
+        .await
+}
+
+async fn diff_method(daemon: &Arc<Daemon>, params: DiffParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    let paths = tree_paths(&project.root, &params.paths)?;
+    project
+        .run(move |project, opened| {
+            let store = &opened.store;
+            let repo = store.repo();
+            let from = store
+                .resolve(&repo, &params.from)
+                .map_err(checkpoint_error)?;
+            let old = store.files_of(&repo, &from).map_err(checkpoint_error)?;
+            let (to_id, new, side) = match &params.to {
+                Some(to) => {
+                    let to = store.resolve(&repo, to).map_err(checkpoint_error)?;
+                    let files = read_tree(
+                        &repo,
+                        crate::store::checkpoint::parse_id(&to.tree).map_err(store_error)?,
+                    )
+                    .map_err(store_error)?;
+                    (Some(to.id), files, NewSide::Store)
+                }
+                None => {
+                    let options = SnapshotOptions {
+                        write: false,
+                        max_file_size: project.max_file_size(),
+                    };
+                    let snap =
+                        Snapshot::take(store, &opened.filter, options).map_err(snapshot_error)?;
+                    (None, snap.files, NewSide::WorkingTree(&project.root))
+                }
+            };
+            let result = diff(&repo, &old, &new, side, &paths, params.patch, params.counts)
+                .map_err(store_error)?;
+            let mut value = to_value(&result);
+            value["from"] = json!(from.id);
+            value["to"] = json!(to_id);
+            Ok(value)
+        })
+        .await
+}
+
+async fn restore(daemon: &Arc<Daemon>, params: RestoreParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    let paths = tree_paths(&project.root, &params.paths)?;
+    project
+        .run(move |project, opened| {
+            let store = &opened.store;
+            let repo = store.repo();
+            let target = store.resolve(&repo, &params.id).map_err(checkpoint_error)?;
+            let options = RestoreOptions {
+                paths,
+                dry_run: params.dry_run,
+            };
+            let report = store
+                .restore(&opened.filter, &target, &options, project.max_file_size())
+                .map_err(|e| match e {
+                    RestoreError::Snapshot(e) => snapshot_error(e),
+                    RestoreError::Checkpoint(e) => checkpoint_error(e),
+                })?;
+            Ok(to_value(&report))
+        })
+        .await
+}
+
+async fn find_project(daemon: &Arc<Daemon>, path: &Path) -> Result<Arc<Project>, RpcError> {
+    let path = absolute(path)?;
+    match std::fs::canonicalize(&path) {
+        Ok(real) => daemon
+            .project_for(&real)
+            .await
+            .ok_or_else(|| not_a_project(&real)),
+        // The directory is gone: if it was (inside) a project, say so precisely.
+        Err(e) => match daemon.project_for(&normalize(&path)).await {
+            Some(p) => Err(RpcError::new(
+                ErrorCode::ProjectUnavailable,
+                format!(
+                    "project directory {} is not accessible: {e}",
+                    p.root.display()
+                ),
+            )),
+            None => Err(not_a_project(&path)),
+        },
+    }
+}
+
+fn not_a_project(path: &Path) -> RpcError {
+    RpcError::new(
+        ErrorCode::NotAProject,
+        format!(
+            "{} is not inside a watched project (run `ckpt watch` there first)",
+            path.display()
+        ),
+    )
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, RpcError> {
+    if path.is_absolute() {
+        Ok(path.to_path_buf())
+    } else {
+        Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            format!("path `{}` must be absolute", path.display()),
+        ))
+    }
+}
+
+/// Removes `.` and resolves `..` without touching the filesystem.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Converts client paths (absolute, or relative to the root) into tree paths.
+fn tree_paths(root: &Path, paths: &[PathBuf]) -> Result<Vec<BString>, RpcError> {
+    use std::os::unix::ffi::OsStrExt;
+    paths
+        .iter()
+        .map(|p| {
+            let abs = normalize(&root.join(p));
+            let rel = abs.strip_prefix(root).map_err(|_| {
+                RpcError::new(
+                    ErrorCode::InvalidParams,
+                    format!(
+                        "path `{}` is outside the project {}",
+                        p.display(),
+                        root.display()
+                    ),
+                )
+            })?;
+            Ok(BString::from(rel.as_os_str().as_bytes()))
+        })
+        .collect()
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).expect("result types always serialise")
+}
+
+fn checkpoint_error(e: CheckpointError) -> RpcError {
+    let code = match &e {
+        CheckpointError::Unknown(_) | CheckpointError::NotACheckpoint { .. } => {
+            ErrorCode::UnknownCheckpoint
+        }
+        CheckpointError::Ambiguous { .. } => ErrorCode::AmbiguousCheckpoint,
+        CheckpointError::BadId(_)
+        | CheckpointError::BadDialog(_)
+        | CheckpointError::MetaTooLarge { .. } => ErrorCode::InvalidParams,
+        CheckpointError::Store(_) => ErrorCode::StoreError,
+    };
+    RpcError::new(code, e.to_string())
+}
+
+fn snapshot_error(e: SnapshotError) -> RpcError {
+    match e {
+        SnapshotError::Root { .. } => RpcError::new(ErrorCode::ProjectUnavailable, e.to_string()),
+        SnapshotError::Store(e) => store_error(e),
+    }
+}
+
+fn store_error(e: crate::store::StoreError) -> RpcError {
+    RpcError::new(ErrorCode::StoreError, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_paths_become_tree_paths() {
+        let root = Path::new("/p");
+        let ok = tree_paths(
+            root,
+            &[
+                PathBuf::from("/p/src/a.rs"),
+                PathBuf::from("docs"),
+                PathBuf::from("/p"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            ok,
+            vec![
+                BString::from("src/a.rs"),
+                BString::from("docs"),
+                BString::from("")
+            ]
+        );
+        assert!(tree_paths(root, &[PathBuf::from("/etc/passwd")]).is_err());
+        assert!(tree_paths(root, &[PathBuf::from("../x")]).is_err());
+        assert!(tree_paths(root, &[PathBuf::from("/p/../q")]).is_err());
+    }
+}

@@ -1,0 +1,67 @@
+//! The daemon: a tokio server that owns the registered projects and answers clients.
+//!
+//! [`run`] takes a listener it is handed (so tests, and later systemd socket activation, can
+//! supply one) and a shutdown future. Each connection is a task; each request on it is a task,
+//! so requests can be pipelined. Store work runs on blocking threads behind one lock per
+//! project, so a project's operations are serialised while different projects proceed in
+//! parallel.
+
+mod handlers;
+mod project;
+mod server;
+pub mod socket;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::RwLock;
+
+use crate::config::{Config, Paths};
+pub use project::Project;
+pub use server::run;
+pub use socket::{bind, BindError, SocketGuard};
+
+/// State shared by every connection.
+pub struct Daemon {
+    pub(crate) config: Config,
+    pub(crate) paths: Paths,
+    pub(crate) projects: RwLock<BTreeMap<PathBuf, Arc<Project>>>,
+    /// Serialises changes to the registry file.
+    pub(crate) registry_lock: tokio::sync::Mutex<()>,
+    pub(crate) started: Instant,
+    pub(crate) uid: u32,
+}
+
+impl Daemon {
+    /// Loads the registered projects (their stores open lazily, on first use).
+    pub fn new(config: Config, paths: Paths) -> Daemon {
+        let roots = project::load_registry(&paths.registry_file());
+        let projects = roots
+            .into_iter()
+            .map(|root| {
+                let p = Project::new(root.clone(), &config, &paths);
+                (root, Arc::new(p))
+            })
+            .collect();
+        Daemon {
+            config,
+            paths,
+            projects: RwLock::new(projects),
+            registry_lock: tokio::sync::Mutex::new(()),
+            started: Instant::now(),
+            uid: rustix::process::geteuid().as_raw(),
+        }
+    }
+
+    /// The registered project whose root contains `path`.
+    pub(crate) async fn project_for(&self, path: &Path) -> Option<Arc<Project>> {
+        let projects = self.projects.read().await;
+        projects
+            .iter()
+            .filter(|(root, _)| path.starts_with(root))
+            .max_by_key(|(root, _)| root.as_os_str().len())
+            .map(|(_, p)| p.clone())
+    }
+}

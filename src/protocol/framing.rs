@@ -1,0 +1,65 @@
+//! Reading one `\n`-terminated line with a hard size cap, before anything is parsed.
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("request line exceeds {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads the next line (without its `\n`; a trailing `\r` is dropped too). `Ok(None)` at a clean
+/// end of stream. A final line without `\n` is returned as a line.
+pub async fn read_frame<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, FrameError> {
+    let mut line = Vec::new();
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(if line.is_empty() { None } else { Some(line) });
+        }
+        let (take, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        if (line.len() + take) as u64 > limit + 1 {
+            return Err(FrameError::TooLarge { limit });
+        }
+        line.extend_from_slice(&available[..take]);
+        reader.consume(take);
+        if done {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return Ok(Some(line));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_and_caps() {
+        let data: &[u8] = b"one\ntwo\r\n\nlast";
+        let mut r = tokio::io::BufReader::new(data);
+        assert_eq!(read_frame(&mut r, 100).await.unwrap().unwrap(), b"one");
+        assert_eq!(read_frame(&mut r, 100).await.unwrap().unwrap(), b"two");
+        assert_eq!(read_frame(&mut r, 100).await.unwrap().unwrap(), b"");
+        assert_eq!(read_frame(&mut r, 100).await.unwrap().unwrap(), b"last");
+        assert!(read_frame(&mut r, 100).await.unwrap().is_none());
+
+        let big = vec![b'x'; 50];
+        let mut r = tokio::io::BufReader::with_capacity(8, big.as_slice());
+        assert!(matches!(
+            read_frame(&mut r, 10).await,
+            Err(FrameError::TooLarge { limit: 10 })
+        ));
+    }
+}

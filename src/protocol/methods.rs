@@ -1,0 +1,99 @@
+//! Parameters of each method. Unknown fields are refused, so a misspelt parameter is an
+//! `invalid_params` error instead of being silently ignored.
+//!
+//! `project` is any absolute path inside a watched project (clients send their working
+//! directory). `paths` are absolute, or relative to the project root.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HelloParams {
+    #[serde(default)]
+    pub client: Option<String>,
+    #[serde(default)]
+    pub protocol: Option<u32>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathParams {
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointParams {
+    pub project: PathBuf,
+    #[serde(default)]
+    pub label: Option<String>,
+    #[serde(default)]
+    pub dialog: Option<String>,
+    #[serde(default)]
+    pub message_id: Option<String>,
+    /// `message` (default) or `manual`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Arbitrary JSON kept with the checkpoint (at most 16 MiB encoded).
+    #[serde(default)]
+    pub meta: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    pub project: PathBuf,
+    #[serde(default)]
+    pub dialog: Option<String>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShowParams {
+    pub project: PathBuf,
+    pub id: String,
+    /// Include the full file list of the checkpoint.
+    #[serde(default)]
+    pub files: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffParams {
+    pub project: PathBuf,
+    pub from: String,
+    /// Another checkpoint; the working tree when absent.
+    #[serde(default)]
+    pub to: Option<String>,
+    #[serde(default)]
+    pub paths: Vec<PathBuf>,
+    /// Include the unified diff text (default true).
+    #[serde(default = "yes")]
+    pub patch: bool,
+    /// Include per-file line counts (default true).
+    #[serde(default = "yes")]
+    pub counts: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreParams {
+    pub project: PathBuf,
+    pub id: String,
+    #[serde(default)]
+    pub paths: Vec<PathBuf>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+fn yes() -> bool {
+    true
+}

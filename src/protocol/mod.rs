@@ -1,0 +1,158 @@
+//! The wire protocol: JSON-RPC 2.0, one UTF-8 message per `\n`-terminated line, over a local
+//! socket. Requests may be pipelined; responses carry the request's id and may come back in any
+//! order. Lines longer than the daemon's cap are refused before anything is parsed.
+
+pub mod framing;
+pub mod methods;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use framing::{read_frame, FrameError};
+
+/// Bumped when a method changes incompatibly. `hello` reports it.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Stable error codes. The README documents each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    ParseError,
+    InvalidRequest,
+    MethodNotFound,
+    InvalidParams,
+    Internal,
+    RequestTooLarge,
+    NotAProject,
+    UnknownCheckpoint,
+    AmbiguousCheckpoint,
+    ProjectUnavailable,
+    StoreError,
+    PermissionDenied,
+    ShuttingDown,
+    ProjectOverlap,
+}
+
+impl ErrorCode {
+    pub const ALL: &'static [ErrorCode] = &[
+        ErrorCode::ParseError,
+        ErrorCode::InvalidRequest,
+        ErrorCode::MethodNotFound,
+        ErrorCode::InvalidParams,
+        ErrorCode::Internal,
+        ErrorCode::RequestTooLarge,
+        ErrorCode::NotAProject,
+        ErrorCode::UnknownCheckpoint,
+        ErrorCode::AmbiguousCheckpoint,
+        ErrorCode::ProjectUnavailable,
+        ErrorCode::StoreError,
+        ErrorCode::PermissionDenied,
+        ErrorCode::ShuttingDown,
+        ErrorCode::ProjectOverlap,
+    ];
+
+    pub fn code(self) -> i64 {
+        match self {
+            ErrorCode::ParseError => -32700,
+            ErrorCode::InvalidRequest => -32600,
+            ErrorCode::MethodNotFound => -32601,
+            ErrorCode::InvalidParams => -32602,
+            ErrorCode::Internal => -32603,
+            ErrorCode::RequestTooLarge => -32000,
+            ErrorCode::NotAProject => -32001,
+            ErrorCode::UnknownCheckpoint => -32002,
+            ErrorCode::AmbiguousCheckpoint => -32003,
+            ErrorCode::ProjectUnavailable => -32004,
+            ErrorCode::StoreError => -32005,
+            ErrorCode::PermissionDenied => -32006,
+            ErrorCode::ShuttingDown => -32007,
+            ErrorCode::ProjectOverlap => -32008,
+        }
+    }
+
+    /// The name carried in `error.data.kind`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::ParseError => "parse_error",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::MethodNotFound => "method_not_found",
+            ErrorCode::InvalidParams => "invalid_params",
+            ErrorCode::Internal => "internal_error",
+            ErrorCode::RequestTooLarge => "request_too_large",
+            ErrorCode::NotAProject => "not_a_project",
+            ErrorCode::UnknownCheckpoint => "unknown_checkpoint",
+            ErrorCode::AmbiguousCheckpoint => "ambiguous_checkpoint",
+            ErrorCode::ProjectUnavailable => "project_unavailable",
+            ErrorCode::StoreError => "store_error",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::ShuttingDown => "shutting_down",
+            ErrorCode::ProjectOverlap => "project_overlap",
+        }
+    }
+
+    pub fn from_code(code: i64) -> Option<ErrorCode> {
+        Self::ALL.iter().copied().find(|c| c.code() == code)
+    }
+}
+
+/// An error as sent to a client.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code: code.code(),
+            message: message.into(),
+            data: Some(serde_json::json!({ "kind": code.name() })),
+        }
+    }
+
+    pub fn kind(&self) -> Option<ErrorCode> {
+        ErrorCode::from_code(self.code)
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+/// A request as received. `params` stays raw until the method is known.
+#[derive(Debug, Deserialize)]
+pub struct Request {
+    pub jsonrpc: String,
+    #[serde(default)]
+    pub id: Option<Value>,
+    pub method: String,
+    #[serde(default)]
+    pub params: Option<Value>,
+}
+
+/// Encodes a success response line (with its trailing newline).
+pub fn response_line(id: &Value, result: &Value) -> Vec<u8> {
+    line(&serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+}
+
+/// Encodes an error response line. `id` is null when the request's id could not be read.
+pub fn error_line(id: &Value, error: &RpcError) -> Vec<u8> {
+    line(&serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error }))
+}
+
+/// Encodes a request line.
+pub fn request_line(id: u64, method: &str, params: &Value) -> Vec<u8> {
+    line(&serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+}
+
+fn line(value: &Value) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(value).expect("a serde_json::Value always serialises");
+    bytes.push(b'\n');
+    bytes
+}

@@ -1,0 +1,394 @@
+//! Checkpoints as git commits.
+//!
+//! The commit's tree is the project tree. Its message is readable in `git log`: a subject line
+//! (`[dialog] #seq kind: first line of the label`), a blank line, then the whole label. The
+//! structured fields live in one extra commit header, `ckpt`, holding single-line JSON.
+
+use std::collections::{BTreeMap, HashSet};
+
+use gix::bstr::{BString, ByteSlice};
+use gix::ObjectId;
+use serde::{Deserialize, Serialize};
+
+use super::snapshot::{read_tree, FileState, Snapshot};
+use super::{signature, Store, StoreError};
+
+/// Commit header that carries a checkpoint's structured metadata.
+const HEADER: &str = "ckpt";
+const DIALOG_REFS: &str = "refs/ckpt/dialogs/";
+const META_REFS: &str = "refs/ckpt/meta/";
+/// Largest client metadata document accepted with a checkpoint.
+pub const MAX_CLIENT_META_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("no checkpoint matches `{0}`")]
+    Unknown(String),
+    #[error("`{prefix}` is ambiguous: it matches {count} checkpoints; give more digits")]
+    Ambiguous { prefix: String, count: usize },
+    #[error("invalid checkpoint id `{0}`: expected 4 to 40 hex digits")]
+    BadId(String),
+    #[error("invalid dialog name `{0}`: use 1-100 characters from A-Z a-z 0-9 . _ -, not starting with . or -")]
+    BadDialog(String),
+    #[error("client metadata is {size} bytes; the limit is {MAX_CLIENT_META_BYTES}")]
+    MetaTooLarge { size: usize },
+    #[error("commit {id} is not a ckpt checkpoint: {message}")]
+    NotACheckpoint { id: ObjectId, message: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A path that a snapshot or a restore had to leave alone, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SkippedFile {
+    pub path: String,
+    pub reason: String,
+}
+
+impl SkippedFile {
+    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> SkippedFile {
+        SkippedFile {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The structured part of a checkpoint, stored in the `ckpt` commit header.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Header {
+    v: u32,
+    dialog: String,
+    seq: u64,
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message_id: Option<String>,
+    created_at: String,
+    files: u64,
+    added: u64,
+    modified: u64,
+    deleted: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    skipped: Vec<SkippedFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    meta: Option<String>,
+}
+
+/// A checkpoint as read back from the store.
+#[derive(Debug, Clone, Serialize)]
+pub struct Checkpoint {
+    pub id: String,
+    pub parent: Option<String>,
+    pub tree: String,
+    pub dialog: String,
+    pub seq: u64,
+    pub kind: String,
+    pub label: String,
+    pub message_id: Option<String>,
+    pub created_at: String,
+    pub files: u64,
+    pub added: u64,
+    pub modified: u64,
+    pub deleted: u64,
+    pub skipped: Vec<SkippedFile>,
+    /// Client metadata (JSON), when asked for and present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
+    #[serde(skip)]
+    meta_blob: Option<ObjectId>,
+}
+
+/// What a client asks to record.
+#[derive(Debug, Clone)]
+pub struct NewCheckpoint {
+    pub dialog: String,
+    pub kind: String,
+    pub label: String,
+    pub message_id: Option<String>,
+    pub meta: Option<serde_json::Value>,
+}
+
+pub fn validate_dialog(name: &str) -> Result<(), CheckpointError> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with(['.', '-'])
+        && !name.ends_with(".lock")
+        && !name.contains("..")
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(CheckpointError::BadDialog(name.to_string()))
+    }
+}
+
+impl Store {
+    /// Records `snapshot` (whose blobs are already written) as a checkpoint on its dialog's
+    /// timeline and returns it. Objects are flushed before the dialog's ref moves, and the ref
+    /// moves only if nobody moved it meanwhile.
+    #[tracing::instrument(skip_all, fields(dialog = %new.dialog, kind = %new.kind))]
+    pub fn record_checkpoint(
+        &self,
+        snapshot: &Snapshot,
+        new: NewCheckpoint,
+    ) -> Result<Checkpoint, CheckpointError> {
+        validate_dialog(&new.dialog)?;
+        let repo = self.repo();
+        let ref_name = format!("{DIALOG_REFS}{}", new.dialog);
+        let parent_id = self.ref_target(&repo, &ref_name)?;
+        let parent = parent_id.map(|id| self.checkpoint(&repo, id)).transpose()?;
+
+        let meta_blob = match &new.meta {
+            Some(value) => {
+                let bytes = serde_json::to_vec(value)
+                    .map_err(|e| StoreError::git("encoding metadata", e))?;
+                if bytes.len() > MAX_CLIENT_META_BYTES {
+                    return Err(CheckpointError::MetaTooLarge { size: bytes.len() });
+                }
+                Some(
+                    repo.write_blob(&bytes)
+                        .map_err(|e| StoreError::git("writing metadata", e))?
+                        .detach(),
+                )
+            }
+            None => None,
+        };
+
+        let tree = Snapshot::write_tree(&repo, &snapshot.files)?;
+        let (added, modified, deleted) = match &parent {
+            Some(p) if p.tree == tree.to_string() => (0, 0, 0),
+            Some(p) => {
+                let before = read_tree(&repo, parse_id(&p.tree)?)?;
+                count_changes(&before, &snapshot.files)
+            }
+            None => (snapshot.files.len() as u64, 0, 0),
+        };
+        let created_at = jiff::Timestamp::now()
+            .round(jiff::Unit::Millisecond)
+            .unwrap_or_else(|_| jiff::Timestamp::now());
+        let header = Header {
+            v: 1,
+            dialog: new.dialog.clone(),
+            seq: parent.as_ref().map_or(1, |p| p.seq + 1),
+            kind: new.kind.clone(),
+            message_id: new.message_id.clone(),
+            created_at: created_at.to_string(),
+            files: snapshot.files.len() as u64,
+            added,
+            modified,
+            deleted,
+            skipped: snapshot.skipped.clone(),
+            meta: meta_blob.map(|id| id.to_string()),
+        };
+        let header_json =
+            serde_json::to_string(&header).map_err(|e| StoreError::git("encoding metadata", e))?;
+        let subject_label = new
+            .label
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(72)
+            .collect::<String>();
+        let mut message = format!("[{}] #{} {}", header.dialog, header.seq, header.kind);
+        if !subject_label.is_empty() {
+            message.push_str(": ");
+            message.push_str(&subject_label);
+        }
+        message.push('\n');
+        if !new.label.is_empty() {
+            message.push('\n');
+            message.push_str(&new.label);
+            message.push('\n');
+        }
+        let mut sig = signature();
+        sig.time = gix::date::Time::new(created_at.as_second(), 0);
+        let commit = gix::objs::Commit {
+            tree,
+            parents: parent_id.into_iter().collect(),
+            author: sig.clone(),
+            committer: sig,
+            encoding: None,
+            message: message.into(),
+            extra_headers: vec![(HEADER.into(), header_json.into())],
+        };
+        let id = repo
+            .write_object(&commit)
+            .map_err(|e| StoreError::git("writing a commit", e))?
+            .detach();
+
+        self.sync()?;
+        if let Some(blob) = meta_blob {
+            let name = format!("{META_REFS}{blob}");
+            if self.ref_target(&repo, &name)?.is_none() {
+                self.update_ref(&repo, &name, None, blob, "ckpt: client metadata")?;
+            }
+        }
+        let log = format!("ckpt: {} #{}", header.kind, header.seq);
+        self.update_ref(&repo, &ref_name, parent_id, id, &log)?;
+        self.sync()?;
+        tracing::info!(id = %id, seq = header.seq, files = header.files, added, modified, deleted,
+            skipped = header.skipped.len(), "checkpoint recorded");
+        self.checkpoint(&repo, id)
+    }
+
+    /// Reads checkpoint `id`.
+    pub fn checkpoint(
+        &self,
+        repo: &gix::Repository,
+        id: ObjectId,
+    ) -> Result<Checkpoint, CheckpointError> {
+        let not_ckpt = |message: String| CheckpointError::NotACheckpoint { id, message };
+        let object = repo.find_object(id).map_err(|e| not_ckpt(e.to_string()))?;
+        let commit = object
+            .try_into_commit()
+            .map_err(|e| not_ckpt(e.to_string()))?;
+        let decoded = commit.decode().map_err(|e| not_ckpt(e.to_string()))?;
+        let raw = decoded
+            .extra_headers()
+            .find(HEADER)
+            .ok_or_else(|| not_ckpt("no ckpt header".into()))?;
+        let header: Header = serde_json::from_slice(raw).map_err(|e| not_ckpt(e.to_string()))?;
+        let message = decoded.message.to_str_lossy();
+        let label = match message.split_once("\n\n") {
+            Some((_, body)) => body.strip_suffix('\n').unwrap_or(body).to_string(),
+            None => String::new(),
+        };
+        let parent = decoded.parents().next().map(|p| p.to_string());
+        let checkpoint = Checkpoint {
+            id: id.to_string(),
+            parent,
+            tree: decoded.tree().to_string(),
+            dialog: header.dialog,
+            seq: header.seq,
+            kind: header.kind,
+            label,
+            message_id: header.message_id,
+            created_at: header.created_at,
+            files: header.files,
+            added: header.added,
+            modified: header.modified,
+            deleted: header.deleted,
+            skipped: header.skipped,
+            meta: None,
+            meta_blob: header
+                .meta
+                .as_deref()
+                .and_then(|m| ObjectId::from_hex(m.as_bytes()).ok()),
+        };
+        Ok(checkpoint)
+    }
+
+    /// Loads the client metadata of `checkpoint` into it.
+    pub fn load_meta(
+        &self,
+        repo: &gix::Repository,
+        checkpoint: &mut Checkpoint,
+    ) -> Result<(), CheckpointError> {
+        if let Some(blob) = checkpoint.meta_blob {
+            let object = repo
+                .find_object(blob)
+                .map_err(|e| StoreError::git("reading metadata", e))?;
+            let value = serde_json::from_slice(&object.data)
+                .map_err(|e| StoreError::git("decoding metadata", e))?;
+            checkpoint.meta = Some(value);
+        }
+        Ok(())
+    }
+
+    /// The dialogs of this store and their latest checkpoint ids.
+    pub fn dialogs(
+        &self,
+        repo: &gix::Repository,
+    ) -> Result<Vec<(String, ObjectId)>, CheckpointError> {
+        Ok(self.refs_under(repo, DIALOG_REFS)?)
+    }
+
+    /// The checkpoints of `dialog` (all dialogs when None), newest first.
+    pub fn list(
+        &self,
+        repo: &gix::Repository,
+        dialog: Option<&str>,
+    ) -> Result<Vec<Checkpoint>, CheckpointError> {
+        if let Some(d) = dialog {
+            validate_dialog(d)?;
+        }
+        let mut out = Vec::new();
+        for (name, head) in self.dialogs(repo)? {
+            if dialog.is_some_and(|d| d != name) {
+                continue;
+            }
+            let mut next = Some(head);
+            while let Some(id) = next {
+                let c = self.checkpoint(repo, id)?;
+                next = c.parent.as_deref().map(parse_id).transpose()?;
+                out.push(c);
+            }
+        }
+        out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.seq.cmp(&a.seq)));
+        Ok(out)
+    }
+
+    /// Resolves a full id or a unique prefix (at least 4 hex digits) to a checkpoint.
+    pub fn resolve(
+        &self,
+        repo: &gix::Repository,
+        text: &str,
+    ) -> Result<Checkpoint, CheckpointError> {
+        let t = text.trim().to_ascii_lowercase();
+        if t.len() < 4 || t.len() > 40 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(CheckpointError::BadId(text.to_string()));
+        }
+        let mut seen = HashSet::new();
+        let mut matches = Vec::new();
+        for c in self.list(repo, None)? {
+            if c.id.starts_with(&t) && seen.insert(c.id.clone()) {
+                matches.push(c);
+            }
+        }
+        match matches.len() {
+            0 => Err(CheckpointError::Unknown(text.to_string())),
+            1 => Ok(matches.pop().expect("one match")),
+            count => Err(CheckpointError::Ambiguous {
+                prefix: text.to_string(),
+                count,
+            }),
+        }
+    }
+
+    /// The files of checkpoint `c`.
+    pub fn files_of(
+        &self,
+        repo: &gix::Repository,
+        c: &Checkpoint,
+    ) -> Result<BTreeMap<BString, FileState>, CheckpointError> {
+        Ok(read_tree(repo, parse_id(&c.tree)?)?)
+    }
+}
+
+pub(crate) fn parse_id(hex: &str) -> Result<ObjectId, StoreError> {
+    ObjectId::from_hex(hex.as_bytes()).map_err(|e| StoreError::git("parsing an object id", e))
+}
+
+/// (added, modified, deleted) going from `before` to `after`; a mode change counts as modified.
+pub fn count_changes(
+    before: &BTreeMap<BString, FileState>,
+    after: &BTreeMap<BString, FileState>,
+) -> (u64, u64, u64) {
+    let mut added = 0;
+    let mut modified = 0;
+    for (path, state) in after {
+        match before.get(path) {
+            None => added += 1,
+            Some(old) if old != state => modified += 1,
+            Some(_) => {}
+        }
+    }
+    let deleted = before
+        .keys()
+        .filter(|p| !after.contains_key(p.as_bstr()))
+        .count() as u64;
+    (added, modified, deleted)
+}

@@ -1,0 +1,273 @@
+//! Differences between two checkpoints, or between a checkpoint and the working tree, as a
+//! list of changed paths with line counts and, when asked, a git-style unified diff.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gix::bstr::{BString, ByteSlice};
+use gix::objs::tree::EntryKind;
+use serde::Serialize;
+
+use super::snapshot::FileState;
+use super::StoreError;
+
+/// How a path changed.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeStatus {
+    Added,
+    Modified,
+    Deleted,
+    /// Only the executable bit changed.
+    ModeChanged,
+    /// File became symlink or the other way round.
+    TypeChanged,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FileChange {
+    pub path: String,
+    pub status: ChangeStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_mode: Option<String>,
+    pub binary: bool,
+    pub lines_added: u64,
+    pub lines_removed: u64,
+}
+
+/// Where the newer side's content comes from.
+pub enum NewSide<'a> {
+    Store,
+    WorkingTree(&'a Path),
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct DiffResult {
+    pub files: Vec<FileChange>,
+    /// The unified diff, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+}
+
+/// Compares `old` with `new`; `paths` (tree paths) limits it to those files or folders.
+pub fn diff(
+    repo: &gix::Repository,
+    old: &BTreeMap<BString, FileState>,
+    new: &BTreeMap<BString, FileState>,
+    new_side: NewSide<'_>,
+    paths: &[BString],
+    with_patch: bool,
+    with_counts: bool,
+) -> Result<DiffResult, StoreError> {
+    let mut result = DiffResult {
+        files: Vec::new(),
+        patch: with_patch.then(String::new),
+    };
+    let mut keys: Vec<&BString> = old
+        .keys()
+        .chain(new.keys())
+        .filter(|p| within(p, paths))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    for path in keys {
+        let (a, b) = (old.get(path), new.get(path));
+        let status = match (a, b) {
+            (None, Some(_)) => ChangeStatus::Added,
+            (Some(_), None) => ChangeStatus::Deleted,
+            (Some(x), Some(y)) if x == y => continue,
+            (Some(x), Some(y)) if (x.kind == EntryKind::Link) != (y.kind == EntryKind::Link) => {
+                ChangeStatus::TypeChanged
+            }
+            (Some(x), Some(y)) if x.id == y.id => ChangeStatus::ModeChanged,
+            (Some(_), Some(_)) => ChangeStatus::Modified,
+            (None, None) => continue,
+        };
+        let mut change = FileChange {
+            path: path.to_str_lossy().into_owned(),
+            status,
+            old_mode: a.map(|s| mode_text(s.kind)),
+            new_mode: b.map(|s| mode_text(s.kind)),
+            binary: false,
+            lines_added: 0,
+            lines_removed: 0,
+        };
+        if with_patch || with_counts {
+            let old_data = a
+                .map(|s| load_blob(repo, s))
+                .transpose()?
+                .unwrap_or_default();
+            let new_data = match (b, &new_side) {
+                (None, _) => Vec::new(),
+                (Some(s), NewSide::Store) => load_blob(repo, s)?,
+                (Some(s), NewSide::WorkingTree(root)) => load_disk(root, path, s.kind),
+            };
+            change.binary = is_binary(&old_data) || is_binary(&new_data);
+            let text = if change.binary {
+                None
+            } else {
+                Some(unified(
+                    &old_data,
+                    &new_data,
+                    path,
+                    a.is_some(),
+                    b.is_some(),
+                ))
+            };
+            if let Some((body, plus, minus)) = &text {
+                change.lines_added = *plus;
+                change.lines_removed = *minus;
+                if let Some(patch) = result.patch.as_mut() {
+                    patch.push_str(&header(path, a, b, status));
+                    patch.push_str(body);
+                }
+            } else if let Some(patch) = result.patch.as_mut() {
+                patch.push_str(&header(path, a, b, status));
+                if old_data != new_data {
+                    patch.push_str(&format!(
+                        "Binary files {} and {} differ\n",
+                        side_name("a", path, a),
+                        side_name("b", path, b)
+                    ));
+                }
+            }
+        }
+        result.files.push(change);
+    }
+    Ok(result)
+}
+
+/// True when `path` is one of `paths` or lies below one of them (all paths when empty).
+pub fn within(path: &[u8], paths: &[BString]) -> bool {
+    paths.is_empty()
+        || paths.iter().any(|p| {
+            p.is_empty()
+                || path == p.as_slice()
+                || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
+        })
+}
+
+fn mode_text(kind: EntryKind) -> String {
+    format!("{:06o}", kind as u16)
+}
+
+fn load_blob(repo: &gix::Repository, state: &FileState) -> Result<Vec<u8>, StoreError> {
+    if state.kind == EntryKind::Commit {
+        return Ok(format!("Subproject commit {}\n", state.id).into_bytes());
+    }
+    let object = repo
+        .find_object(state.id)
+        .map_err(|e| StoreError::git("reading a blob", e))?;
+    Ok(object.detach().data)
+}
+
+fn load_disk(root: &Path, path: &[u8], kind: EntryKind) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let abs = crate::filter::rel_to_abs(root, path);
+    if kind == EntryKind::Link {
+        std::fs::read_link(abs)
+            .map(|t| t.as_os_str().as_bytes().to_vec())
+            .unwrap_or_default()
+    } else {
+        std::fs::read(abs).unwrap_or_default()
+    }
+}
+
+fn is_binary(data: &[u8]) -> bool {
+    data[..data.len().min(8000)].contains(&0) || std::str::from_utf8(data).is_err()
+}
+
+fn side_name(prefix: &str, path: &[u8], state: Option<&FileState>) -> String {
+    match state {
+        Some(_) => format!("{prefix}/{}", path.to_str_lossy()),
+        None => "/dev/null".into(),
+    }
+}
+
+fn header(
+    path: &[u8],
+    a: Option<&FileState>,
+    b: Option<&FileState>,
+    status: ChangeStatus,
+) -> String {
+    let p = path.to_str_lossy();
+    let mut h = format!("diff --git a/{p} b/{p}\n");
+    let short = |s: &FileState| s.id.to_hex_with_len(7).to_string();
+    match (a, b) {
+        (None, Some(n)) => {
+            h.push_str(&format!(
+                "new file mode {}\nindex 0000000..{}\n",
+                mode_text(n.kind),
+                short(n)
+            ));
+        }
+        (Some(o), None) => {
+            h.push_str(&format!(
+                "deleted file mode {}\nindex {}..0000000\n",
+                mode_text(o.kind),
+                short(o)
+            ));
+        }
+        (Some(o), Some(n)) if status == ChangeStatus::TypeChanged || o.kind != n.kind => {
+            h.push_str(&format!(
+                "old mode {}\nnew mode {}\n",
+                mode_text(o.kind),
+                mode_text(n.kind)
+            ));
+            if o.id != n.id {
+                h.push_str(&format!("index {}..{}\n", short(o), short(n)));
+            }
+        }
+        (Some(o), Some(n)) => h.push_str(&format!(
+            "index {}..{} {}\n",
+            short(o),
+            short(n),
+            mode_text(n.kind)
+        )),
+        (None, None) => {}
+    }
+    h
+}
+
+/// The hunks between two texts, with `---`/`+++` lines, and the added/removed line counts.
+fn unified(
+    old: &[u8],
+    new: &[u8],
+    path: &[u8],
+    has_old: bool,
+    has_new: bool,
+) -> (String, u64, u64) {
+    let old = String::from_utf8_lossy(old);
+    let new = String::from_utf8_lossy(new);
+    if old == new {
+        return (String::new(), 0, 0);
+    }
+    let diff = similar::TextDiff::from_lines(old.as_ref(), new.as_ref());
+    let (mut plus, mut minus) = (0, 0);
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => plus += 1,
+            similar::ChangeTag::Delete => minus += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+    let p = path.to_str_lossy();
+    let a = if !has_old {
+        "/dev/null".to_string()
+    } else {
+        format!("a/{p}")
+    };
+    let b = if !has_new {
+        "/dev/null".to_string()
+    } else {
+        format!("b/{p}")
+    };
+    let body = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&a, &b)
+        .to_string();
+    (body, plus, minus)
+}

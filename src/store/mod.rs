@@ -1,0 +1,243 @@
+//! The object store of one project: a bare git repository outside the project, written with gix.
+//!
+//! Everything here is synchronous; the daemon calls it from blocking threads while holding the
+//! project's lock, so one project's store is only ever written by one operation at a time.
+//!
+//! Layout: checkpoints are commits whose tree is the project's tree. Each dialog's timeline is
+//! a first-parent chain under `refs/ckpt/dialogs/<dialog>`; client metadata blobs are kept
+//! alive by `refs/ckpt/meta/<blob id>`. Objects are made durable (syncfs) before a ref moves,
+//! and ref updates are compare-and-swap transactions with a reflog.
+
+pub mod checkpoint;
+pub mod diff;
+pub mod restore;
+pub mod snapshot;
+
+use std::path::{Path, PathBuf};
+
+use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+use gix::refs::Target;
+use gix::ObjectId;
+
+pub use checkpoint::{Checkpoint, CheckpointError, NewCheckpoint, SkippedFile};
+pub use restore::{RestoreError, RestoreOptions, RestoreReport};
+pub use snapshot::{Snapshot, SnapshotError, SnapshotOptions};
+
+/// The dialog used when a client names none.
+pub const DEFAULT_DIALOG: &str = "default";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot create store at {path}: {message}")]
+    Init { path: PathBuf, message: String },
+    #[error("cannot open store at {path}: {message}")]
+    Open { path: PathBuf, message: String },
+    #[error("store {what} failed: {message}")]
+    Git { what: &'static str, message: String },
+    #[error("store I/O on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Concurrent(String),
+}
+
+impl StoreError {
+    pub(crate) fn git(what: &'static str, err: impl std::fmt::Display) -> StoreError {
+        StoreError::Git {
+            what,
+            message: err.to_string(),
+        }
+    }
+}
+
+/// One project's store.
+pub struct Store {
+    dir: PathBuf,
+    repo: gix::ThreadSafeRepository,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.dir).finish()
+    }
+}
+
+impl Store {
+    /// Opens the store at `dir`, creating it (for the project at `root`) if it does not exist.
+    pub fn open_or_init(dir: &Path, root: &Path) -> Result<Store, StoreError> {
+        if !dir.join("objects").is_dir() {
+            Self::init(dir, root)?;
+        }
+        Self::open(dir)
+    }
+
+    fn init(dir: &Path, root: &Path) -> Result<(), StoreError> {
+        let init_err = |message: String| StoreError::Init {
+            path: dir.to_path_buf(),
+            message,
+        };
+        let parent = dir
+            .parent()
+            .ok_or_else(|| init_err("no parent directory".into()))?;
+        std::fs::create_dir_all(parent).map_err(|e| init_err(e.to_string()))?;
+        // Build it beside its final place and rename, so a crash never leaves half a store.
+        let tmp = parent.join(format!(
+            ".init-{}-{}",
+            dir.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&tmp);
+        gix::init_bare(&tmp).map_err(|e| init_err(e.to_string()))?;
+        // gix writes `logallrefupdates = false`; ckpt wants reflogs, and never wants git's
+        // automatic gc to run concurrently with the daemon.
+        let config = format!(
+            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n\
+             \tlogallrefupdates = always\n[gc]\n\tauto = 0\n[ckpt]\n\troot = {}\n",
+            root.display()
+        );
+        std::fs::write(tmp.join("config"), config).map_err(|e| init_err(e.to_string()))?;
+        // So that plain `git --git-dir STORE log` shows the default timeline.
+        std::fs::write(
+            tmp.join("HEAD"),
+            format!("ref: refs/ckpt/dialogs/{DEFAULT_DIALOG}\n"),
+        )
+        .map_err(|e| init_err(e.to_string()))?;
+        std::fs::write(
+            tmp.join("description"),
+            format!("ckpt checkpoints of {}\n", root.display()),
+        )
+        .map_err(|e| init_err(e.to_string()))?;
+        match std::fs::rename(&tmp, dir) {
+            Ok(()) => Ok(()),
+            // Someone else finished first; theirs is as good as ours.
+            Err(_) if dir.join("objects").is_dir() => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                Ok(())
+            }
+            Err(e) => Err(init_err(e.to_string())),
+        }
+    }
+
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let repo =
+            gix::open_opts(dir, gix::open::Options::isolated()).map_err(|e| StoreError::Open {
+                path: dir.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            repo: repo.into_sync(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A repository handle for the calling thread.
+    pub fn repo(&self) -> gix::Repository {
+        let mut repo = self.repo.to_thread_local();
+        repo.object_cache_size_if_unset(4 * 1024 * 1024);
+        repo
+    }
+
+    pub(crate) fn thread_safe(&self) -> &gix::ThreadSafeRepository {
+        &self.repo
+    }
+
+    /// Flushes written objects (or refs) to disk. Called before a ref moves and after.
+    pub(crate) fn sync(&self) -> Result<(), StoreError> {
+        let dir = std::fs::File::open(&self.dir).map_err(|source| StoreError::Io {
+            path: self.dir.clone(),
+            source,
+        })?;
+        rustix::fs::syncfs(&dir).map_err(|e| StoreError::Io {
+            path: self.dir.clone(),
+            source: e.into(),
+        })
+    }
+
+    /// Points `name` at `new` if it still points at `expected` (None: must not exist).
+    pub(crate) fn update_ref(
+        &self,
+        repo: &gix::Repository,
+        name: &str,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+        log_message: &str,
+    ) -> Result<(), StoreError> {
+        let expected = match expected {
+            Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+            None => PreviousValue::MustNotExist,
+        };
+        let edit = RefEdit {
+            change: Change::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: true,
+                    message: log_message.replace('\n', " ").into(),
+                },
+                expected,
+                new: Target::Object(new),
+            },
+            name: name
+                .try_into()
+                .map_err(|e| StoreError::git("ref name", e))?,
+            deref: false,
+        };
+        let sig = signature();
+        let mut time_buf = gix::date::parse::TimeBuf::default();
+        repo.edit_references_as(Some(edit), Some(sig.to_ref(&mut time_buf)))
+            .map_err(|e| StoreError::Concurrent(format!("updating {name}: {e}")))?;
+        Ok(())
+    }
+
+    /// The id `name` points at, if it exists.
+    pub(crate) fn ref_target(
+        &self,
+        repo: &gix::Repository,
+        name: &str,
+    ) -> Result<Option<ObjectId>, StoreError> {
+        let found = repo
+            .try_find_reference(name)
+            .map_err(|e| StoreError::git("ref lookup", e))?;
+        Ok(found.and_then(|r| r.target().try_id().map(|id| id.to_owned())))
+    }
+
+    /// All refs below `prefix` (e.g. `refs/ckpt/dialogs/`), as (name without prefix, target).
+    pub(crate) fn refs_under(
+        &self,
+        repo: &gix::Repository,
+        prefix: &str,
+    ) -> Result<Vec<(String, ObjectId)>, StoreError> {
+        let platform = repo
+            .references()
+            .map_err(|e| StoreError::git("listing refs", e))?;
+        let iter = platform
+            .prefixed(prefix)
+            .map_err(|e| StoreError::git("listing refs", e))?;
+        let mut out = Vec::new();
+        for r in iter {
+            let r = r.map_err(|e| StoreError::git("listing refs", e))?;
+            let name = r.name().as_bstr().to_string();
+            if let Some(id) = r.target().try_id() {
+                out.push((name.trim_start_matches(prefix).to_string(), id.to_owned()));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The identity ckpt writes commits and reflogs as.
+pub(crate) fn signature() -> gix::actor::Signature {
+    let now = jiff::Timestamp::now();
+    gix::actor::Signature {
+        name: "ckpt".into(),
+        email: "ckpt@localhost".into(),
+        time: gix::date::Time::new(now.as_second(), 0),
+    }
+}

@@ -1,0 +1,425 @@
+//! Making the project equal to a checkpoint, best effort and undoable.
+//!
+//! Before anything is touched, the current state is recorded as a `pre-restore` checkpoint
+//! (the undo). Only paths that this snapshot captured are ever replaced or deleted, so a
+//! restore never destroys what the store cannot give back: ignored, excluded, oversized and
+//! unreadable files stay as they are. Each file is replaced atomically (temp file in the same
+//! directory, then rename); parents are checked component by component and never followed
+//! through a symlink; tree entries with `..`, `.git` or empty components are refused. A path
+//! that cannot be written is skipped, reported, and the rest goes on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::EntryKind;
+use serde::Serialize;
+
+use super::checkpoint::{Checkpoint, CheckpointError, NewCheckpoint, SkippedFile};
+use super::diff::within;
+use super::snapshot::{FileState, Snapshot, SnapshotError, SnapshotOptions, StatStamp};
+use super::Store;
+use crate::filter::{rel_to_abs, Filter, TEMP_PREFIX};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RestoreOptions {
+    /// Tree paths (files or folders) to restore; everything when empty.
+    pub paths: Vec<BString>,
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoreReport {
+    pub restored_to: String,
+    /// The `pre-restore` checkpoint that undoes this restore (none for a dry run).
+    pub undo_checkpoint: Option<String>,
+    pub dry_run: bool,
+    pub written: Vec<String>,
+    pub deleted: Vec<String>,
+    pub skipped: Vec<SkippedFile>,
+}
+
+impl Store {
+    /// Restores the project under `filter` to `target`.
+    #[tracing::instrument(skip_all, fields(target = %target.id, dry_run = options.dry_run))]
+    pub fn restore(
+        &self,
+        filter: &Filter,
+        target: &Checkpoint,
+        options: &RestoreOptions,
+        max_file_size: u64,
+    ) -> Result<RestoreReport, RestoreError> {
+        let repo = self.repo();
+        let wanted = self.files_of(&repo, target)?;
+        let current = Snapshot::take(
+            self,
+            filter,
+            SnapshotOptions {
+                write: !options.dry_run,
+                max_file_size,
+            },
+        )?;
+        let undo = if options.dry_run {
+            None
+        } else {
+            let short = &target.id[..12];
+            let undo = self.record_checkpoint(
+                &current,
+                NewCheckpoint {
+                    dialog: target.dialog.clone(),
+                    kind: "pre-restore".into(),
+                    label: format!(
+                        "before restoring to {short} (#{} {})",
+                        target.seq, target.kind
+                    ),
+                    message_id: None,
+                    meta: None,
+                },
+            )?;
+            Some(undo.id)
+        };
+        let mut run = Run {
+            repo: &repo,
+            root: filter.root(),
+            current: &current,
+            dry_run: options.dry_run,
+            report: RestoreReport {
+                restored_to: target.id.clone(),
+                undo_checkpoint: undo,
+                dry_run: options.dry_run,
+                written: Vec::new(),
+                deleted: Vec::new(),
+                skipped: Vec::new(),
+            },
+            deleted: BTreeSet::new(),
+        };
+        run.apply(&wanted, &options.paths);
+        if !options.dry_run {
+            if let Err(e) = self.sync() {
+                tracing::warn!(error = %e, "could not flush restored files");
+            }
+        }
+        for skip in &run.report.skipped {
+            tracing::warn!(path = %skip.path, reason = %skip.reason, "skipped while restoring");
+        }
+        tracing::info!(
+            written = run.report.written.len(),
+            deleted = run.report.deleted.len(),
+            skipped = run.report.skipped.len(),
+            "restore finished"
+        );
+        Ok(run.report)
+    }
+}
+
+struct Run<'a> {
+    repo: &'a gix::Repository,
+    root: &'a Path,
+    current: &'a Snapshot,
+    dry_run: bool,
+    report: RestoreReport,
+    /// Paths deleted so far (or that would be, in a dry run).
+    deleted: BTreeSet<BString>,
+}
+
+impl Run<'_> {
+    fn apply(&mut self, wanted: &BTreeMap<BString, FileState>, paths: &[BString]) {
+        let current = &self.current.files;
+        // Deletions first, deepest first, so that files can make room for folders and back.
+        let mut deletions: Vec<&BString> = current
+            .keys()
+            .filter(|p| within(p, paths) && !wanted.contains_key(*p))
+            .collect();
+        deletions.sort_by(|a, b| b.cmp(a));
+        for path in deletions {
+            self.delete(path);
+        }
+        if !self.dry_run {
+            self.remove_emptied_dirs();
+        }
+        for (path, state) in wanted.iter().filter(|(p, _)| within(p, paths)) {
+            if current.get(path) == Some(state) {
+                continue;
+            }
+            if let Err(reason) = safe_tree_path(path.as_bstr()) {
+                self.skip(path, reason);
+                continue;
+            }
+            if state.kind == EntryKind::Commit {
+                self.skip(path, "submodule entries are not restored".into());
+                continue;
+            }
+            self.write(path, state);
+        }
+    }
+
+    fn skip(&mut self, path: &[u8], reason: String) {
+        self.report
+            .skipped
+            .push(SkippedFile::new(path.to_str_lossy(), reason));
+    }
+
+    fn delete(&mut self, path: &BString) {
+        let abs = rel_to_abs(self.root, path);
+        if let Err(reason) = self.check_parents(path.as_bstr(), false) {
+            return self.skip(path, reason);
+        }
+        match self.unchanged_since_snapshot(path, &abs) {
+            Ok(true) => {}
+            Ok(false) => {
+                return self.skip(
+                    path,
+                    "changed since the restore began; left as it is".into(),
+                )
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => return self.skip(path, format!("cannot stat: {e}")),
+        }
+        if !self.dry_run {
+            if let Err(e) = std::fs::remove_file(&abs) {
+                return self.skip(path, format!("cannot delete: {e}"));
+            }
+        }
+        self.deleted.insert(path.clone());
+        self.report.deleted.push(path.to_str_lossy().into_owned());
+    }
+
+    /// Removes the folders that deletions left empty (never the root).
+    fn remove_emptied_dirs(&mut self) {
+        let mut dirs = BTreeSet::new();
+        for path in &self.deleted {
+            let mut p = path.as_bstr();
+            while let Some(i) = p.rfind_byte(b'/') {
+                p = p[..i].as_bstr();
+                dirs.insert(p.to_owned());
+            }
+        }
+        // Deepest first: children sort after their parents.
+        for dir in dirs.iter().rev() {
+            let _ = std::fs::remove_dir(rel_to_abs(self.root, dir));
+        }
+    }
+
+    fn write(&mut self, path: &BString, state: &FileState) {
+        let abs = rel_to_abs(self.root, path);
+        if let Err(reason) = self.check_parents(path.as_bstr(), true) {
+            return self.skip(path, reason);
+        }
+        let existing = match std::fs::symlink_metadata(&abs) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return self.skip(path, format!("cannot stat: {e}")),
+        };
+        let captured = self.current.files.contains_key(path) && !self.deleted.contains(path);
+        if let Some(meta) = &existing {
+            if self.deleted.contains(path) && self.dry_run {
+                // It would have been deleted to make room.
+            } else if meta.is_dir()
+                && self.dry_run
+                && self
+                    .deleted
+                    .iter()
+                    .any(|d| within(d, std::slice::from_ref(path)))
+            {
+                // Deletions would (most likely) empty it first.
+            } else if meta.is_dir() {
+                let empty = std::fs::read_dir(&abs)
+                    .map(|mut d| d.next().is_none())
+                    .unwrap_or(false);
+                if !empty {
+                    return self.skip(path, "a folder is in the way that holds files the checkpoint does not capture (ignored or excluded); left as it is".into());
+                }
+                if !self.dry_run {
+                    if let Err(e) = std::fs::remove_dir(&abs) {
+                        return self
+                            .skip(path, format!("cannot remove empty folder in the way: {e}"));
+                    }
+                }
+            } else if !captured {
+                return self.skip(path, "exists but the undo checkpoint could not capture it (ignored, excluded, too large or unreadable); left as it is".into());
+            } else if StatStamp::of(meta) != self.current.stamps[path] {
+                return self.skip(
+                    path,
+                    "changed since the restore began; left as it is".into(),
+                );
+            }
+        }
+        if self.dry_run {
+            self.report.written.push(path.to_str_lossy().into_owned());
+            return;
+        }
+        let data = match self.repo.find_object(state.id) {
+            Ok(o) => o.detach().data,
+            Err(e) => return self.skip(path, format!("content missing from the store: {e}")),
+        };
+        let existing_mode = existing
+            .filter(|m| m.is_file())
+            .map(|m| m.permissions().mode() & 0o7777);
+        let result = match state.kind {
+            EntryKind::Link => replace_with_symlink(&abs, &data),
+            EntryKind::BlobExecutable => {
+                replace_with_file(&abs, &data, file_mode(existing_mode, true))
+            }
+            _ => replace_with_file(&abs, &data, file_mode(existing_mode, false)),
+        };
+        match result {
+            Ok(()) => self.report.written.push(path.to_str_lossy().into_owned()),
+            Err(e) => self.skip(path, format!("cannot write: {e}")),
+        }
+    }
+
+    /// Checks every ancestor of `path` below the root is a real folder (not a symlink), creating
+    /// missing ones when `create` is set.
+    fn check_parents(&self, path: &BStr, create: bool) -> Result<(), String> {
+        let mut cur = PathBuf::from(self.root);
+        let mut rel = BString::default();
+        let components: Vec<&[u8]> = path.split(|b| *b == b'/').collect();
+        for comp in &components[..components.len().saturating_sub(1)] {
+            cur.push(std::ffi::OsStr::from_bytes(comp));
+            rel = crate::filter::join_rel(&rel, comp);
+            match std::fs::symlink_metadata(&cur) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) if self.dry_run && self.deleted.contains(&rel) => return Ok(()),
+                Ok(m) => {
+                    let what = if m.file_type().is_symlink() {
+                        "a symlink"
+                    } else {
+                        "not a folder"
+                    };
+                    return Err(format!(
+                        "parent `{}` is {what}; never followed or replaced",
+                        rel.to_str_lossy()
+                    ));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+                    if self.dry_run {
+                        return Ok(());
+                    }
+                    std::fs::create_dir(&cur).map_err(|e| {
+                        format!("cannot create folder `{}`: {e}", rel.to_str_lossy())
+                    })?;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(format!("cannot stat parent `{}`: {e}", rel.to_str_lossy())),
+            }
+        }
+        Ok(())
+    }
+
+    fn unchanged_since_snapshot(&self, path: &BString, abs: &Path) -> std::io::Result<bool> {
+        let meta = std::fs::symlink_metadata(abs)?;
+        Ok(!meta.is_dir() && self.current.stamps.get(path) == Some(&StatStamp::of(&meta)))
+    }
+}
+
+/// Refuses tree paths that could escape the root or reach into a repository.
+fn safe_tree_path(path: &BStr) -> Result<(), String> {
+    for comp in path.split(|b| *b == b'/') {
+        let bad = comp.is_empty()
+            || comp == b"."
+            || comp == b".."
+            || comp.contains(&0)
+            || comp.eq_ignore_ascii_case(b".git");
+        if bad {
+            return Err(format!(
+                "unsafe path in checkpoint (component {:?}); refused",
+                comp.as_bstr()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The permission bits for a restored file: the existing file's, with the executable bits set
+/// (where readable) or cleared; 0644/0755 for a new file.
+fn file_mode(existing: Option<u32>, exec: bool) -> u32 {
+    match (existing, exec) {
+        (Some(m), true) => m | ((m & 0o444) >> 2),
+        (Some(m), false) => m & !0o111,
+        (None, true) => 0o755,
+        (None, false) => 0o644,
+    }
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn temp_beside(abs: &Path) -> PathBuf {
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    abs.with_file_name(format!("{TEMP_PREFIX}{}-{n}", std::process::id()))
+}
+
+fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
+    let tmp = temp_beside(abs);
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        // The umask may have narrowed the mode given to open.
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        drop(f);
+        std::fs::rename(&tmp, abs)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn replace_with_symlink(abs: &Path, target: &[u8]) -> std::io::Result<()> {
+    let tmp = temp_beside(abs);
+    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(target), &tmp)?;
+    std::fs::rename(&tmp, abs).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_paths_are_refused() {
+        for bad in [
+            "../x",
+            "a/../../x",
+            "a//b",
+            ".git/config",
+            "sub/.GIT/hooks/x",
+            "./a",
+        ] {
+            assert!(safe_tree_path(bad.as_bytes().as_bstr()).is_err(), "{bad}");
+        }
+        for good in [
+            "a",
+            "a/b.txt",
+            ".github/workflows/ci.yml",
+            "..foo",
+            ".gitignore",
+        ] {
+            assert!(safe_tree_path(good.as_bytes().as_bstr()).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn modes_follow_the_exec_bit() {
+        assert_eq!(file_mode(None, false), 0o644);
+        assert_eq!(file_mode(None, true), 0o755);
+        assert_eq!(file_mode(Some(0o600), true), 0o700);
+        assert_eq!(file_mode(Some(0o755), false), 0o644);
+    }
+}

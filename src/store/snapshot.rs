@@ -1,0 +1,333 @@
+//! Taking a snapshot of a project: walk it under the filter, hash (and optionally write) every
+//! file and symlink in parallel, and build the git trees bottom-up.
+//!
+//! A file that cannot be read, is too large, or is not a regular file or symlink is skipped and
+//! reported; the rest of the snapshot goes on.
+
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::{Entry, EntryKind};
+use gix::ObjectId;
+
+use super::checkpoint::SkippedFile;
+use super::{Store, StoreError};
+use crate::filter::{Filter, WalkEntry};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("project directory {path} is not accessible: {source}")]
+    Root {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotOptions {
+    /// Write blobs into the store (false: only compute ids, e.g. for a dry run or a diff).
+    pub write: bool,
+    pub max_file_size: u64,
+}
+
+/// One captured file, as it will appear in the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileState {
+    pub kind: EntryKind,
+    pub id: ObjectId,
+}
+
+/// What the disk looked like when a file was captured: restore compares against it before
+/// replacing a file, so that a write that landed after the snapshot is never clobbered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatStamp {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ino: u64,
+}
+
+impl StatStamp {
+    pub fn of(meta: &std::fs::Metadata) -> StatStamp {
+        StatStamp {
+            size: meta.len(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            ino: meta.ino(),
+        }
+    }
+}
+
+/// The state of a project at one moment: every captured path, and every skipped one.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub files: BTreeMap<BString, FileState>,
+    pub stamps: BTreeMap<BString, StatStamp>,
+    pub skipped: Vec<SkippedFile>,
+}
+
+impl Snapshot {
+    /// Walks and hashes the project under `filter`.
+    #[tracing::instrument(skip_all, fields(root = %filter.root().display()))]
+    pub fn take(
+        store: &Store,
+        filter: &Filter,
+        options: SnapshotOptions,
+    ) -> Result<Snapshot, SnapshotError> {
+        std::fs::read_dir(filter.root()).map_err(|source| SnapshotError::Root {
+            path: filter.root().to_path_buf(),
+            source,
+        })?;
+        let (entries, walk_skips) = filter.walk();
+        let mut snapshot = Snapshot::default();
+        for skip in walk_skips {
+            snapshot
+                .skipped
+                .push(SkippedFile::new(skip.rel.to_string(), skip.reason));
+        }
+
+        let threads = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .min(8);
+        let chunk = entries.len().div_ceil(threads).max(1);
+        let results: Vec<Vec<Captured>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = entries
+                .chunks(chunk)
+                .map(|part| {
+                    let repo = store.thread_safe();
+                    scope.spawn(move || {
+                        let repo = repo.to_thread_local();
+                        part.iter()
+                            .map(|e| capture(&repo, e, options))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("snapshot worker panicked"))
+                .collect()
+        });
+        for captured in results.into_iter().flatten() {
+            match captured {
+                Captured::File { rel, state, stamp } => {
+                    snapshot.stamps.insert(rel.clone(), stamp);
+                    snapshot.files.insert(rel, state);
+                }
+                Captured::Skipped(skip) => snapshot.skipped.push(skip),
+                Captured::Vanished => {}
+            }
+        }
+        snapshot.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        for skip in &snapshot.skipped {
+            tracing::warn!(path = %skip.path, reason = %skip.reason, "skipped while taking a snapshot");
+        }
+        Ok(snapshot)
+    }
+
+    /// Writes the trees for `files` and returns the root tree id.
+    pub fn write_tree(
+        repo: &gix::Repository,
+        files: &BTreeMap<BString, FileState>,
+    ) -> Result<ObjectId, StoreError> {
+        build_tree(files, &mut |tree| {
+            repo.write_object(tree)
+                .map(|id| id.detach())
+                .map_err(|e| StoreError::git("writing a tree", e))
+        })
+    }
+
+    /// The root tree id `files` would have, without writing anything.
+    pub fn tree_id(files: &BTreeMap<BString, FileState>) -> Result<ObjectId, StoreError> {
+        build_tree(files, &mut |tree| {
+            let mut buf = Vec::new();
+            gix::objs::WriteTo::write_to(tree, &mut buf)
+                .map_err(|e| StoreError::git("encoding a tree", e))?;
+            gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Tree, &buf)
+                .map_err(|e| StoreError::git("hashing a tree", e))
+        })
+    }
+}
+
+enum Captured {
+    File {
+        rel: BString,
+        state: FileState,
+        stamp: StatStamp,
+    },
+    Skipped(SkippedFile),
+    Vanished,
+}
+
+fn capture(repo: &gix::Repository, entry: &WalkEntry, options: SnapshotOptions) -> Captured {
+    let skip = |reason: String| Captured::Skipped(SkippedFile::new(entry.rel.to_string(), reason));
+    let (kind, data) = if entry.file_type.is_symlink() {
+        match std::fs::read_link(&entry.abs) {
+            Ok(target) => (EntryKind::Link, target.as_os_str().as_bytes().to_vec()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Captured::Vanished,
+            Err(e) => return skip(format!("cannot read symlink: {e}")),
+        }
+    } else if entry.file_type.is_file() {
+        if entry.metadata.len() > options.max_file_size {
+            return skip(format!(
+                "larger than max_file_size ({} > {} bytes)",
+                entry.metadata.len(),
+                options.max_file_size
+            ));
+        }
+        let data = match std::fs::read(&entry.abs) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Captured::Vanished,
+            Err(e) => return skip(format!("cannot read: {e}")),
+        };
+        if data.len() as u64 > options.max_file_size {
+            return skip(format!(
+                "larger than max_file_size ({} bytes)",
+                options.max_file_size
+            ));
+        }
+        let exec = entry.metadata.permissions().mode() & 0o100 != 0;
+        (
+            if exec {
+                EntryKind::BlobExecutable
+            } else {
+                EntryKind::Blob
+            },
+            data,
+        )
+    } else {
+        return skip("not a regular file or symlink (socket, fifo or device)".into());
+    };
+    let id = if options.write {
+        match repo.write_blob(&data) {
+            Ok(id) => id.detach(),
+            Err(e) => return skip(format!("cannot store: {e}")),
+        }
+    } else {
+        match gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data) {
+            Ok(id) => id,
+            Err(e) => return skip(format!("cannot hash: {e}")),
+        }
+    };
+    Captured::File {
+        rel: entry.rel.clone(),
+        state: FileState { kind, id },
+        stamp: StatStamp::of(&entry.metadata),
+    }
+}
+
+/// Builds trees bottom-up from a flat, byte-sorted path map, handing each tree to `emit`
+/// (which writes or hashes it) and returning the root's id.
+fn build_tree(
+    files: &BTreeMap<BString, FileState>,
+    emit: &mut dyn FnMut(&gix::objs::Tree) -> Result<ObjectId, StoreError>,
+) -> Result<ObjectId, StoreError> {
+    // Stack of (directory path, entries so far); the path of each is a prefix of the next.
+    let mut stack: Vec<(BString, Vec<Entry>)> = vec![(BString::default(), Vec::new())];
+    for (path, state) in files {
+        let (dir, name) = split_parent(path.as_bstr());
+        // Close directories that are not ancestors of `dir`.
+        while !is_ancestor_or_self(stack.last().expect("root stays").0.as_bstr(), dir) {
+            close_top(&mut stack, emit)?;
+        }
+        // Open the directories between the top of the stack and `dir`.
+        let top = stack.last().expect("root stays").0.clone();
+        let rest = if top.is_empty() {
+            dir
+        } else {
+            dir[top.len()..]
+                .strip_prefix(b"/")
+                .unwrap_or_default()
+                .as_bstr()
+        };
+        if !rest.is_empty() {
+            let mut cur = top;
+            for comp in rest.split(|b| *b == b'/') {
+                cur = crate::filter::join_rel(&cur, comp);
+                stack.push((cur.clone(), Vec::new()));
+            }
+        }
+        stack.last_mut().expect("root stays").1.push(Entry {
+            mode: state.kind.into(),
+            filename: name.into(),
+            oid: state.id,
+        });
+    }
+    while stack.len() > 1 {
+        close_top(&mut stack, emit)?;
+    }
+    let (_, mut entries) = stack.pop().expect("root stays");
+    entries.sort();
+    emit(&gix::objs::Tree { entries })
+}
+
+fn close_top(
+    stack: &mut Vec<(BString, Vec<Entry>)>,
+    emit: &mut dyn FnMut(&gix::objs::Tree) -> Result<ObjectId, StoreError>,
+) -> Result<(), StoreError> {
+    let (path, mut entries) = stack.pop().expect("caller keeps the root");
+    entries.sort();
+    let id = emit(&gix::objs::Tree { entries })?;
+    let (_, name) = split_parent(path.as_bstr());
+    stack.last_mut().expect("root stays").1.push(Entry {
+        mode: EntryKind::Tree.into(),
+        filename: name.into(),
+        oid: id,
+    });
+    Ok(())
+}
+
+fn split_parent(path: &BStr) -> (&BStr, &BStr) {
+    match path.rfind_byte(b'/') {
+        Some(i) => (path[..i].as_bstr(), path[i + 1..].as_bstr()),
+        None => (b"".as_bstr(), path),
+    }
+}
+
+fn is_ancestor_or_self(ancestor: &BStr, dir: &BStr) -> bool {
+    ancestor.is_empty()
+        || dir == ancestor
+        || (dir.starts_with(ancestor) && dir.get(ancestor.len()) == Some(&b'/'))
+}
+
+/// Reads the tree `id` recursively into a flat path map (trees are descended, not listed).
+/// Entries that are not files or symlinks (submodule commits) are returned separately.
+pub fn read_tree(
+    repo: &gix::Repository,
+    id: ObjectId,
+) -> Result<BTreeMap<BString, FileState>, StoreError> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![(BString::default(), id)];
+    while let Some((prefix, tree_id)) = stack.pop() {
+        let tree = repo
+            .find_object(tree_id)
+            .map_err(|e| StoreError::git("reading a tree", e))?
+            .try_into_tree()
+            .map_err(|e| StoreError::git("reading a tree", e))?;
+        let decoded = tree
+            .decode()
+            .map_err(|e| StoreError::git("decoding a tree", e))?;
+        for entry in &decoded.entries {
+            let path = crate::filter::join_rel(&prefix, entry.filename);
+            let kind = entry.mode.kind();
+            match kind {
+                EntryKind::Tree => stack.push((path, entry.oid.to_owned())),
+                EntryKind::Blob
+                | EntryKind::BlobExecutable
+                | EntryKind::Link
+                | EntryKind::Commit => {
+                    files.insert(
+                        path,
+                        FileState {
+                            kind,
+                            id: entry.oid.to_owned(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    Ok(files)
+}
