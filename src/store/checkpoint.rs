@@ -158,23 +158,21 @@ impl Store {
 
         let tree = Snapshot::write_tree(&repo, &snapshot.files)?;
         let (added, modified, deleted) = match &parent {
-            Some(p) if p.tree == tree.to_string() => (0, 0, 0),
+            Some(p) if parse_id(&p.tree)? == tree => (0, 0, 0),
             Some(p) => {
                 let before = read_tree(&repo, parse_id(&p.tree)?)?;
                 count_changes(&before, &snapshot.files)
             }
             None => (snapshot.files.len() as u64, 0, 0),
         };
-        let created_at = jiff::Timestamp::now()
-            .round(jiff::Unit::Millisecond)
-            .unwrap_or_else(|_| jiff::Timestamp::now());
+        let created_at = jiff::Timestamp::now();
         let header = Header {
             v: 1,
             dialog: new.dialog.clone(),
             seq: parent.as_ref().map_or(1, |p| p.seq + 1),
             kind: new.kind.clone(),
             message_id: new.message_id.clone(),
-            created_at: created_at.to_string(),
+            created_at: rfc3339_millis(created_at),
             files: snapshot.files.len() as u64,
             added,
             modified,
@@ -306,7 +304,8 @@ impl Store {
         Ok(self.refs_under(repo, DIALOG_REFS)?)
     }
 
-    /// The checkpoints of `dialog` (all dialogs when None), newest first.
+    /// The checkpoints of `dialog` (all dialogs when None), newest first. Each dialog keeps its
+    /// chain order; dialogs are interleaved by creation time.
     pub fn list(
         &self,
         repo: &gix::Repository,
@@ -315,19 +314,29 @@ impl Store {
         if let Some(d) = dialog {
             validate_dialog(d)?;
         }
-        let mut out = Vec::new();
+        let mut chains = Vec::new();
         for (name, head) in self.dialogs(repo)? {
             if dialog.is_some_and(|d| d != name) {
                 continue;
             }
+            let mut chain = Vec::new();
             let mut next = Some(head);
             while let Some(id) = next {
                 let c = self.checkpoint(repo, id)?;
                 next = c.parent.as_deref().map(parse_id).transpose()?;
-                out.push(c);
+                chain.push(c);
             }
+            chain.reverse(); // oldest first, so that `pop` yields the newest
+            chains.push(chain);
         }
-        out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.seq.cmp(&a.seq)));
+        let mut out = Vec::new();
+        while let Some(newest) = chains
+            .iter_mut()
+            .filter(|c| !c.is_empty())
+            .max_by(|a, b| a[a.len() - 1].created_at.cmp(&b[b.len() - 1].created_at))
+        {
+            out.push(newest.pop().expect("non-empty chain"));
+        }
         Ok(out)
     }
 
@@ -366,6 +375,11 @@ impl Store {
     ) -> Result<BTreeMap<BString, FileState>, CheckpointError> {
         Ok(read_tree(repo, parse_id(&c.tree)?)?)
     }
+}
+
+/// RFC 3339 in UTC with exactly three fractional digits, so that the text sorts by time.
+fn rfc3339_millis(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 pub(crate) fn parse_id(hex: &str) -> Result<ObjectId, StoreError> {

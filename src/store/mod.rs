@@ -100,12 +100,6 @@ impl Store {
             root.display()
         );
         std::fs::write(tmp.join("config"), config).map_err(|e| init_err(e.to_string()))?;
-        // So that plain `git --git-dir STORE log` shows the default timeline.
-        std::fs::write(
-            tmp.join("HEAD"),
-            format!("ref: refs/ckpt/dialogs/{DEFAULT_DIALOG}\n"),
-        )
-        .map_err(|e| init_err(e.to_string()))?;
         std::fs::write(
             tmp.join("description"),
             format!("ckpt checkpoints of {}\n", root.display()),

@@ -1,1 +1,10 @@
+//! One integration-test binary: real ckptd, real ckpt, real sockets, real git.
 
+mod harness;
+
+mod cli;
+mod daemon;
+mod exclusions;
+mod protocol;
+mod restore;
+mod roundtrip;

@@ -1,0 +1,210 @@
+//! The daemon's life: registrations across restarts, stale and live sockets, graceful
+//! shutdown, auto-start by the client, durability across `kill -9`.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::harness::*;
+
+#[test]
+fn registrations_and_checkpoints_survive_a_restart() {
+    let mut env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "v1");
+    env.watch();
+    let id = env.checkpoint("before restart");
+    assert!(env.stop_daemon().success());
+    assert!(
+        !env.socket.exists(),
+        "a graceful shutdown removes the socket"
+    );
+    env.start_daemon();
+    let projects = env.json(&["projects"]);
+    assert_eq!(projects[0]["root"], p.to_str().unwrap());
+    assert_eq!(env.json(&["list"])[0]["id"], id.as_str());
+    // unwatch forgets the project, but the store stays.
+    let store = env.store();
+    env.json(&["unwatch"]);
+    assert_eq!(env.json(&["projects"]), serde_json::json!([]));
+    assert!(store.join("objects").is_dir());
+    let out = env.ckpt(&["list"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not inside a watched project"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("hint:"));
+    // Watching again brings the timeline back.
+    env.watch();
+    assert_eq!(env.json(&["list"])[0]["id"], id.as_str());
+}
+
+#[test]
+fn a_checkpoint_survives_kill_9() {
+    let mut env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "durable");
+    env.watch();
+    let id = env.checkpoint("then the power went out");
+    env.kill_daemon();
+    assert!(
+        env.socket.exists(),
+        "a killed daemon leaves its socket behind"
+    );
+    // The stale socket is replaced by the next daemon.
+    env.start_daemon();
+    assert_eq!(env.json(&["list"])[0]["id"], id.as_str());
+    env.fsck();
+    env.git(&["gc", "--prune=now", "--quiet"]);
+    std::fs::remove_file(p.join("a.txt")).unwrap();
+    env.json(&["restore", &id, "--yes"]);
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "durable");
+}
+
+#[test]
+fn a_live_daemon_is_never_displaced() {
+    let env = TestEnv::new();
+    let mut cmd = Command::new(CKPTD);
+    env.env(&mut cmd);
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("already"), "{}", stderr(&out));
+    env.assert_serving();
+}
+
+#[test]
+fn sigterm_lets_in_flight_work_finish() {
+    let mut env = TestEnv::new();
+    let p = env.proj();
+    for i in 0..300 {
+        write(
+            &p,
+            &format!("d{}/f{i}.txt", i % 10),
+            &"content ".repeat(200),
+        );
+    }
+    env.watch();
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let child = cmd
+        .current_dir(&p)
+        .args(["--no-spawn", "--json", "checkpoint", "-m", "in flight"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    let status = env.stop_daemon();
+    assert!(status.success(), "ckptd exits 0 on SIGTERM");
+    let out = child.wait_with_output().unwrap();
+    // Either the request was accepted (and then it completed) or it arrived after the daemon
+    // stopped accepting; it is never cut off half way.
+    if out.status.success() {
+        let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        env.wait_for_socket_gone();
+        let store = env.data_dir().join("projects");
+        let store = std::fs::read_dir(store)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let listed = git_in(&store, &["log", "--all", "--format=%H"]);
+        assert!(listed.contains(c["id"].as_str().unwrap()));
+    }
+    assert!(!env.socket.exists());
+}
+
+#[test]
+fn the_client_starts_a_daemon_when_none_answers() {
+    let env = TestEnv::without_daemon("");
+    let p = env.proj();
+    write(&p, "a.txt", "a");
+    // --no-spawn refuses.
+    let out = env.ckpt(&["status"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no ckptd answers"),
+        "{}",
+        stderr(&out)
+    );
+    // Without it, ckpt starts ckptd (found beside itself) and waits for it.
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let out = cmd
+        .current_dir(&p)
+        .args(["--json", "watch"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let out = cmd
+        .current_dir(&p)
+        .args(["--json", "status"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pid = status["pid"].as_u64().unwrap() as u32;
+    assert!(
+        env.data_dir().join("ckptd.log").exists(),
+        "the spawned daemon logs to the data dir"
+    );
+    let out = env.ckpt(&["shutdown"]);
+    assert!(out.status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "spawned daemon did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_projects_work_independently() {
+    let env = TestEnv::new();
+    let a = env.proj();
+    let b = env.home.join("second");
+    write(&a, "a.txt", "a");
+    write(&b, "b.txt", "b");
+    env.watch();
+    let out = env.ckpt_in(&b, &["watch"]);
+    assert!(out.status.success());
+    let ca = env.checkpoint("in a");
+    let out = env.ckpt_in(&b, &["--json", "checkpoint", "-m", "in b"]);
+    let cb: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let projects = env.json(&["projects"]);
+    let stores: Vec<&str> = projects
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["store"].as_str().unwrap())
+        .collect();
+    assert_eq!(stores.len(), 2);
+    assert_ne!(stores[0], stores[1], "one store per project");
+    assert_eq!(env.ls_tree(&ca), vec!["a.txt".to_string()]);
+    assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 1);
+    let list_b: serde_json::Value =
+        serde_json::from_slice(&env.ckpt_in(&b, &["--json", "list"]).stdout).unwrap();
+    assert_eq!(list_b[0]["id"], cb["id"]);
+    // A checkpoint id of one project is unknown in the other.
+    let out = env.ckpt_in(&b, &["show", &ca]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+impl TestEnv {
+    fn wait_for_socket_gone(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while self.socket.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

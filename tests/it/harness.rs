@@ -1,0 +1,379 @@
+//! A real `ckptd` on a real socket in temp dirs, driven by the real `ckpt` binary, with the
+//! store checked by the real `git`. The environment is cleared so the user's git config,
+//! XDG dirs and any running daemon never leak in.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const CKPTD: &str = env!("CARGO_BIN_EXE_ckptd");
+pub const CKPT: &str = env!("CARGO_BIN_EXE_ckpt");
+
+pub struct TestEnv {
+    pub tmp: tempfile::TempDir,
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    pub daemon: Option<Child>,
+}
+
+impl TestEnv {
+    /// A fresh environment with a running daemon and an empty project dir `proj`.
+    pub fn new() -> TestEnv {
+        Self::with_config("")
+    }
+
+    /// Like `new`, with `config` as the daemon's config.toml.
+    pub fn with_config(config: &str) -> TestEnv {
+        let env = Self::without_daemon(config);
+        let mut env = env;
+        env.start_daemon();
+        env
+    }
+
+    pub fn without_daemon(config: &str) -> TestEnv {
+        let tmp = tempfile::Builder::new()
+            .prefix("ckpt-it-")
+            .tempdir()
+            .expect("tempdir");
+        let home = tmp.path().to_path_buf();
+        for d in ["home", "data", "config/ckpt", "run", "proj"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::set_permissions(home.join("run"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::write(home.join("config/ckpt/config.toml"), config).unwrap();
+        let socket = home.join("run/ckpt/ckptd.sock");
+        TestEnv {
+            tmp,
+            home,
+            socket,
+            daemon: None,
+        }
+    }
+
+    pub fn proj(&self) -> PathBuf {
+        self.home.join("proj")
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.home.join("data/ckpt")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.home.join("ckptd.log")).unwrap_or_default()
+    }
+
+    /// Applies the test environment (cleared, with temp HOME and XDG dirs) to `cmd`.
+    pub fn env(&self, cmd: &mut Command) {
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.join("home"))
+            .env("XDG_DATA_HOME", self.home.join("data"))
+            .env("XDG_CONFIG_HOME", self.home.join("config"))
+            .env("XDG_RUNTIME_DIR", self.home.join("run"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("RUST_LOG", "ckpt=debug,info");
+    }
+
+    pub fn start_daemon(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home.join("ckptd.log"))
+            .unwrap();
+        let mut cmd = Command::new(CKPTD);
+        self.env(&mut cmd);
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        let child = cmd.spawn().expect("start ckptd");
+        self.daemon = Some(child);
+        self.wait_for_socket();
+    }
+
+    pub fn wait_for_socket(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while UnixStream::connect(&self.socket).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "ckptd did not come up; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIGTERM and waits for the daemon to exit.
+    pub fn stop_daemon(&mut self) -> std::process::ExitStatus {
+        let mut child = self.daemon.take().expect("daemon running");
+        signal(child.id(), "TERM");
+        wait_timeout(&mut child, Duration::from_secs(20)).expect("ckptd did not stop on SIGTERM")
+    }
+
+    pub fn kill_daemon(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Runs `ckpt ARGS` in `cwd` with `--no-spawn` and the test socket.
+    pub fn ckpt_in(&self, cwd: &Path, args: &[&str]) -> Output {
+        let mut cmd = Command::new(CKPT);
+        self.env(&mut cmd);
+        cmd.current_dir(cwd)
+            .arg("--no-spawn")
+            .args(args)
+            .stdin(Stdio::null());
+        cmd.output().expect("run ckpt")
+    }
+
+    pub fn ckpt(&self, args: &[&str]) -> Output {
+        self.ckpt_in(&self.proj(), args)
+    }
+
+    /// Runs `ckpt ARGS --json`, asserts success, and parses stdout.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.ckpt(&all);
+        assert!(
+            out.status.success(),
+            "ckpt {args:?} failed: {}\n{}\nlog:\n{}",
+            stderr(&out),
+            stdout(&out),
+            self.log()
+        );
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("ckpt {args:?}: bad JSON ({e}): {}", stdout(&out)))
+    }
+
+    pub fn watch(&self) -> Value {
+        self.json(&["watch"])
+    }
+
+    /// Records a checkpoint and returns its full id.
+    pub fn checkpoint(&self, label: &str) -> String {
+        self.json(&["checkpoint", "-m", label])["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    pub fn store(&self) -> PathBuf {
+        let projects = self.json(&["projects"]);
+        PathBuf::from(projects[0]["store"].as_str().unwrap())
+    }
+
+    /// `git --git-dir STORE ARGS`, asserting success.
+    pub fn git(&self, args: &[&str]) -> String {
+        git_in(&self.store(), args)
+    }
+
+    pub fn fsck(&self) {
+        self.git(&["fsck", "--strict", "--no-progress"]);
+    }
+
+    /// The paths `git ls-tree -r` lists for a checkpoint.
+    pub fn ls_tree(&self, id: &str) -> Vec<String> {
+        self.git(&["ls-tree", "-r", "--name-only", "-z", id])
+            .split('\0')
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    /// One JSON-RPC exchange per line over a raw socket connection; returns the replies.
+    pub fn raw(&self, lines: &[&[u8]]) -> Vec<Value> {
+        let stream = UnixStream::connect(&self.socket).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut replies = Vec::new();
+        for line in lines {
+            writer.write_all(line).unwrap();
+            writer.write_all(b"\n").unwrap();
+            let mut reply = String::new();
+            reader.read_line(&mut reply).unwrap();
+            replies.push(serde_json::from_str(&reply).unwrap_or(Value::Null));
+        }
+        replies
+    }
+
+    /// Asserts the daemon still answers `hello`.
+    pub fn assert_serving(&self) {
+        let reply = &self.raw(&[br#"{"jsonrpc":"2.0","id":99,"method":"hello"}"#])[0];
+        assert_eq!(
+            reply["result"]["protocol"], 1,
+            "daemon stopped serving: {reply}"
+        );
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        self.kill_daemon();
+        // Undo any `chattr +i` a test left, so the temp dir can be removed.
+        let _ = Command::new("chattr")
+            .args(["-R", "-i"])
+            .arg(self.tmp.path())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+pub fn git_in(git_dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", git_dir)
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn signal(pid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+pub fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Writes `content` to `root/rel`, creating parents.
+pub fn write(root: &Path, rel: &str, content: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+}
+
+pub fn chmod(root: &Path, rel: &str, mode: u32) {
+    std::fs::set_permissions(root.join(rel), std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+pub fn symlink(root: &Path, rel: &str, target: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target, path).unwrap();
+}
+
+/// Every file and symlink below `root` (nothing excluded, symlinks not followed): path ->
+/// kind, permission bits, and content or target.
+pub fn tree_state(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            // Folders are implied by their files: git (and so a checkpoint) has no empty ones.
+            let desc = if meta.file_type().is_symlink() {
+                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+                continue;
+            } else {
+                let content = std::fs::read(&path).unwrap();
+                format!(
+                    "file {:o} {}",
+                    meta.permissions().mode() & 0o777,
+                    String::from_utf8_lossy(&content)
+                )
+            };
+            out.insert(rel, desc);
+        }
+    }
+    out
+}
+
+/// True when running as root, where permission bits do not stop writes.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| stdout(&o).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Makes `dir` unwritable even for root (`chattr +i` as root, mode 0555 otherwise).
+pub fn make_unwritable(dir: &Path) {
+    if is_root() {
+        let st = Command::new("chattr").arg("+i").arg(dir).status().unwrap();
+        assert!(
+            st.success(),
+            "chattr +i failed; the filesystem must support it for this test"
+        );
+    } else {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    }
+}
+
+pub fn make_writable(dir: &Path) {
+    if is_root() {
+        let _ = Command::new("chattr").arg("-i").arg(dir).status();
+    } else {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// Writes a raw object with `git hash-object --literally`, bypassing git's own checks.
+pub fn raw_object(env: &TestEnv, kind: &str, data: &[u8]) -> String {
+    let mut child = Command::new("git")
+        .arg("--git-dir")
+        .arg(env.store())
+        .args(["hash-object", "-w", "--literally", "--stdin", "-t", kind])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), data).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    stdout(&out).trim().to_string()
+}
+
+pub fn tree_entry(mode: &str, name: &str, hex: &str) -> Vec<u8> {
+    let mut e = format!("{mode} {name}\0").into_bytes();
+    e.extend((0..20).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()));
+    e
+}

@@ -1,0 +1,274 @@
+//! Bad input over the real socket: each gets a JSON-RPC error with a stable code, nothing
+//! changes, and the daemon keeps serving.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+fn code(reply: &Value) -> i64 {
+    reply["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected an error, got {reply}"))
+}
+
+fn kind(reply: &Value) -> &str {
+    reply["error"]["data"]["kind"].as_str().unwrap_or("")
+}
+
+#[test]
+fn malformed_requests_get_stable_error_codes() {
+    let env = TestEnv::new();
+    let proj = env.proj();
+    write(&proj, "a.txt", "a");
+    env.watch();
+    let before = env.json(&["list"]);
+    let p = proj.to_str().unwrap();
+    let cases: Vec<(Vec<u8>, i64, &str)> = vec![
+        (b"this is not json".to_vec(), -32700, "parse_error"),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":1".to_vec(), -32700, "parse_error"),
+        (b"[1,2,3]".to_vec(), -32600, "invalid_request"),
+        (br#"{"jsonrpc":"1.0","id":1,"method":"hello"}"#.to_vec(), -32600, "invalid_request"),
+        (br#"{"jsonrpc":"2.0","id":1}"#.to_vec(), -32600, "invalid_request"),
+        (br#"{"jsonrpc":"2.0","id":1,"method":"frobnicate"}"#.to_vec(), -32601, "method_not_found"),
+        (br#"{"jsonrpc":"2.0","id":1,"method":"checkpoint","params":{"project":42}}"#.to_vec(), -32602, "invalid_params"),
+        (br#"{"jsonrpc":"2.0","id":1,"method":"checkpoint","params":[1]}"#.to_vec(), -32602, "invalid_params"),
+        (br#"{"jsonrpc":"2.0","id":1,"method":"checkpoint","params":{}}"#.to_vec(), -32602, "invalid_params"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"checkpoint","params":{"project":p,"lable":"typo"}}).to_string().into_bytes(), -32602, "invalid_params"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"checkpoint","params":{"project":"relative/path"}}).to_string().into_bytes(), -32602, "invalid_params"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"checkpoint","params":{"project":p,"dialog":"../../etc"}}).to_string().into_bytes(), -32602, "invalid_params"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"checkpoint","params":{"project":p,"kind":"pre-restore"}}).to_string().into_bytes(), -32602, "invalid_params"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"show","params":{"project":p,"id":"deadbeef"}}).to_string().into_bytes(), -32002, "unknown_checkpoint"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"show","params":{"project":p,"id":"not-hex!"}}).to_string().into_bytes(), -32602, "invalid_params"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"restore","params":{"project":p,"id":"0000000000000000000000000000000000000000"}}).to_string().into_bytes(), -32002, "unknown_checkpoint"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"list","params":{"project":"/"}}).to_string().into_bytes(), -32001, "not_a_project"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"list","params":{"project":"/no/such/dir"}}).to_string().into_bytes(), -32001, "not_a_project"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"watch","params":{"path":"/no/such/dir"}}).to_string().into_bytes(), -32602, "invalid_params"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"watch","params":{"path":env.data_dir()}}).to_string().into_bytes(), -32602, "invalid_params"),
+        (json!({"jsonrpc":"2.0","id":1,"method":"watch","params":{"path":proj.join("..")}}).to_string().into_bytes(), -32008, "project_overlap"),
+    ];
+    for (line, expected, name) in &cases {
+        let reply = &env.raw(&[line])[0];
+        assert_eq!(
+            code(reply),
+            *expected,
+            "for {}: {reply}",
+            String::from_utf8_lossy(line)
+        );
+        assert_eq!(kind(reply), *name);
+        assert!(!reply["error"]["message"].as_str().unwrap().is_empty());
+        env.assert_serving();
+    }
+    assert_eq!(
+        env.json(&["list"]),
+        before,
+        "bad input changed the timeline"
+    );
+    env.fsck();
+}
+
+#[test]
+fn an_ambiguous_prefix_is_an_error() {
+    let env = TestEnv::new();
+    write(&env.proj(), "a.txt", "a");
+    env.watch();
+    let base = env.checkpoint("base");
+    let tree = env.git(&["rev-parse", &format!("{base}^{{tree}}")]);
+    // Find two checkpoint commits whose ids share their first 4 hex digits (a birthday search
+    // over labels, a few hundred hashes), then store both on their own dialogs.
+    let make = |i: u32| {
+        let header = format!(
+            r#"{{"v":1,"dialog":"amb{i}","seq":1,"kind":"message","created_at":"2026-01-01T00:00:00Z","files":1,"added":1,"modified":0,"deleted":0}}"#
+        );
+        format!("tree {}\nauthor x <x@x> 0 +0000\ncommitter x <x@x> 0 +0000\nckpt {header}\n\nsubject\n\nlabel {i}\n", tree.trim())
+    };
+    let mut seen = std::collections::HashMap::new();
+    let (a, b) = (0..100_000u32)
+        .find_map(|i| {
+            let id = gix::objs::compute_hash(
+                gix::hash::Kind::Sha1,
+                gix::objs::Kind::Commit,
+                make(i).as_bytes(),
+            )
+            .unwrap()
+            .to_string();
+            seen.insert(id[..4].to_string(), i).map(|j| (j, i))
+        })
+        .unwrap();
+    for i in [a, b] {
+        let id = raw_object(&env, "commit", make(i).as_bytes());
+        env.git(&["update-ref", &format!("refs/ckpt/dialogs/amb{i}"), &id]);
+    }
+    let id_a = raw_object(&env, "commit", make(a).as_bytes());
+    let out = env.ckpt(&["show", &id_a[..4]]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("ambiguous"), "{}", stderr(&out));
+    let reply = &env.raw(&[json!({"jsonrpc":"2.0","id":1,"method":"show","params":{"project":env.proj(),"id":&id_a[..4]}}).to_string().as_bytes()])[0];
+    assert_eq!(kind(reply), "ambiguous_checkpoint");
+    assert_eq!(code(reply), -32003);
+    // The full id still resolves.
+    assert_eq!(env.json(&["show", &id_a])["label"], format!("label {a}"));
+    // Too short a prefix is refused outright.
+    assert_eq!(env.ckpt(&["show", "abc"]).status.code(), Some(1));
+}
+
+#[test]
+fn an_oversized_line_closes_only_that_connection() {
+    let env = TestEnv::with_config("max_request_bytes = 65536\n");
+    let mut stream = UnixStream::connect(&env.socket).unwrap();
+    let big = vec![b'x'; 200_000];
+    // The daemon may close before reading everything; a write error here is fine.
+    let _ = stream.write_all(&big);
+    let _ = stream.write_all(b"\n");
+    let mut reply = String::new();
+    BufReader::new(&stream).read_line(&mut reply).unwrap();
+    let reply: Value = serde_json::from_str(&reply).unwrap();
+    assert_eq!(code(&reply), -32000);
+    assert_eq!(kind(&reply), "request_too_large");
+    env.assert_serving();
+}
+
+#[test]
+fn requests_pipeline_on_one_connection() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "a");
+    env.watch();
+    let stream = UnixStream::connect(&env.socket).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let pdir = p.to_str().unwrap();
+    let mut batch = String::new();
+    for i in 0..10 {
+        batch.push_str(&json!({"jsonrpc":"2.0","id":i,"method":"checkpoint","params":{"project":pdir,"label":format!("p{i}")}}).to_string());
+        batch.push('\n');
+    }
+    batch.push_str(&json!({"jsonrpc":"2.0","id":"h","method":"hello"}).to_string());
+    batch.push('\n');
+    // A notification (no id) gets no reply.
+    batch.push_str(&json!({"jsonrpc":"2.0","method":"hello"}).to_string());
+    batch.push('\n');
+    writer.write_all(batch.as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut ids = Vec::new();
+    for _ in 0..11 {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        assert!(reply.get("result").is_some(), "{reply}");
+        ids.push(reply["id"].clone());
+    }
+    for i in 0..10 {
+        assert!(ids.contains(&json!(i)));
+    }
+    assert!(ids.contains(&json!("h")));
+    // Ten racing checkpoints on one dialog: a clean chain, seq 1..=10, no lost update.
+    let list = env.json(&["list"]);
+    let mut seqs: Vec<u64> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["seq"].as_u64().unwrap())
+        .collect();
+    seqs.sort();
+    assert_eq!(seqs, (1..=10).collect::<Vec<_>>());
+    env.fsck();
+}
+
+#[test]
+fn a_vanished_project_is_reported_and_others_keep_working() {
+    let env = TestEnv::new();
+    let a = env.proj();
+    let b = env.home.join("other");
+    write(&a, "a.txt", "a");
+    write(&b, "b.txt", "b");
+    env.watch();
+    env.ckpt_in(&b, &["watch"]);
+    env.checkpoint("a1");
+    std::fs::remove_dir_all(&a).unwrap();
+    let reply = &env.raw(&[
+        json!({"jsonrpc":"2.0","id":1,"method":"checkpoint","params":{"project":a}})
+            .to_string()
+            .as_bytes(),
+    ])[0];
+    assert_eq!(code(reply), -32004, "{reply}");
+    assert_eq!(kind(reply), "project_unavailable");
+    let out = env.ckpt_in(&env.home, &["--json", "projects"]);
+    let projects: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gone = projects
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["root"] == a.to_str().unwrap())
+        .unwrap();
+    assert_eq!(gone["available"], false);
+    // The other project is unaffected.
+    let out = env.ckpt_in(&b, &["--json", "checkpoint", "-m", "b1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    env.assert_serving();
+}
+
+#[test]
+fn peers_of_another_uid_are_refused() {
+    if !is_root() {
+        eprintln!("skipped: needs root to act as another user");
+        return;
+    }
+    let env = TestEnv::new();
+    // Open the path up so that only the daemon's own uid check stands in the way.
+    std::fs::set_permissions(
+        env.socket.parent().unwrap(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        env.home.join("run"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        env.tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &env.socket,
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
+    // The refusal is sent as soon as the connection is accepted; the peer need not write.
+    let script = format!(
+        "import socket; s=socket.socket(socket.AF_UNIX); s.connect({:?}); print(s.makefile().readline())",
+        env.socket.to_str().unwrap()
+    );
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reply: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(kind(&reply), "permission_denied", "{reply}");
+    env.assert_serving();
+}
+
+#[test]
+fn the_socket_is_private() {
+    let env = TestEnv::new();
+    use std::os::unix::fs::PermissionsExt;
+    let sock_mode = std::fs::metadata(&env.socket).unwrap().permissions().mode() & 0o777;
+    let dir_mode = std::fs::metadata(env.socket.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(sock_mode, 0o600);
+    assert_eq!(dir_mode, 0o700);
+}

@@ -1,0 +1,293 @@
+//! Restore safety: ignored files untouched, symlinked parents never followed, unwritable and
+//! uncaptured files skipped and reported while the rest is restored, hostile trees refused.
+
+use crate::harness::*;
+
+#[test]
+fn ignored_and_excluded_files_are_never_touched() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, ".gitignore", "*.log\n");
+    write(&p, "src/app.js", "v1");
+    write(&p, "node_modules/dep/index.js", "dependency v1");
+    write(&p, ".env", "TOKEN=one");
+    write(&p, "debug.log", "log v1");
+    env.watch();
+    let first = env.checkpoint("v1");
+    write(&p, "src/app.js", "v2");
+    write(&p, "node_modules/dep/index.js", "dependency v2");
+    write(&p, "node_modules/added/index.js", "new dependency");
+    write(&p, ".env", "TOKEN=two");
+    write(&p, "debug.log", "log v2");
+    let excluded_before: Vec<_> = tree_state(&p)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("src"))
+        .collect();
+    env.json(&["restore", &first, "--yes"]);
+    assert_eq!(std::fs::read_to_string(p.join("src/app.js")).unwrap(), "v1");
+    let excluded_after: Vec<_> = tree_state(&p)
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("src"))
+        .collect();
+    assert_eq!(
+        excluded_before, excluded_after,
+        "ignored and excluded files must survive byte for byte"
+    );
+}
+
+#[test]
+fn a_symlinked_parent_is_never_followed() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let outside = env.home.join("outside");
+    write(&outside, "file.txt", "outside the project");
+    write(&p, "sub/file.txt", "inside v1");
+    write(&p, "other/x.txt", "x v1");
+    env.watch();
+    let first = env.checkpoint("v1");
+
+    // Captured case: the symlink is part of the project; restoring replaces the link itself.
+    std::fs::remove_dir_all(p.join("sub")).unwrap();
+    symlink(&p, "sub", outside.to_str().unwrap());
+    let report = env.json(&["restore", &first, "--yes"]);
+    assert!(report["skipped"].as_array().unwrap().is_empty(), "{report}");
+    assert!(!std::fs::symlink_metadata(p.join("sub"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(p.join("sub/file.txt")).unwrap(),
+        "inside v1"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.join("file.txt")).unwrap(),
+        "outside the project"
+    );
+
+    // Uncaptured case: an ignored symlink sits where a folder should be; it is left alone and
+    // nothing is written through it.
+    write(&p, ".gitignore", "/other\n");
+    std::fs::remove_dir_all(p.join("other")).unwrap();
+    symlink(&p, "other", outside.to_str().unwrap());
+    let out = env.ckpt(&["--json", "restore", &first, "--yes"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "skips give exit code 2: {}",
+        stderr(&out)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let skipped = report["skipped"].as_array().unwrap();
+    assert!(
+        skipped.iter().any(
+            |s| s["path"] == "other/x.txt" && s["reason"].as_str().unwrap().contains("symlink")
+        ),
+        "{report}"
+    );
+    assert!(
+        !outside.join("x.txt").exists(),
+        "a restore wrote through a symlink out of the project"
+    );
+    assert!(std::fs::symlink_metadata(p.join("other"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[test]
+fn an_unwritable_file_is_skipped_and_the_rest_restored() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "locked/a.txt", "a v1");
+    write(&p, "free/b.txt", "b v1");
+    env.watch();
+    let first = env.checkpoint("v1");
+    write(&p, "locked/a.txt", "a v2");
+    write(&p, "free/b.txt", "b v2");
+    make_unwritable(&p.join("locked"));
+    let out = env.ckpt(&["--json", "restore", &first, "--yes"]);
+    make_writable(&p.join("locked"));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let skipped = report["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{report}");
+    assert_eq!(skipped[0]["path"], "locked/a.txt");
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot write"),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.join("free/b.txt")).unwrap(),
+        "b v1"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.join("locked/a.txt")).unwrap(),
+        "a v2"
+    );
+    assert!(
+        env.log().contains("skipped while restoring"),
+        "skips are logged"
+    );
+    // Human output names the skip as well.
+    make_unwritable(&p.join("locked"));
+    let human = env.ckpt(&["restore", &first, "--yes"]);
+    make_writable(&p.join("locked"));
+    assert_eq!(human.status.code(), Some(2));
+    assert!(
+        stdout(&human).contains("skipped  locked/a.txt"),
+        "{}",
+        stdout(&human)
+    );
+    // No temp files are left behind.
+    assert!(
+        tree_state(&p).keys().all(|k| !k.contains(".ckpt-tmp-")),
+        "{:?}",
+        tree_state(&p)
+    );
+}
+
+#[test]
+fn a_file_the_undo_checkpoint_cannot_hold_is_left_alone() {
+    let env = TestEnv::with_config("max_file_size = 100\n");
+    let p = env.proj();
+    write(&p, "data.csv", "small,v1\n");
+    env.watch();
+    let first = env.checkpoint("small");
+    let big = "row\n".repeat(100);
+    write(&p, "data.csv", &big);
+    let out = env.ckpt(&["--json", "restore", &first, "--yes"]);
+    assert_eq!(out.status.code(), Some(2));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["skipped"][0]["path"], "data.csv", "{report}");
+    assert_eq!(
+        std::fs::read_to_string(p.join("data.csv")).unwrap(),
+        big,
+        "uncapturable content was destroyed"
+    );
+}
+
+#[test]
+fn restore_selected_paths_and_dry_run() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a/one.txt", "one v1");
+    write(&p, "a/two.txt", "two v1");
+    write(&p, "b/three.txt", "three v1");
+    env.watch();
+    let first = env.checkpoint("v1");
+    write(&p, "a/one.txt", "one v2");
+    write(&p, "a/two.txt", "two v2");
+    write(&p, "b/three.txt", "three v2");
+    write(&p, "a/new.txt", "new");
+
+    let before = tree_state(&p);
+    let dry = env.json(&["restore", &first, "--dry-run"]);
+    assert_eq!(tree_state(&p), before, "a dry run changes nothing");
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["undo_checkpoint"], serde_json::Value::Null);
+    assert_eq!(dry["written"].as_array().unwrap().len(), 3);
+    assert_eq!(dry["deleted"], serde_json::json!(["a/new.txt"]));
+    assert_eq!(
+        env.json(&["list"]).as_array().unwrap().len(),
+        1,
+        "a dry run records nothing"
+    );
+
+    // Paths are relative to the current directory.
+    let out = env.ckpt_in(
+        &p.join("a"),
+        &[
+            "--json", "restore", &first, "--yes", "--", "one.txt", "new.txt",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(p.join("a/one.txt")).unwrap(),
+        "one v1"
+    );
+    assert!(!p.join("a/new.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.join("a/two.txt")).unwrap(),
+        "two v2"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.join("b/three.txt")).unwrap(),
+        "three v2"
+    );
+
+    // A folder restores everything below it.
+    env.json(&["restore", &first, "--yes", "--", "b"]);
+    assert_eq!(
+        std::fs::read_to_string(p.join("b/three.txt")).unwrap(),
+        "three v1"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.join("a/two.txt")).unwrap(),
+        "two v2"
+    );
+
+    // A path outside the project is refused, and nothing changes.
+    let out = env.ckpt(&["restore", &first, "--yes", "--", "../elsewhere"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("outside the project"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn hostile_tree_entries_are_refused() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "ok.txt", "fine");
+    env.watch();
+    env.checkpoint("base");
+    let blob = raw_object(&env, "blob", b"pwned\n");
+    let mut tree = Vec::new();
+    tree.extend(tree_entry(
+        "40000",
+        "..",
+        &raw_object(&env, "tree", &tree_entry("100644", "escaped.txt", &blob)),
+    ));
+    tree.extend(tree_entry(
+        "40000",
+        ".git",
+        &raw_object(&env, "tree", &tree_entry("100644", "config", &blob)),
+    ));
+    tree.extend(tree_entry("100644", "ok.txt", &blob));
+    let tree_id = raw_object(&env, "tree", &tree);
+    let header = r#"{"v":1,"dialog":"evil","seq":1,"kind":"message","created_at":"2026-01-01T00:00:00Z","files":3,"added":3,"modified":0,"deleted":0}"#;
+    let commit = format!(
+        "tree {tree_id}\nauthor x <x@x> 0 +0000\ncommitter x <x@x> 0 +0000\nckpt {header}\n\nevil\n"
+    );
+    let commit_id = raw_object(&env, "commit", commit.as_bytes());
+    env.git(&["update-ref", "refs/ckpt/dialogs/evil", &commit_id]);
+
+    let out = env.ckpt(&["--json", "restore", &commit_id, "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let skipped: Vec<&str> = report["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert!(
+        skipped.contains(&"../escaped.txt") && skipped.contains(&".git/config"),
+        "{report}"
+    );
+    assert!(
+        !env.home.join("escaped.txt").exists(),
+        "a tree entry escaped the project root"
+    );
+    assert!(!p.join(".git").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.join("ok.txt")).unwrap(),
+        "pwned\n",
+        "safe entries are still restored"
+    );
+}
