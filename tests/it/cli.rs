@@ -116,3 +116,94 @@ fn errors_exit_1_with_a_message_and_json_errors_are_json() {
     let out = env.ckpt(&["list", "--frobnicate"]);
     assert_ne!(out.status.code(), Some(0));
 }
+
+/// Runs `ckpt ARGS` on a pseudo-terminal (via `script`), typing `input`.
+fn on_terminal(env: &TestEnv, args: &str, input: &str) -> std::process::Output {
+    let mut cmd = std::process::Command::new("script");
+    env.env(&mut cmd);
+    let line = format!("{CKPT} --no-spawn {args}");
+    let mut child = cmd
+        .current_dir(env.proj())
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn restore_on_a_terminal_shows_the_plan_and_asks() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "v1");
+    env.watch();
+    let first = env.checkpoint("v1");
+    write(&p, "a.txt", "v2");
+    write(&p, "extra.txt", "new");
+
+    let out = on_terminal(&env, &format!("restore {first}"), "n\n");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("write   a.txt")
+            && text.contains("delete  extra.txt")
+            && text.contains("Restore? [y/N]"),
+        "{text}"
+    );
+    assert!(text.contains("restore cancelled"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(p.join("a.txt")).unwrap(),
+        "v2",
+        "a declined restore changed files"
+    );
+    assert_eq!(
+        env.json(&["list"]).as_array().unwrap().len(),
+        1,
+        "a declined restore recorded a checkpoint"
+    );
+
+    let out = on_terminal(&env, &format!("restore {first}"), "y\n");
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "v1");
+    assert!(!p.join("extra.txt").exists());
+    assert!(
+        stdout(&out).contains("undo with: ckpt restore "),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn without_a_runtime_dir_the_socket_falls_back_to_the_data_dir() {
+    let env = TestEnv::without_daemon("");
+    let mut cmd = std::process::Command::new(CKPTD);
+    env.env(&mut cmd);
+    cmd.env_remove("XDG_RUNTIME_DIR")
+        .stderr(std::process::Stdio::null());
+    let mut daemon = cmd.spawn().unwrap();
+    let fallback = env.data_dir().join("run/ckptd.sock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&fallback).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no socket at {}",
+            fallback.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut client = std::process::Command::new(CKPT);
+    env.env(&mut client);
+    let out = client
+        .env_remove("XDG_RUNTIME_DIR")
+        .args(["--no-spawn", "--json", "status"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["socket"], fallback.to_str().unwrap());
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+}
