@@ -1,0 +1,412 @@
+//! Benchmark: ckpt against a shadow git repository on the same synthetic tree, in the same run.
+//!
+//! `cargo bench --bench checkpoint -- [--files N] [--ignored M] [--runs R] [--history H] [--dir D]`
+//!
+//! Builds a project of N files of ~2 KiB in nested folders plus a gitignored `node_modules/` of
+//! M files, starts the real `ckptd` on a temp socket, and times through the socket (the client
+//! library, as `ckpt` uses it): the first checkpoint, a checkpoint with nothing changed, a
+//! checkpoint after 10 files changed, the first checkpoint after a daemon restart, a restore of
+//! a checkpoint 10 files away, the daemon's peak RSS, and the store size after H checkpoints of
+//! 10 changed files each. The baseline is what existing tools do: `git --git-dir=SHADOW
+//! --work-tree=PROJECT add -A && git write-tree` (and `git read-tree -u --reset` to restore).
+//! Prints medians over R runs and ratios baseline/ckpt.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ckpt::client::Connection;
+use serde_json::json;
+
+struct Args {
+    files: usize,
+    ignored: usize,
+    runs: usize,
+    history: usize,
+    dir: Option<PathBuf>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        files: 100_000,
+        ignored: 50_000,
+        runs: 5,
+        history: 100,
+        dir: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut num = |name: &str| -> usize {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{name} takes a number"))
+        };
+        match a.as_str() {
+            "--files" => args.files = num("--files"),
+            "--ignored" => args.ignored = num("--ignored"),
+            "--runs" => args.runs = num("--runs"),
+            "--history" => args.history = num("--history"),
+            "--dir" => args.dir = Some(PathBuf::from(it.next().expect("--dir takes a path"))),
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    args
+}
+
+fn main() {
+    let args = parse_args();
+    let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let tmp = tempfile::Builder::new()
+        .prefix("ckpt-bench-")
+        .tempdir_in(&base)
+        .expect("temp dir");
+    let root = tmp.path().join("project");
+    let shadow = tmp.path().join("shadow.git");
+    println!(
+        "# ckpt benchmark: {} files + {} ignored, {} runs, in {}",
+        args.files,
+        args.ignored,
+        args.runs,
+        tmp.path().display()
+    );
+    let t = Instant::now();
+    generate(&root, args.files, args.ignored);
+    println!("generated the tree in {:.1} s", t.elapsed().as_secs_f64());
+
+    let mut daemon = Daemon::start(tmp.path());
+    let mut conn = daemon.connect();
+    let project = json!(root);
+    let mut rows: Vec<Row> = Vec::new();
+
+    // First checkpoint.
+    let ours = time(|| {
+        conn.call("watch", json!({ "path": root })).unwrap();
+        conn.call(
+            "checkpoint",
+            json!({ "project": project, "label": "first" }),
+        )
+        .unwrap();
+    });
+    run(Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&shadow));
+    let theirs = time(|| shadow_snapshot(&shadow, &root));
+    rows.push(Row::new("first checkpoint", vec![ours], vec![theirs]));
+
+    // Nothing changed.
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..args.runs {
+        ours.push(time(|| {
+            conn.call("checkpoint", json!({ "project": project }))
+                .unwrap();
+        }));
+        theirs.push(time(|| shadow_snapshot(&shadow, &root)));
+    }
+    rows.push(Row::new("checkpoint, nothing changed", ours, theirs));
+
+    // Ten files changed.
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let mut round = 0;
+    for _ in 0..args.runs {
+        round += 1;
+        touch_ten(&root, args.files, round);
+        ours.push(time(|| {
+            conn.call("checkpoint", json!({ "project": project }))
+                .unwrap();
+        }));
+        theirs.push(time(|| shadow_snapshot(&shadow, &root)));
+    }
+    rows.push(Row::new("checkpoint, 10 files changed", ours, theirs));
+
+    // Restore a checkpoint 10 files away (and the shadow tree 10 files away).
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..args.runs {
+        let target = conn
+            .call("checkpoint", json!({ "project": project }))
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let shadow_target = shadow_snapshot(&shadow, &root);
+        round += 1;
+        touch_ten(&root, args.files, round);
+        conn.call("checkpoint", json!({ "project": project }))
+            .unwrap();
+        shadow_snapshot(&shadow, &root);
+        ours.push(time(|| {
+            let r = conn
+                .call("restore", json!({ "project": project, "id": target }))
+                .unwrap();
+            assert!(r["skipped"].as_array().unwrap().is_empty());
+        }));
+        round += 1;
+        touch_ten(&root, args.files, round);
+        shadow_snapshot(&shadow, &root);
+        theirs.push(time(|| {
+            run(git(&shadow, &root).args(["read-tree", "-u", "--reset", &shadow_target]));
+        }));
+    }
+    rows.push(Row::new("restore, 10 files away", ours, theirs));
+
+    // First checkpoint after a daemon restart.
+    let rss = daemon.peak_rss_kib();
+    drop(conn);
+    daemon.stop();
+    let mut daemon = Daemon::start(tmp.path());
+    let mut conn = daemon.connect();
+    let after_restart = time(|| {
+        conn.call("checkpoint", json!({ "project": project }))
+            .unwrap();
+    });
+    let theirs = time(|| {
+        shadow_snapshot(&shadow, &root);
+    });
+    rows.push(Row::new(
+        "first checkpoint after restart",
+        vec![after_restart],
+        vec![theirs],
+    ));
+
+    // Store size after H checkpoints of 10 changed files each, against gc'd git with the same history.
+    let history_shadow = tmp.path().join("history.git");
+    run(Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&history_shadow));
+    let mut parent: Option<String> = None;
+    let commit = |tree: &str, parent: &Option<String>| {
+        let mut c = git(&history_shadow, &root);
+        c.args(["commit-tree", tree, "-m", "c"]);
+        if let Some(p) = parent {
+            c.args(["-p", p]);
+        }
+        output(&mut c)
+    };
+    let tree = shadow_snapshot(&history_shadow, &root);
+    parent = Some(commit(&tree, &parent));
+    for _ in 0..args.history {
+        round += 1;
+        touch_ten(&root, args.files, round);
+        conn.call("checkpoint", json!({ "project": project }))
+            .unwrap();
+        let tree = shadow_snapshot(&history_shadow, &root);
+        parent = Some(commit(&tree, &parent));
+    }
+    run(git(&history_shadow, &root).args([
+        "update-ref",
+        "refs/heads/main",
+        parent.as_deref().unwrap(),
+    ]));
+    run(git(&history_shadow, &root).args(["gc", "--prune=now", "--aggressive", "--quiet"]));
+    let rss = rss.max(daemon.peak_rss_kib());
+    let store = std::fs::read_dir(tmp.path().join("data/ckpt/projects"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let ours_size = du(&store);
+    let theirs_size = du(&history_shadow);
+
+    println!();
+    println!(
+        "{:<34} {:>12} {:>14} {:>9}",
+        "case", "ckpt median", "shadow git", "ratio"
+    );
+    for row in &rows {
+        println!(
+            "{:<34} {:>9.1} ms {:>11.1} ms {:>8.1}x",
+            row.name,
+            ms(row.ours),
+            ms(row.theirs),
+            row.theirs.as_secs_f64() / row.ours.as_secs_f64().max(1e-9)
+        );
+    }
+    println!("{:<34} {:>9.1} MiB", "daemon peak RSS", rss as f64 / 1024.0);
+    println!(
+        "{:<34} {:>9.1} MiB {:>10.1} MiB {:>8.2}x (ckpt/git)",
+        format!("store after {} checkpoints", args.history + 1),
+        ours_size as f64 / 1048576.0,
+        theirs_size as f64 / 1048576.0,
+        ours_size as f64 / theirs_size.max(1) as f64
+    );
+    drop(conn);
+    daemon.stop();
+}
+
+struct Row {
+    name: &'static str,
+    ours: Duration,
+    theirs: Duration,
+}
+
+impl Row {
+    fn new(name: &'static str, ours: Vec<Duration>, theirs: Vec<Duration>) -> Row {
+        Row {
+            name,
+            ours: median(ours),
+            theirs: median(theirs),
+        }
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+/// ~2 KiB of text that differs per file (so blobs do not deduplicate).
+fn content(i: usize, round: usize) -> String {
+    let mut s = format!("// file {i} round {round}\n");
+    while s.len() < 2000 {
+        s.push_str(&format!(
+            "let value_{i}_{} = {};\n",
+            s.len(),
+            i * 31 + round
+        ));
+    }
+    s
+}
+
+fn generate(root: &Path, files: usize, ignored: usize) {
+    std::fs::create_dir_all(root).unwrap();
+    std::fs::write(root.join(".gitignore"), "node_modules/\n").unwrap();
+    for i in 0..files {
+        let path = root.join(file_path(i));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        }
+        std::fs::write(path, content(i, 0)).unwrap();
+    }
+    for i in 0..ignored {
+        let path = root.join(format!("node_modules/pkg{}/lib/f{i}.js", i / 50));
+        if i % 50 == 0 {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        }
+        std::fs::write(path, content(i, 0)).unwrap();
+    }
+}
+
+/// 100 files a folder, 10 folders a parent: `src/d<a>/d<b>/f<i>.rs`.
+fn file_path(i: usize) -> String {
+    format!("src/d{}/d{}/f{i}.rs", i / 1000, (i / 100) % 10)
+}
+
+/// Rewrites 10 files spread over the tree.
+fn touch_ten(root: &Path, files: usize, round: usize) {
+    for k in 0..10 {
+        let i = (k * (files / 10) + round * 7) % files;
+        std::fs::write(root.join(file_path(i)), content(i, round)).unwrap();
+    }
+}
+
+fn git(shadow: &Path, root: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "b")
+        .env("GIT_AUTHOR_EMAIL", "b@b")
+        .env("GIT_COMMITTER_NAME", "b")
+        .env("GIT_COMMITTER_EMAIL", "b@b")
+        .arg(format!("--git-dir={}", shadow.display()))
+        .arg(format!("--work-tree={}", root.display()));
+    c
+}
+
+/// The baseline checkpoint: `add -A` + `write-tree`; returns the tree id.
+fn shadow_snapshot(shadow: &Path, root: &Path) -> String {
+    run(git(shadow, root).args(["add", "-A"]));
+    output(git(shadow, root).arg("write-tree"))
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn output(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn du(path: &Path) -> u64 {
+    let out = output(Command::new("du").args(["-sk"]).arg(path));
+    out.split_whitespace()
+        .next()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
+}
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(dir: &Path) -> Daemon {
+        let socket = dir.join("run/ckptd.sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_ckptd"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", dir)
+            .env("XDG_DATA_HOME", dir.join("data"))
+            .env("XDG_CONFIG_HOME", dir.join("config"))
+            .env("RUST_LOG", "warn")
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start ckptd");
+        let d = Daemon { child, socket };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Connection::connect(&d.socket).is_err() {
+            assert!(Instant::now() < deadline, "ckptd did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d
+    }
+
+    fn connect(&self) -> Connection {
+        Connection::connect(&self.socket).expect("connect")
+    }
+
+    fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
