@@ -11,7 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use gix::bstr::{BString, ByteSlice};
+use gix::bstr::{BStr, BString, ByteSlice};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
@@ -124,29 +124,55 @@ impl Filter {
         &self.root
     }
 
-    /// Lists every non-excluded file and symlink below the root (directories are descended,
-    /// not listed). Symlinks are never followed.
-    pub fn walk(&self) -> (Vec<WalkEntry>, Vec<WalkSkip>) {
-        let mut entries = Vec::new();
-        let mut skips = Vec::new();
-        let root_rules = IgnoreRules::for_repository_root(&self.root);
-        let mut stack = vec![(self.root.clone(), BString::default(), root_rules)];
+    /// Lists every non-excluded file, symlink and folder below the root. Symlinks are never
+    /// followed.
+    pub fn walk(&self) -> WalkResult {
+        self.walk_from(BString::default(), self.root_rules(), &mut |_| {})
+    }
+
+    /// The rules in force at the root.
+    pub fn root_rules(&self) -> IgnoreRules {
+        IgnoreRules::for_repository_root(&self.root)
+    }
+
+    /// Walks the subtree at `start` (a folder known to be included), whose rules are `rules`.
+    /// `on_dir` sees each included folder before it is listed (the watcher places its watch
+    /// there, so that nothing created in it afterwards goes unnoticed).
+    pub fn walk_from(
+        &self,
+        start: BString,
+        rules: IgnoreRules,
+        on_dir: &mut dyn FnMut(&Path),
+    ) -> WalkResult {
+        let mut result = WalkResult::default();
+        let start_abs = if start.is_empty() {
+            self.root.clone()
+        } else {
+            rel_to_abs(&self.root, &start)
+        };
+        let mut stack = vec![(start_abs, start, rules)];
         while let Some((dir, rel_dir, rules)) = stack.pop() {
+            on_dir(&dir);
             let read = match std::fs::read_dir(&dir) {
                 Ok(r) => r,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    skips.push(WalkSkip {
+                    result.skips.push(WalkSkip {
                         rel: rel_dir.clone(),
                         reason: format!("cannot read directory: {e}"),
                     });
                     continue;
                 }
             };
+            if dir.join(".git").symlink_metadata().is_ok() {
+                result.repos.push(rel_dir.clone());
+            }
+            result.dirs.push(rel_dir.clone());
             for item in read {
                 let item = match item {
                     Ok(i) => i,
                     Err(e) => {
-                        skips.push(WalkSkip {
+                        result.skips.push(WalkSkip {
                             rel: rel_dir.clone(),
                             reason: format!("cannot list directory: {e}"),
                         });
@@ -161,7 +187,7 @@ impl Filter {
                     // Vanished between listing and stat: it is simply not there any more.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                     Err(e) => {
-                        skips.push(WalkSkip {
+                        result.skips.push(WalkSkip {
                             rel,
                             reason: format!("cannot stat: {e}"),
                         });
@@ -174,14 +200,10 @@ impl Filter {
                     continue;
                 }
                 if is_dir {
-                    let child_rules = if abs.join(".git").symlink_metadata().is_ok() {
-                        IgnoreRules::for_repository_root(&abs)
-                    } else {
-                        rules.child(&abs)
-                    };
+                    let child_rules = rules.enter(&abs);
                     stack.push((abs, rel, child_rules));
                 } else {
-                    entries.push(WalkEntry {
+                    result.files.push(WalkEntry {
                         rel,
                         abs,
                         file_type,
@@ -190,7 +212,39 @@ impl Filter {
                 }
             }
         }
-        (entries, skips)
+        result
+    }
+
+    /// The rules in force inside folder `rel`, or None when the folder (or one of its parents)
+    /// is excluded. Answers exactly as [`Filter::walk`] would, memoised in `cache`.
+    pub fn rules_for_dir(&self, cache: &mut RulesCache, rel: &BStr) -> Option<IgnoreRules> {
+        if let Some(found) = cache.map.get(rel) {
+            return found.clone();
+        }
+        let rules = if rel.is_empty() {
+            Some(self.root_rules())
+        } else {
+            let (parent, name) = split_parent(rel);
+            let abs = rel_to_abs(&self.root, rel);
+            self.rules_for_dir(cache, parent).and_then(|parent_rules| {
+                let is_dir = std::fs::symlink_metadata(&abs)
+                    .map(|m| m.is_dir())
+                    .unwrap_or(false);
+                (is_dir && !self.is_excluded(&abs, name, true, &parent_rules))
+                    .then(|| parent_rules.enter(&abs))
+            })
+        };
+        cache.map.insert(rel.to_owned(), rules.clone());
+        rules
+    }
+
+    /// Whether the file or symlink at `rel` belongs in a checkpoint.
+    pub fn includes_file(&self, cache: &mut RulesCache, rel: &BStr) -> bool {
+        let (parent, name) = split_parent(rel);
+        match self.rules_for_dir(cache, parent) {
+            Some(rules) => !self.is_excluded(&rel_to_abs(&self.root, rel), name, false, &rules),
+            None => false,
+        }
     }
 
     fn is_excluded(&self, abs: &Path, name: &[u8], is_dir: bool, rules: &IgnoreRules) -> bool {
@@ -205,12 +259,84 @@ impl Filter {
         }
         rules.is_ignored(abs, is_dir, &self.global)
     }
+
+    /// Files outside the project's folders whose change alters the rules: the global excludes
+    /// file and git config, and `info/exclude` of every repository met so far. Their stats
+    /// are compared at each checkpoint.
+    pub fn rule_files(&self, repo_roots: &[BString]) -> Vec<PathBuf> {
+        let mut files = global_rule_files();
+        for r in repo_roots {
+            if let Some(g) = git_dir(&rel_to_abs(&self.root, r)) {
+                files.push(g.join("info").join("exclude"));
+            }
+        }
+        files
+    }
+}
+
+/// What a walk found.
+#[derive(Debug, Default)]
+pub struct WalkResult {
+    pub files: Vec<WalkEntry>,
+    /// Included folders, the start folder first.
+    pub dirs: Vec<BString>,
+    /// Included folders that are repository roots (hold a `.git`).
+    pub repos: Vec<BString>,
+    pub skips: Vec<WalkSkip>,
+}
+
+/// Memoised rules per folder (relative path); None for an excluded folder or a non-folder.
+#[derive(Debug, Default)]
+pub struct RulesCache {
+    map: std::collections::BTreeMap<BString, Option<IgnoreRules>>,
+}
+
+impl RulesCache {
+    /// Forgets what is known about `rel` and everything below it: it changed (its type, or an
+    /// ignore file in it), so its folder-ness and rules must be looked at again.
+    pub fn invalidate(&mut self, rel: &BStr) {
+        if rel.is_empty() {
+            self.map.clear();
+            return;
+        }
+        let stale: Vec<BString> = self
+            .map
+            .range::<BStr, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(rel))
+            .filter(|k| k.len() == rel.len() || k[rel.len()] == b'/')
+            .cloned()
+            .collect();
+        for k in stale {
+            self.map.remove(&k);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
+fn global_rule_files() -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let mut files = Vec::new();
+    if let Some(h) = &home {
+        files.push(h.join(".gitconfig"));
+    }
+    if let Some(x) = xdg {
+        files.push(x.join("git").join("config"));
+        files.push(x.join("git").join("ignore"));
+    }
+    files
 }
 
 /// The ignore files in force in one directory: its own `.gitignore` and those of its ancestors
 /// up to the repository (or project) root, innermost first, then that root's `info/exclude`.
 #[derive(Debug, Clone)]
-struct IgnoreRules {
+pub struct IgnoreRules {
     /// Innermost first.
     gitignores: Vec<Arc<Gitignore>>,
     info_exclude: Option<Arc<Gitignore>>,
@@ -230,7 +356,12 @@ impl IgnoreRules {
         rules
     }
 
-    fn child(&self, dir: &Path) -> IgnoreRules {
+    /// The rules inside `dir`, a child folder of the folder these rules belong to: a nested
+    /// repository starts afresh, any other folder adds its own `.gitignore`.
+    pub fn enter(&self, dir: &Path) -> IgnoreRules {
+        if dir.join(".git").symlink_metadata().is_ok() {
+            return IgnoreRules::for_repository_root(dir);
+        }
         let mut rules = self.clone();
         rules.push_dir(dir);
         rules
@@ -283,6 +414,13 @@ fn git_dir(dir: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(&dot_git).ok()?;
     let target = text.strip_prefix("gitdir:")?.trim();
     Some(dir.join(target))
+}
+
+pub(crate) fn split_parent(path: &BStr) -> (&BStr, &BStr) {
+    match path.rfind_byte(b'/') {
+        Some(i) => (path[..i].as_bstr(), path[i + 1..].as_bstr()),
+        None => (b"".as_bstr(), path),
+    }
 }
 
 pub(crate) fn join_rel(dir: &BString, name: &[u8]) -> BString {

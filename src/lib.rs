@@ -17,5 +17,7 @@ pub mod client;
 pub mod config;
 pub mod daemon;
 pub mod filter;
+pub mod index;
 pub mod protocol;
 pub mod store;
+pub mod watch;

@@ -95,6 +95,10 @@ pub enum Command {
     },
     /// Daemon health and projects.
     Status,
+    /// Check that the index (what checkpoints record) equals a fresh full scan right now.
+    Verify,
+    /// Make the next checkpoint verify every file by stat (as after a watcher overflow).
+    Rescan,
     /// Stop the daemon (in-flight work finishes first).
     Shutdown,
 }
@@ -197,6 +201,15 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             return Ok(if skipped { 2 } else { 0 });
         }
         Command::Status => out.status(&connect()?.call("status", json!({}))?),
+        Command::Verify => {
+            let result = connect()?.call("verify", json!({ "project": project }))?;
+            out.verify(&result);
+            return Ok(if result["equal"] == true { 0 } else { 1 });
+        }
+        Command::Rescan => {
+            let result = connect()?.call("rescan", json!({ "project": project }))?;
+            out.value_or(&result, "the next checkpoint verifies every file by stat");
+        }
         Command::Shutdown => {
             let result = connect()?.call("shutdown", json!({}))?;
             out.value_or(&result, "ckptd is shutting down");

@@ -349,6 +349,27 @@ impl Out {
     }
 }
 
+impl Out {
+    pub fn verify(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        if v["equal"] == true {
+            println!(
+                "index matches a full scan (tree {}, {})",
+                short(s(v, "index_tree")),
+                s(v, "mode")
+            );
+        } else {
+            println!(
+                "index tree {} differs from full scan {}: the next checkpoint verifies every file",
+                short(s(v, "index_tree")),
+                short(s(v, "scan_tree"))
+            );
+        }
+    }
+}
+
 fn status_letter(status: &str) -> &'static str {
     match status {
         "added" => "A",

@@ -12,9 +12,11 @@ use super::project::{save_registry, Project};
 use super::Daemon;
 use crate::protocol::methods::*;
 use crate::protocol::{error_line, response_line, ErrorCode, Request, RpcError, PROTOCOL_VERSION};
+use crate::store::checkpoint::parse_id;
 use crate::store::checkpoint::validate_dialog;
-use crate::store::diff::{diff, NewSide};
-use crate::store::snapshot::{read_tree, Snapshot, SnapshotOptions};
+use crate::store::diff::diff;
+use crate::store::snapshot::{Snapshot, SnapshotOptions};
+use crate::store::treediff::diff_trees;
 use crate::store::{
     CheckpointError, NewCheckpoint, RestoreError, RestoreOptions, SnapshotError, DEFAULT_DIALOG,
 };
@@ -72,6 +74,8 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "show" => show(daemon, parse(params)?).await,
         "diff" => diff_method(daemon, parse(params)?).await,
         "restore" => restore(daemon, parse(params)?).await,
+        "verify" => verify(daemon, parse(params)?).await,
+        "rescan" => rescan(daemon, parse(params)?).await,
         "shutdown" => {
             parse::<NoParams>(params)?;
             Ok(json!({ "stopping": true }))
@@ -121,6 +125,7 @@ async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Reply {
                 "store": p.store_dir,
                 "available": p.root.is_dir(),
                 "busy": p.is_busy(),
+                "mode": *p.mode.lock().expect("mode lock poisoned"),
             })
         })
         .collect();
@@ -264,16 +269,14 @@ async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -> Reply {
     };
     project
         .run(move |project, opened| {
-            let options = SnapshotOptions {
-                write: true,
-                max_file_size: project.max_file_size(),
-            };
-            let snapshot =
-                Snapshot::take(&opened.store, &opened.filter, options).map_err(snapshot_error)?;
+            opened.prepare(project)?;
+            let repo = opened.store.repo();
+            let tree = opened.index.write_tree(&repo).map_err(store_error)?;
             let c = opened
                 .store
-                .record_checkpoint(&snapshot, new)
+                .record_checkpoint(tree, opened.index.skipped(), new)
                 .map_err(checkpoint_error)?;
+            opened.save_index(false);
             Ok(to_value(&c))
         })
         .await
@@ -304,18 +307,18 @@ async fn show(daemon: &Arc<Daemon>, params: ShowParams) -> Reply {
             let repo = store.repo();
             let mut c = store.resolve(&repo, &params.id).map_err(checkpoint_error)?;
             store.load_meta(&repo, &mut c).map_err(checkpoint_error)?;
-            let files = store.files_of(&repo, &c).map_err(checkpoint_error)?;
-            let before = match &c.parent {
-                Some(parent) => {
-                    let parent = store.resolve(&repo, parent).map_err(checkpoint_error)?;
-                    store.files_of(&repo, &parent).map_err(checkpoint_error)?
-                }
-                None => Default::default(),
+            let parent_tree = match &c.parent {
+                Some(parent) => Some(store.resolve(&repo, parent).map_err(checkpoint_error)?.tree),
+                None => None,
             };
-            let changes = diff(&repo, &before, &files, NewSide::Store, &[], false, false).map_err(store_error)?;
+            let tree = parse_id(&c.tree).map_err(store_error)?;
+            let parent_tree = parent_tree.map(|t| parse_id(&t)).transpose().map_err(store_error)?;
+            let changed = diff_trees(&repo, parent_tree, Some(tree), &[]).map_err(store_error)?;
+            let changes = diff(&repo, &changed, false, false).map_err(store_error)?;
             let mut value = to_value(&c);
             value["changes"] = to_value(&changes.files);
             if params.files {
+                let files = store.files_of(&repo, &c).map_err(checkpoint_error)?;
                 value["file_list"] = files
                     .iter()
                     .map(|(path, s)| json!({ "path": path.to_string(), "mode": format!("{:06o}", s.kind as u16), "blob": s.id.to_string() }))
@@ -336,29 +339,23 @@ async fn diff_method(daemon: &Arc<Daemon>, params: DiffParams) -> Reply {
             let from = store
                 .resolve(&repo, &params.from)
                 .map_err(checkpoint_error)?;
-            let old = store.files_of(&repo, &from).map_err(checkpoint_error)?;
-            let (to_id, new, side) = match &params.to {
+            let to_tree = match &params.to {
                 Some(to) => {
                     let to = store.resolve(&repo, to).map_err(checkpoint_error)?;
-                    let files = read_tree(
-                        &repo,
-                        crate::store::checkpoint::parse_id(&to.tree).map_err(store_error)?,
-                    )
-                    .map_err(store_error)?;
-                    (Some(to.id), files, NewSide::Store)
+                    (Some(to.id), parse_id(&to.tree).map_err(store_error)?)
                 }
                 None => {
-                    let options = SnapshotOptions {
-                        write: false,
-                        max_file_size: project.max_file_size(),
-                    };
-                    let snap =
-                        Snapshot::take(store, &opened.filter, options).map_err(snapshot_error)?;
-                    (None, snap.files, NewSide::WorkingTree(&project.root))
+                    opened.prepare(project)?;
+                    (None, opened.index.write_tree(&repo).map_err(store_error)?)
                 }
             };
-            let result = diff(&repo, &old, &new, side, &paths, params.patch, params.counts)
-                .map_err(store_error)?;
+            let (to_id, new_tree) = to_tree;
+            let store = &opened.store;
+            let old_tree = parse_id(&from.tree).map_err(store_error)?;
+            let changed =
+                diff_trees(&repo, Some(old_tree), Some(new_tree), &paths).map_err(store_error)?;
+            let result = diff(&repo, &changed, params.patch, params.counts).map_err(store_error)?;
+            let _ = store;
             let mut value = to_value(&result);
             value["from"] = json!(from.id);
             value["to"] = json!(to_id);
@@ -372,20 +369,93 @@ async fn restore(daemon: &Arc<Daemon>, params: RestoreParams) -> Reply {
     let paths = tree_paths(&project.root, &params.paths)?;
     project
         .run(move |project, opened| {
-            let store = &opened.store;
-            let repo = store.repo();
-            let target = store.resolve(&repo, &params.id).map_err(checkpoint_error)?;
+            let repo = opened.store.repo();
+            let target = opened
+                .store
+                .resolve(&repo, &params.id)
+                .map_err(checkpoint_error)?;
+            opened.prepare(project)?;
             let options = RestoreOptions {
-                paths,
+                paths: paths.clone(),
                 dry_run: params.dry_run,
             };
-            let report = store
-                .restore(&opened.filter, &target, &options, project.max_file_size())
+            let mut report = opened
+                .store
+                .restore(&opened.filter, &mut opened.index, &target, &options)
                 .map_err(|e| match e {
                     RestoreError::Snapshot(e) => snapshot_error(e),
                     RestoreError::Checkpoint(e) => checkpoint_error(e),
                 })?;
+            if !params.dry_run {
+                report_leftovers(project, opened, &target, &paths, &mut report)?;
+            }
             Ok(to_value(&report))
+        })
+        .await
+}
+
+/// Checks the project against the checkpoint after a restore and reports every path that still
+/// differs and is not reported yet: typically a file that was ignored before the restore (so it
+/// was left alone) and is not ignored under the restored `.gitignore`.
+fn report_leftovers(
+    project: &Project,
+    opened: &mut super::project::Opened,
+    target: &crate::store::Checkpoint,
+    paths: &[BString],
+    report: &mut crate::store::RestoreReport,
+) -> Result<(), RpcError> {
+    opened.prepare(project)?;
+    let repo = opened.store.repo();
+    let now = opened.index.write_tree(&repo).map_err(store_error)?;
+    let wanted = parse_id(&target.tree).map_err(store_error)?;
+    for change in diff_trees(&repo, Some(now), Some(wanted), paths).map_err(store_error)? {
+        let path = change.path.to_string();
+        if report.skipped.iter().any(|s| s.path == path) {
+            continue;
+        }
+        let reason = if change.old.is_some() && change.new.is_none() {
+            "left in place: it was not captured before the restore (ignored or excluded then), so it is not deleted"
+        } else {
+            "still differs from the checkpoint after the restore (it was not captured before: ignored or excluded then)"
+        };
+        tracing::warn!(path = %path, reason, "skipped while restoring");
+        report
+            .skipped
+            .push(crate::store::SkippedFile::new(path, reason));
+    }
+    Ok(())
+}
+
+/// Compares the index (after syncing with the watcher) with a fresh full scan, a separate
+/// code path that uses no cache: they must always agree.
+async fn verify(daemon: &Arc<Daemon>, params: ProjectParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            opened.prepare(project)?;
+            let repo = opened.store.repo();
+            let index_tree = opened.index.write_tree(&repo).map_err(store_error)?;
+            let options = SnapshotOptions { write: false, max_file_size: project.max_file_size() };
+            let scan = Snapshot::take(&opened.store, &opened.filter, options).map_err(snapshot_error)?;
+            let scan_tree = Snapshot::tree_id(&scan.files).map_err(store_error)?;
+            if index_tree != scan_tree {
+                tracing::error!(root = %project.root.display(), %index_tree, %scan_tree, "index and full scan disagree");
+                opened.force_rescan("verify found a difference");
+            }
+            let mode = project.mode.lock().expect("mode lock poisoned").clone();
+            Ok(json!({ "index_tree": index_tree.to_string(), "scan_tree": scan_tree.to_string(),
+                "equal": index_tree == scan_tree, "mode": mode }))
+        })
+        .await
+}
+
+/// Makes the next checkpoint verify everything by stat, as a watcher overflow does.
+async fn rescan(daemon: &Arc<Daemon>, params: ProjectParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            opened.force_rescan("requested by a client");
+            Ok(json!({ "rescan": true }))
         })
         .await
 }

@@ -4,18 +4,101 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, Paths};
 use crate::filter::Filter;
+use crate::index::{load_stat_cache, save_stat_cache, stat_cache_path, FileIndex, RefreshOutcome};
 use crate::protocol::{ErrorCode, RpcError};
+use crate::store::SnapshotOptions;
 use crate::store::Store;
+use crate::watch::{Changes, ProjectWatcher};
+
+/// The stat cache is written at most this often (and at shutdown): it only saves re-hashing.
+const SAVE_INTERVAL: Duration = Duration::from_secs(300);
 
 /// The opened state of a project; created on first use and kept.
 pub struct Opened {
     pub store: Store,
     pub filter: Filter,
+    pub index: FileIndex,
+    watcher: Option<ProjectWatcher>,
+    last_saved: Option<Instant>,
+}
+
+impl Opened {
+    /// Brings the index up to date with the disk: syncs with the watcher (every write that
+    /// completed before now is seen) and refreshes what changed, or verifies everything by stat
+    /// when the watcher cannot vouch for the dirty set.
+    pub fn prepare(&mut self, project: &Project) -> Result<RefreshOutcome, RpcError> {
+        let changes = match &self.watcher {
+            Some(w) => w.sync(),
+            None => Changes {
+                rescan: Some("not watching".into()),
+                ..Changes::default()
+            },
+        };
+        tracing::debug!(dirty = changes.paths.len(), rescan = ?changes.rescan, "synced with the watcher");
+        if let Some(why) = &changes.rescan {
+            if self.index.is_verified() {
+                tracing::info!(root = %project.root.display(), reason = %why, "verifying the whole project by stat");
+            }
+            self.index.invalidate_all();
+        }
+        let options = SnapshotOptions {
+            write: true,
+            max_file_size: project.max_file_size(),
+        };
+        let watcher = &mut self.watcher;
+        let mut on_dir = |dir: &Path| {
+            if let Some(w) = watcher.as_mut() {
+                w.watch_dir(dir);
+            }
+        };
+        let outcome = self
+            .index
+            .refresh(
+                &self.store,
+                &self.filter,
+                changes.paths,
+                options,
+                &mut on_dir,
+            )
+            .map_err(|e| RpcError::new(ErrorCode::StoreError, e.to_string()))?;
+        let mode = self
+            .watcher
+            .as_ref()
+            .map_or_else(|| "polling".to_string(), ProjectWatcher::mode);
+        *project.mode.lock().expect("mode lock poisoned") = mode;
+        if outcome.full {
+            tracing::info!(root = %project.root.display(), hashed = outcome.hashed, "verified the whole project");
+        }
+        Ok(outcome)
+    }
+
+    /// Asks for a full verify at the next checkpoint, exactly as a watcher overflow does.
+    pub fn force_rescan(&mut self, why: &str) {
+        match &self.watcher {
+            Some(w) => w.force_rescan(why),
+            None => self.index.invalidate_all(),
+        }
+    }
+
+    /// Writes the stat cache if it is due (or `now`).
+    pub fn save_index(&mut self, now: bool) {
+        if !now && self.last_saved.is_some_and(|t| t.elapsed() < SAVE_INTERVAL) {
+            return;
+        }
+        let path = stat_cache_path(self.store.dir());
+        match save_stat_cache(&self.index, &path) {
+            Ok(()) => self.last_saved = Some(Instant::now()),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot save the stat cache")
+            }
+        }
+    }
 }
 
 pub struct Project {
@@ -24,6 +107,8 @@ pub struct Project {
     config: Config,
     data_dir: PathBuf,
     state: Arc<tokio::sync::Mutex<Option<Opened>>>,
+    /// How changes are found: `watching`, `degraded: <why>`, `polling` (read without the lock).
+    pub mode: std::sync::Mutex<String>,
 }
 
 impl Project {
@@ -34,6 +119,7 @@ impl Project {
             config: config.clone(),
             data_dir: paths.data_dir.clone(),
             state: Arc::new(tokio::sync::Mutex::new(None)),
+            mode: std::sync::Mutex::new("not opened yet".into()),
         }
     }
 
@@ -46,7 +132,7 @@ impl Project {
     pub async fn run<T, F>(self: &Arc<Self>, f: F) -> Result<T, RpcError>
     where
         T: Send + 'static,
-        F: FnOnce(&Project, &Opened) -> Result<T, RpcError> + Send + 'static,
+        F: FnOnce(&Project, &mut Opened) -> Result<T, RpcError> + Send + 'static,
     {
         let mut guard = self.state.clone().lock_owned().await;
         let me = self.clone();
@@ -63,7 +149,7 @@ impl Project {
             if guard.is_none() {
                 *guard = Some(me.open()?);
             }
-            f(&me, guard.as_ref().expect("opened just above"))
+            f(&me, guard.as_mut().expect("opened just above"))
         })
         .await
         .map_err(|e| RpcError::new(ErrorCode::Internal, format!("project task failed: {e}")))?
@@ -81,7 +167,32 @@ impl Project {
         let hard = vec![self.data_dir.clone(), self.store_dir.clone()];
         let filter = Filter::new(&self.root, &self.config.exclusions, hard)
             .map_err(|e| RpcError::new(ErrorCode::InvalidParams, e.to_string()))?;
-        Ok(Opened { store, filter })
+        let index = FileIndex::with_stat_cache(load_stat_cache(&stat_cache_path(store.dir())));
+        let watcher = match ProjectWatcher::start(&self.root) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(root = %self.root.display(), error = %e, "cannot watch; checkpoints verify by stat");
+                None
+            }
+        };
+        Ok(Opened {
+            store,
+            filter,
+            index,
+            watcher,
+            last_saved: None,
+        })
+    }
+
+    /// Saves the stat cache if the project is open (at shutdown).
+    pub async fn save_index(&self) {
+        let mut guard = self.state.clone().lock_owned().await;
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(opened) = guard.as_mut() {
+                opened.save_index(true);
+            }
+        })
+        .await;
     }
 }
 

@@ -64,6 +64,9 @@ pub async fn run(daemon: Arc<Daemon>, listener: Listener, shutdown: impl Future<
     let _ = stop_tx.send(true);
     drop(listener);
     while tasks.join_next().await.is_some() {}
+    for project in daemon.projects.read().await.values() {
+        project.save_index().await;
+    }
     tracing::info!("shutdown complete");
 }
 

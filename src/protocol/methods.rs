@@ -90,6 +90,12 @@ pub struct RestoreParams {
     pub dry_run: bool,
 }
 
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectParams {
+    pub project: PathBuf,
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}

@@ -10,7 +10,8 @@ use gix::bstr::{BString, ByteSlice};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use super::snapshot::{read_tree, FileState, Snapshot};
+use super::snapshot::{read_tree, FileState};
+use super::treediff::{diff_trees, TreeChange};
 use super::{signature, Store, StoreError};
 
 /// Commit header that carries a checkpoint's structured metadata.
@@ -131,7 +132,8 @@ impl Store {
     #[tracing::instrument(skip_all, fields(dialog = %new.dialog, kind = %new.kind))]
     pub fn record_checkpoint(
         &self,
-        snapshot: &Snapshot,
+        tree: ObjectId,
+        skipped: Vec<SkippedFile>,
         new: NewCheckpoint,
     ) -> Result<Checkpoint, CheckpointError> {
         validate_dialog(&new.dialog)?;
@@ -156,14 +158,17 @@ impl Store {
             None => None,
         };
 
-        let tree = Snapshot::write_tree(&repo, &snapshot.files)?;
-        let (added, modified, deleted) = match &parent {
-            Some(p) if parse_id(&p.tree)? == tree => (0, 0, 0),
+        let (files, added, modified, deleted) = match &parent {
             Some(p) => {
-                let before = read_tree(&repo, parse_id(&p.tree)?)?;
-                count_changes(&before, &snapshot.files)
+                let changes = diff_trees(&repo, Some(parse_id(&p.tree)?), Some(tree), &[])?;
+                let (a, m, d) = count_changes(&changes);
+                (p.files + a - d, a, m, d)
             }
-            None => (snapshot.files.len() as u64, 0, 0),
+            None => {
+                let changes = diff_trees(&repo, None, Some(tree), &[])?;
+                let n = changes.len() as u64;
+                (n, n, 0, 0)
+            }
         };
         let created_at = jiff::Timestamp::now();
         let header = Header {
@@ -173,11 +178,11 @@ impl Store {
             kind: new.kind.clone(),
             message_id: new.message_id.clone(),
             created_at: rfc3339_millis(created_at),
-            files: snapshot.files.len() as u64,
+            files,
             added,
             modified,
             deleted,
-            skipped: snapshot.skipped.clone(),
+            skipped,
             meta: meta_blob.map(|id| id.to_string()),
         };
         let header_json =
@@ -386,23 +391,16 @@ pub(crate) fn parse_id(hex: &str) -> Result<ObjectId, StoreError> {
     ObjectId::from_hex(hex.as_bytes()).map_err(|e| StoreError::git("parsing an object id", e))
 }
 
-/// (added, modified, deleted) going from `before` to `after`; a mode change counts as modified.
-pub fn count_changes(
-    before: &BTreeMap<BString, FileState>,
-    after: &BTreeMap<BString, FileState>,
-) -> (u64, u64, u64) {
-    let mut added = 0;
-    let mut modified = 0;
-    for (path, state) in after {
-        match before.get(path) {
-            None => added += 1,
-            Some(old) if old != state => modified += 1,
-            Some(_) => {}
+/// (added, modified, deleted) in a list of changes; a mode change counts as modified.
+pub fn count_changes(changes: &[TreeChange]) -> (u64, u64, u64) {
+    let mut counts = (0, 0, 0);
+    for c in changes {
+        match (&c.old, &c.new) {
+            (None, Some(_)) => counts.0 += 1,
+            (Some(_), Some(_)) => counts.1 += 1,
+            (Some(_), None) => counts.2 += 1,
+            (None, None) => {}
         }
     }
-    let deleted = before
-        .keys()
-        .filter(|p| !after.contains_key(p.as_bstr()))
-        .count() as u64;
-    (added, modified, deleted)
+    counts
 }

@@ -1,14 +1,12 @@
 //! Differences between two checkpoints, or between a checkpoint and the working tree, as a
 //! list of changed paths with line counts and, when asked, a git-style unified diff.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
 use gix::bstr::{BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 use serde::Serialize;
 
 use super::snapshot::FileState;
+use super::treediff::TreeChange;
 use super::StoreError;
 
 /// How a path changed.
@@ -37,12 +35,6 @@ pub struct FileChange {
     pub lines_removed: u64,
 }
 
-/// Where the newer side's content comes from.
-pub enum NewSide<'a> {
-    Store,
-    WorkingTree(&'a Path),
-}
-
 #[derive(Debug, Default, Serialize)]
 pub struct DiffResult {
     pub files: Vec<FileChange>,
@@ -51,13 +43,11 @@ pub struct DiffResult {
     pub patch: Option<String>,
 }
 
-/// Compares `old` with `new`; `paths` (tree paths) limits it to those files or folders.
+/// Describes `changes` (from [`diff_trees`](super::treediff::diff_trees)), with line counts
+/// and a unified diff when asked for.
 pub fn diff(
     repo: &gix::Repository,
-    old: &BTreeMap<BString, FileState>,
-    new: &BTreeMap<BString, FileState>,
-    new_side: NewSide<'_>,
-    paths: &[BString],
+    changes: &[TreeChange],
     with_patch: bool,
     with_counts: bool,
 ) -> Result<DiffResult, StoreError> {
@@ -65,19 +55,11 @@ pub fn diff(
         files: Vec::new(),
         patch: with_patch.then(String::new),
     };
-    let mut keys: Vec<&BString> = old
-        .keys()
-        .chain(new.keys())
-        .filter(|p| within(p, paths))
-        .collect();
-    keys.sort();
-    keys.dedup();
-    for path in keys {
-        let (a, b) = (old.get(path), new.get(path));
+    for c in changes {
+        let (a, b, path) = (c.old.as_ref(), c.new.as_ref(), &c.path);
         let status = match (a, b) {
             (None, Some(_)) => ChangeStatus::Added,
             (Some(_), None) => ChangeStatus::Deleted,
-            (Some(x), Some(y)) if x == y => continue,
             (Some(x), Some(y)) if (x.kind == EntryKind::Link) != (y.kind == EntryKind::Link) => {
                 ChangeStatus::TypeChanged
             }
@@ -99,11 +81,10 @@ pub fn diff(
                 .map(|s| load_blob(repo, s))
                 .transpose()?
                 .unwrap_or_default();
-            let new_data = match (b, &new_side) {
-                (None, _) => Vec::new(),
-                (Some(s), NewSide::Store) => load_blob(repo, s)?,
-                (Some(s), NewSide::WorkingTree(root)) => load_disk(root, path, s.kind),
-            };
+            let new_data = b
+                .map(|s| load_blob(repo, s))
+                .transpose()?
+                .unwrap_or_default();
             change.binary = is_binary(&old_data) || is_binary(&new_data);
             let text = if change.binary {
                 None
@@ -161,18 +142,6 @@ fn load_blob(repo: &gix::Repository, state: &FileState) -> Result<Vec<u8>, Store
         .find_object(state.id)
         .map_err(|e| StoreError::git("reading a blob", e))?;
     Ok(object.detach().data)
-}
-
-fn load_disk(root: &Path, path: &[u8], kind: EntryKind) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt;
-    let abs = crate::filter::rel_to_abs(root, path);
-    if kind == EntryKind::Link {
-        std::fs::read_link(abs)
-            .map(|t| t.as_os_str().as_bytes().to_vec())
-            .unwrap_or_default()
-    } else {
-        std::fs::read(abs).unwrap_or_default()
-    }
 }
 
 fn is_binary(data: &[u8]) -> bool {

@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod diff;
 pub mod restore;
 pub mod snapshot;
+pub mod treediff;
 
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@
 //! through a symlink; tree entries with `..`, `.git` or empty components are refused. A path
 //! that cannot be written is skipped, reported, and the rest goes on.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -19,11 +19,13 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 use serde::Serialize;
 
-use super::checkpoint::{Checkpoint, CheckpointError, NewCheckpoint, SkippedFile};
+use super::checkpoint::{parse_id, Checkpoint, CheckpointError, NewCheckpoint, SkippedFile};
 use super::diff::within;
-use super::snapshot::{FileState, Snapshot, SnapshotError, SnapshotOptions, StatStamp};
+use super::snapshot::{FileState, SnapshotError};
+use super::treediff::{diff_trees, TreeChange};
 use super::Store;
 use crate::filter::{rel_to_abs, Filter, TEMP_PREFIX};
+use crate::index::{FileIndex, IndexEntry, Stat};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
@@ -52,31 +54,26 @@ pub struct RestoreReport {
 }
 
 impl Store {
-    /// Restores the project under `filter` to `target`.
+    /// Restores the project under `filter` to `target`. `index` must be fresh (refreshed after
+    /// syncing with the watcher): it is the state the undo checkpoint records, and the only
+    /// files a restore may replace or delete. It is kept up to date with every write.
     #[tracing::instrument(skip_all, fields(target = %target.id, dry_run = options.dry_run))]
     pub fn restore(
         &self,
         filter: &Filter,
+        index: &mut FileIndex,
         target: &Checkpoint,
         options: &RestoreOptions,
-        max_file_size: u64,
     ) -> Result<RestoreReport, RestoreError> {
         let repo = self.repo();
-        let wanted = self.files_of(&repo, target)?;
-        let current = Snapshot::take(
-            self,
-            filter,
-            SnapshotOptions {
-                write: !options.dry_run,
-                max_file_size,
-            },
-        )?;
+        let current_tree = index.write_tree(&repo).map_err(CheckpointError::from)?;
         let undo = if options.dry_run {
             None
         } else {
             let short = &target.id[..12];
             let undo = self.record_checkpoint(
-                &current,
+                current_tree,
+                index.skipped(),
                 NewCheckpoint {
                     dialog: target.dialog.clone(),
                     kind: "pre-restore".into(),
@@ -90,10 +87,13 @@ impl Store {
             )?;
             Some(undo.id)
         };
+        let target_tree = parse_id(&target.tree).map_err(CheckpointError::from)?;
+        let changes = diff_trees(&repo, Some(current_tree), Some(target_tree), &options.paths)
+            .map_err(CheckpointError::from)?;
         let mut run = Run {
             repo: &repo,
             root: filter.root(),
-            current: &current,
+            index,
             dry_run: options.dry_run,
             report: RestoreReport {
                 restored_to: target.id.clone(),
@@ -105,7 +105,7 @@ impl Store {
             },
             deleted: BTreeSet::new(),
         };
-        run.apply(&wanted, &options.paths);
+        run.apply(&changes);
         if !options.dry_run {
             if let Err(e) = self.sync() {
                 tracing::warn!(error = %e, "could not flush restored files");
@@ -127,7 +127,7 @@ impl Store {
 struct Run<'a> {
     repo: &'a gix::Repository,
     root: &'a Path,
-    current: &'a Snapshot,
+    index: &'a mut FileIndex,
     dry_run: bool,
     report: RestoreReport,
     /// Paths deleted so far (or that would be, in a dry run).
@@ -135,33 +135,30 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn apply(&mut self, wanted: &BTreeMap<BString, FileState>, paths: &[BString]) {
-        let current = &self.current.files;
+    fn apply(&mut self, changes: &[TreeChange]) {
         // Deletions first, deepest first, so that files can make room for folders and back.
-        let mut deletions: Vec<&BString> = current
-            .keys()
-            .filter(|p| within(p, paths) && !wanted.contains_key(*p))
+        let mut deletions: Vec<&TreeChange> = changes
+            .iter()
+            .filter(|c| c.old.is_some() && c.new.is_none())
             .collect();
-        deletions.sort_by(|a, b| b.cmp(a));
-        for path in deletions {
-            self.delete(path);
+        deletions.sort_by(|a, b| b.path.cmp(&a.path));
+        for c in deletions {
+            self.delete(&c.path);
         }
         if !self.dry_run {
             self.remove_emptied_dirs();
         }
-        for (path, state) in wanted.iter().filter(|(p, _)| within(p, paths)) {
-            if current.get(path) == Some(state) {
-                continue;
-            }
-            if let Err(reason) = safe_tree_path(path.as_bstr()) {
-                self.skip(path, reason);
+        for c in changes {
+            let Some(state) = &c.new else { continue };
+            if let Err(reason) = safe_tree_path(c.path.as_bstr()) {
+                self.skip(&c.path, reason);
                 continue;
             }
             if state.kind == EntryKind::Commit {
-                self.skip(path, "submodule entries are not restored".into());
+                self.skip(&c.path, "submodule entries are not restored".into());
                 continue;
             }
-            self.write(path, state);
+            self.write(&c.path, state);
         }
     }
 
@@ -171,14 +168,19 @@ impl Run<'_> {
             .push(SkippedFile::new(path.to_str_lossy(), reason));
     }
 
+    /// The stat the index holds for `path`, if the undo checkpoint captured it.
+    fn captured(&self, path: &BString) -> Option<Stat> {
+        self.index.get(path.as_bstr()).map(|e| e.stat)
+    }
+
     fn delete(&mut self, path: &BString) {
         let abs = rel_to_abs(self.root, path);
         if let Err(reason) = self.check_parents(path.as_bstr(), false) {
             return self.skip(path, reason);
         }
-        match self.unchanged_since_snapshot(path, &abs) {
-            Ok(true) => {}
-            Ok(false) => {
+        match std::fs::symlink_metadata(&abs) {
+            Ok(meta) if !meta.is_dir() && self.captured(path) == Some(Stat::of(&meta)) => {}
+            Ok(_) => {
                 return self.skip(
                     path,
                     "changed since the restore began; left as it is".into(),
@@ -191,6 +193,7 @@ impl Run<'_> {
             if let Err(e) = std::fs::remove_file(&abs) {
                 return self.skip(path, format!("cannot delete: {e}"));
             }
+            self.index.remove(path.as_bstr());
         }
         self.deleted.insert(path.clone());
         self.report.deleted.push(path.to_str_lossy().into_owned());
@@ -208,7 +211,9 @@ impl Run<'_> {
         }
         // Deepest first: children sort after their parents.
         for dir in dirs.iter().rev() {
-            let _ = std::fs::remove_dir(rel_to_abs(self.root, dir));
+            if std::fs::remove_dir(rel_to_abs(self.root, dir)).is_ok() {
+                self.index.remove(dir.as_bstr());
+            }
         }
     }
 
@@ -222,7 +227,6 @@ impl Run<'_> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return self.skip(path, format!("cannot stat: {e}")),
         };
-        let captured = self.current.files.contains_key(path) && !self.deleted.contains(path);
         if let Some(meta) = &existing {
             if self.deleted.contains(path) && self.dry_run {
                 // It would have been deleted to make room.
@@ -246,14 +250,14 @@ impl Run<'_> {
                         return self
                             .skip(path, format!("cannot remove empty folder in the way: {e}"));
                     }
+                    self.index.remove(path.as_bstr());
                 }
-            } else if !captured {
-                return self.skip(path, "exists but the undo checkpoint could not capture it (ignored, excluded, too large or unreadable); left as it is".into());
-            } else if StatStamp::of(meta) != self.current.stamps[path] {
-                return self.skip(
-                    path,
-                    "changed since the restore began; left as it is".into(),
-                );
+            } else {
+                match self.captured(path) {
+                    None => return self.skip(path, "exists but the undo checkpoint could not capture it (ignored, excluded, too large or unreadable); left as it is".into()),
+                    Some(stat) if stat != Stat::of(meta) => return self.skip(path, "changed since the restore began; left as it is".into()),
+                    Some(_) => {}
+                }
             }
         }
         if self.dry_run {
@@ -274,8 +278,18 @@ impl Run<'_> {
             }
             _ => replace_with_file(&abs, &data, file_mode(existing_mode, false)),
         };
-        match result {
-            Ok(()) => self.report.written.push(path.to_str_lossy().into_owned()),
+        match result.and_then(|()| std::fs::symlink_metadata(&abs)) {
+            Ok(meta) => {
+                // Recorded directly, so the daemon's own write is never re-read as a user edit.
+                self.index.insert(
+                    path.as_bstr(),
+                    IndexEntry {
+                        state: *state,
+                        stat: Stat::of(&meta),
+                    },
+                );
+                self.report.written.push(path.to_str_lossy().into_owned());
+            }
             Err(e) => self.skip(path, format!("cannot write: {e}")),
         }
     }
@@ -316,11 +330,6 @@ impl Run<'_> {
             }
         }
         Ok(())
-    }
-
-    fn unchanged_since_snapshot(&self, path: &BString, abs: &Path) -> std::io::Result<bool> {
-        let meta = std::fs::symlink_metadata(abs)?;
-        Ok(!meta.is_dir() && self.current.stamps.get(path) == Some(&StatStamp::of(&meta)))
     }
 }
 

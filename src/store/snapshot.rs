@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::{Entry, EntryKind};
@@ -14,7 +14,7 @@ use gix::ObjectId;
 
 use super::checkpoint::SkippedFile;
 use super::{Store, StoreError};
-use crate::filter::{Filter, WalkEntry};
+use crate::filter::{split_parent, Filter, WalkEntry};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -41,30 +41,10 @@ pub struct FileState {
     pub id: ObjectId,
 }
 
-/// What the disk looked like when a file was captured: restore compares against it before
-/// replacing a file, so that a write that landed after the snapshot is never clobbered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StatStamp {
-    pub size: u64,
-    pub mtime_ns: i128,
-    pub ino: u64,
-}
-
-impl StatStamp {
-    pub fn of(meta: &std::fs::Metadata) -> StatStamp {
-        StatStamp {
-            size: meta.len(),
-            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-            ino: meta.ino(),
-        }
-    }
-}
-
 /// The state of a project at one moment: every captured path, and every skipped one.
 #[derive(Debug, Default)]
 pub struct Snapshot {
     pub files: BTreeMap<BString, FileState>,
-    pub stamps: BTreeMap<BString, StatStamp>,
     pub skipped: Vec<SkippedFile>,
 }
 
@@ -80,9 +60,10 @@ impl Snapshot {
             path: filter.root().to_path_buf(),
             source,
         })?;
-        let (entries, walk_skips) = filter.walk();
+        let walk = filter.walk();
+        let entries = walk.files;
         let mut snapshot = Snapshot::default();
-        for skip in walk_skips {
+        for skip in walk.skips {
             snapshot
                 .skipped
                 .push(SkippedFile::new(skip.rel.to_string(), skip.reason));
@@ -112,12 +93,11 @@ impl Snapshot {
         });
         for captured in results.into_iter().flatten() {
             match captured {
-                Captured::File { rel, state, stamp } => {
-                    snapshot.stamps.insert(rel.clone(), stamp);
+                Captured::File { rel, state, .. } => {
                     snapshot.files.insert(rel, state);
                 }
                 Captured::Skipped(skip) => snapshot.skipped.push(skip),
-                Captured::Vanished => {}
+                Captured::Vanished(_) => {}
             }
         }
         snapshot.skipped.sort_by(|a, b| a.path.cmp(&b.path));
@@ -151,22 +131,30 @@ impl Snapshot {
     }
 }
 
-enum Captured {
+/// The outcome of reading one walked entry.
+pub(crate) enum Captured {
     File {
         rel: BString,
         state: FileState,
-        stamp: StatStamp,
+        meta: std::fs::Metadata,
     },
     Skipped(SkippedFile),
-    Vanished,
+    /// It disappeared between the walk and the read.
+    Vanished(BString),
 }
 
-fn capture(repo: &gix::Repository, entry: &WalkEntry, options: SnapshotOptions) -> Captured {
+pub(crate) fn capture(
+    repo: &gix::Repository,
+    entry: &WalkEntry,
+    options: SnapshotOptions,
+) -> Captured {
     let skip = |reason: String| Captured::Skipped(SkippedFile::new(entry.rel.to_string(), reason));
     let (kind, data) = if entry.file_type.is_symlink() {
         match std::fs::read_link(&entry.abs) {
             Ok(target) => (EntryKind::Link, target.as_os_str().as_bytes().to_vec()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Captured::Vanished,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Captured::Vanished(entry.rel.clone())
+            }
             Err(e) => return skip(format!("cannot read symlink: {e}")),
         }
     } else if entry.file_type.is_file() {
@@ -179,7 +167,9 @@ fn capture(repo: &gix::Repository, entry: &WalkEntry, options: SnapshotOptions) 
         }
         let data = match std::fs::read(&entry.abs) {
             Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Captured::Vanished,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Captured::Vanished(entry.rel.clone())
+            }
             Err(e) => return skip(format!("cannot read: {e}")),
         };
         if data.len() as u64 > options.max_file_size {
@@ -214,7 +204,7 @@ fn capture(repo: &gix::Repository, entry: &WalkEntry, options: SnapshotOptions) 
     Captured::File {
         rel: entry.rel.clone(),
         state: FileState { kind, id },
-        stamp: StatStamp::of(&entry.metadata),
+        meta: entry.metadata.clone(),
     }
 }
 
@@ -277,13 +267,6 @@ fn close_top(
         oid: id,
     });
     Ok(())
-}
-
-fn split_parent(path: &BStr) -> (&BStr, &BStr) {
-    match path.rfind_byte(b'/') {
-        Some(i) => (path[..i].as_bstr(), path[i + 1..].as_bstr()),
-        None => (b"".as_bstr(), path),
-    }
 }
 
 fn is_ancestor_or_self(ancestor: &BStr, dir: &BStr) -> bool {

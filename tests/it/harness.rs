@@ -377,3 +377,41 @@ pub fn tree_entry(mode: &str, name: &str, hex: &str) -> Vec<u8> {
     e.extend((0..20).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()));
     e
 }
+
+/// A persistent JSON-RPC connection to the test daemon.
+pub struct Rpc {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next: u64,
+}
+
+impl Rpc {
+    pub fn connect(env: &TestEnv) -> Rpc {
+        let stream = UnixStream::connect(&env.socket).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        Rpc {
+            writer: stream.try_clone().unwrap(),
+            reader: BufReader::new(stream),
+            next: 1,
+        }
+    }
+
+    /// Calls `method`, panicking on an error reply.
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let line =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.writer
+            .write_all(format!("{line}\n").as_bytes())
+            .unwrap();
+        let mut reply = String::new();
+        self.reader.read_line(&mut reply).unwrap();
+        let reply: Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(reply["id"], id);
+        assert!(reply.get("error").is_none(), "{method} failed: {reply}");
+        reply["result"].clone()
+    }
+}

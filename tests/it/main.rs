@@ -4,6 +4,7 @@ mod harness;
 
 mod cli;
 mod daemon;
+mod exactness;
 mod exclusions;
 mod protocol;
 mod restore;

@@ -1,0 +1,597 @@
+//! The file-state index of one project: path -> (stat, mode, blob id), arranged as a folder
+//! tree with a cached git tree id per folder.
+//!
+//! A checkpoint refreshes only what may have changed (the watcher's dirty paths, or everything
+//! in a stat-only verify), re-reads only files whose stat differs, rebuilds only the trees above
+//! them, and writes only new objects. It is an optimisation and never a source of truth: every
+//! refresh decision is the same one a fresh full walk makes (`Filter::walk_from`), and an entry
+//! whose mtime is too close to the moment it was read (git's racy-timestamp rule) is re-read at
+//! the next refresh. The persisted form is only a stat cache: lost or corrupt, the next verify
+//! re-hashes.
+
+mod persist;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::{Entry, EntryKind};
+use gix::ObjectId;
+
+use crate::filter::{join_rel, rel_to_abs, split_parent, Filter, RulesCache, WalkEntry};
+use crate::store::checkpoint::SkippedFile;
+use crate::store::diff::within;
+use crate::store::snapshot::{capture, Captured, FileState, SnapshotOptions};
+use crate::store::{Store, StoreError};
+
+pub use persist::{load_stat_cache, save_stat_cache};
+
+/// An mtime this close to (or after) the moment of reading may hide a later write with the same
+/// timestamp; such entries are re-read at the next refresh. Generous, because file timestamps
+/// come from a coarse kernel clock.
+const RACY_WINDOW_NS: i128 = 50_000_000;
+
+/// What `stat` said about a file when it was captured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+    pub ino: u64,
+    pub mode: u32,
+}
+
+impl Stat {
+    pub fn of(meta: &std::fs::Metadata) -> Stat {
+        Stat {
+            size: meta.len(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+            ino: meta.ino(),
+            mode: meta.mode(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub state: FileState,
+    pub stat: Stat,
+}
+
+#[derive(Debug, Default)]
+struct DirNode {
+    files: BTreeMap<BString, IndexEntry>,
+    dirs: BTreeMap<BString, DirNode>,
+    /// The git tree of this folder; None when unknown (something below changed).
+    tree: Option<Option<ObjectId>>,
+}
+
+/// What a refresh did, for logs and status.
+#[derive(Debug, Default)]
+pub struct RefreshOutcome {
+    /// Files read and hashed (the rest were unchanged by stat).
+    pub hashed: usize,
+    /// Whether the whole project was verified.
+    pub full: bool,
+}
+
+/// Sees every folder a refresh lists, before it is listed.
+pub type OnDir<'a> = &'a mut dyn FnMut(&Path);
+
+#[derive(Debug, Default)]
+pub struct FileIndex {
+    root: DirNode,
+    skipped: BTreeMap<BString, String>,
+    racy: BTreeSet<BString>,
+    repos: BTreeSet<BString>,
+    rules: RulesCache,
+    /// Stats of rule files outside the project's folders, as last seen.
+    rule_stats: Vec<(PathBuf, Option<Stat>)>,
+    /// Entries loaded from disk, used as a stat cache by the next full verify, then dropped.
+    stale: HashMap<BString, IndexEntry>,
+    /// True once a full verify has run: from then on dirty paths suffice.
+    verified: bool,
+}
+
+impl FileIndex {
+    /// An index that will verify everything at its first refresh, using `stale` entries (from
+    /// a previous run) to avoid re-hashing files whose stat still matches.
+    pub fn with_stat_cache(stale: HashMap<BString, IndexEntry>) -> FileIndex {
+        FileIndex {
+            stale,
+            ..FileIndex::default()
+        }
+    }
+
+    pub fn is_verified(&self) -> bool {
+        self.verified
+    }
+
+    /// Forces a full verify at the next refresh (watcher overflow or error).
+    pub fn invalidate_all(&mut self) {
+        self.verified = false;
+        self.rules.clear();
+    }
+
+    /// Verifies the whole project by stat (re-hashing only what differs).
+    pub fn verify_all(
+        &mut self,
+        store: &Store,
+        filter: &Filter,
+        options: SnapshotOptions,
+        on_dir: OnDir<'_>,
+    ) -> Result<RefreshOutcome, StoreError> {
+        self.rules.clear();
+        let mut outcome = RefreshOutcome {
+            full: true,
+            ..RefreshOutcome::default()
+        };
+        self.verify_subtree(
+            store,
+            filter,
+            BString::default(),
+            options,
+            on_dir,
+            &mut outcome,
+        )?;
+        self.rule_stats = self.current_rule_stats(filter);
+        self.stale = HashMap::new();
+        self.verified = true;
+        Ok(outcome)
+    }
+
+    /// Refreshes `dirty` paths (relative to the root), plus racy entries; falls back to a full
+    /// verify when the index was never verified or a rule file outside the project changed.
+    pub fn refresh(
+        &mut self,
+        store: &Store,
+        filter: &Filter,
+        dirty: impl IntoIterator<Item = BString>,
+        options: SnapshotOptions,
+        on_dir: OnDir<'_>,
+    ) -> Result<RefreshOutcome, StoreError> {
+        if !self.verified || self.current_rule_stats(filter) != self.rule_stats {
+            return self.verify_all(store, filter, options, on_dir);
+        }
+        let racy = std::mem::take(&mut self.racy);
+        let mut paths: BTreeSet<BString> = dirty.into_iter().collect();
+        paths.extend(racy.iter().cloned());
+        // Anything that changed may have changed type (a folder replaced by a symlink): nothing
+        // cached about it may be trusted, or a file below could be read through a symlink.
+        for p in &paths {
+            self.rules.invalidate(p.as_bstr());
+        }
+        // A changed ignore file re-evaluates its whole folder.
+        let mut subtrees: BTreeSet<BString> = BTreeSet::new();
+        for p in &paths {
+            let (parent, name) = split_parent(p.as_bstr());
+            if name == b".gitignore" || name == b".git" {
+                subtrees.insert(parent.to_owned());
+            }
+        }
+        let mut outcome = RefreshOutcome::default();
+        let mut done: Vec<BString> = Vec::new();
+        // `within` treats an empty list as "everything"; here an empty list covers nothing.
+        let covered = |p: &BString, done: &[BString]| !done.is_empty() && within(p, done);
+        for dir in &subtrees {
+            if covered(dir, &done) {
+                continue;
+            }
+            self.rules.invalidate(dir.as_bstr());
+            self.verify_subtree(store, filter, dir.clone(), options, on_dir, &mut outcome)?;
+            done.push(dir.clone());
+        }
+        let mut files = Vec::new();
+        for path in paths {
+            if covered(&path, &done) {
+                continue;
+            }
+            let abs = rel_to_abs(filter.root(), &path);
+            match std::fs::symlink_metadata(&abs) {
+                Ok(meta) if meta.is_dir() => {
+                    self.verify_subtree(
+                        store,
+                        filter,
+                        path.clone(),
+                        options,
+                        on_dir,
+                        &mut outcome,
+                    )?;
+                    done.push(path);
+                }
+                Ok(meta) => {
+                    let (parent, _) = split_parent(path.as_bstr());
+                    if !path.is_empty()
+                        && self.node(parent).is_none()
+                        && filter.rules_for_dir(&mut self.rules, parent).is_some()
+                    {
+                        // A folder the index has not seen yet (its own event may come later).
+                        let parent = parent.to_owned();
+                        self.verify_subtree(
+                            store,
+                            filter,
+                            parent.clone(),
+                            options,
+                            on_dir,
+                            &mut outcome,
+                        )?;
+                        done.push(parent);
+                    } else if filter.includes_file(&mut self.rules, path.as_bstr()) {
+                        let unchanged = self
+                            .get(path.as_bstr())
+                            .is_some_and(|e| e.stat == Stat::of(&meta));
+                        if !unchanged || racy.contains(&path) {
+                            files.push(WalkEntry {
+                                rel: path,
+                                abs,
+                                file_type: meta.file_type(),
+                                metadata: meta,
+                            });
+                        }
+                    } else {
+                        self.remove(path.as_bstr());
+                    }
+                }
+                Err(_) => self.remove(path.as_bstr()),
+            }
+        }
+        let captured = self.capture_changed(store, files, options);
+        outcome.hashed += captured.len();
+        for c in captured {
+            self.apply_capture(c);
+        }
+        Ok(outcome)
+    }
+
+    fn current_rule_stats(&self, filter: &Filter) -> Vec<(PathBuf, Option<Stat>)> {
+        let repos: Vec<BString> = self.repos.iter().cloned().collect();
+        filter
+            .rule_files(&repos)
+            .into_iter()
+            .map(|p| {
+                let stat = std::fs::metadata(&p).ok().map(|m| Stat::of(&m));
+                (p, stat)
+            })
+            .collect()
+    }
+
+    /// Re-walks the folder `start` under the current rules and replaces its part of the index.
+    fn verify_subtree(
+        &mut self,
+        store: &Store,
+        filter: &Filter,
+        start: BString,
+        options: SnapshotOptions,
+        on_dir: OnDir<'_>,
+        outcome: &mut RefreshOutcome,
+    ) -> Result<(), StoreError> {
+        let old = self.detach(start.as_bstr());
+        let mut old_files = HashMap::new();
+        if let Some(node) = &old {
+            flatten(node, &start, &mut old_files, &mut BTreeSet::new());
+        }
+        let here = std::slice::from_ref(&start);
+        let racy: BTreeSet<BString> = self
+            .racy
+            .iter()
+            .filter(|k| within(k, here))
+            .cloned()
+            .collect();
+        self.skipped.retain(|k, _| !within(k, here));
+        self.racy.retain(|k| !within(k, here));
+        self.repos.retain(|k| !within(k, here));
+        let Some(rules) = filter.rules_for_dir(&mut self.rules, start.as_bstr()) else {
+            return Ok(());
+        };
+        let walk = filter.walk_from(start.clone(), rules, on_dir);
+        let mut to_read = Vec::new();
+        let mut node = DirNode::default();
+        for dir in &walk.dirs {
+            if dir != &start {
+                node_at(&mut node, relative_to(&start, dir.as_bstr()), true);
+            }
+        }
+        for file in walk.files {
+            let stat = Stat::of(&file.metadata);
+            let known = old_files
+                .get(&file.rel)
+                .or_else(|| self.stale.get(&file.rel));
+            match known {
+                Some(e) if e.stat == stat && !racy.contains(&file.rel) => {
+                    let (parent, name) = split_parent(file.rel.as_bstr());
+                    let dir =
+                        node_at(&mut node, relative_to(&start, parent), true).expect("created");
+                    dir.files.insert(name.to_owned(), *e);
+                }
+                _ => to_read.push(file),
+            }
+        }
+        for skip in walk.skips {
+            self.note_skip(skip.rel, skip.reason);
+        }
+        self.repos.extend(walk.repos);
+        self.attach(start.as_bstr(), node);
+        let captured = self.capture_changed(store, to_read, options);
+        outcome.hashed += captured.len();
+        for c in captured {
+            self.apply_capture(c);
+        }
+        Ok(())
+    }
+
+    /// Reads and stores the given files in parallel.
+    fn capture_changed(
+        &self,
+        store: &Store,
+        files: Vec<WalkEntry>,
+        options: SnapshotOptions,
+    ) -> Vec<(Captured, i128)> {
+        let read_at = now_ns();
+        let threads = if files.len() < 64 {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(8)
+        };
+        let chunk = files.len().div_ceil(threads).max(1);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = files
+                .chunks(chunk)
+                .map(|part| {
+                    let repo = store.thread_safe();
+                    scope.spawn(move || {
+                        let repo = repo.to_thread_local();
+                        part.iter()
+                            .map(|e| (capture(&repo, e, options), read_at))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("capture worker panicked"))
+                .collect()
+        })
+    }
+
+    fn apply_capture(&mut self, (captured, read_at): (Captured, i128)) {
+        match captured {
+            Captured::File { rel, state, meta } => {
+                let stat = Stat::of(&meta);
+                if stat.mtime_ns + RACY_WINDOW_NS >= read_at {
+                    self.racy.insert(rel.clone());
+                }
+                self.skipped.remove(&rel);
+                self.insert(rel.as_bstr(), IndexEntry { state, stat });
+            }
+            Captured::Skipped(skip) => {
+                let rel = BString::from(skip.path.as_str());
+                self.remove(rel.as_bstr());
+                self.note_skip(rel, skip.reason);
+            }
+            Captured::Vanished(rel) => self.remove(rel.as_bstr()),
+        }
+    }
+
+    /// Remembers that `rel` exists but cannot be captured; logged when it starts.
+    fn note_skip(&mut self, rel: BString, reason: String) {
+        if self.skipped.get(&rel) != Some(&reason) {
+            tracing::warn!(path = %rel, reason = %reason, "skipped while taking a snapshot");
+        }
+        self.skipped.insert(rel, reason);
+    }
+
+    /// Records that `path` now holds `entry` (a restore just wrote it).
+    pub fn insert(&mut self, path: &BStr, entry: IndexEntry) {
+        let (parent, name) = split_parent(path);
+        self.invalidate_trees(parent);
+        if let Some(dir) = node_at(&mut self.root, parent, true) {
+            dir.dirs.remove(name);
+            dir.files.insert(name.to_owned(), entry);
+        }
+    }
+
+    /// Forgets `path`, a file or a whole folder.
+    pub fn remove(&mut self, path: &BStr) {
+        self.skipped.remove(path);
+        let _ = self.detach(path);
+        let (parent, name) = split_parent(path);
+        if let Some(dir) = node_at(&mut self.root, parent, false) {
+            if dir.files.remove(name).is_some() {
+                self.invalidate_trees(parent);
+            }
+        }
+    }
+
+    pub fn get(&self, path: &BStr) -> Option<&IndexEntry> {
+        let (parent, name) = split_parent(path);
+        self.node(parent)?.files.get(name)
+    }
+
+    /// Every file, in path order.
+    pub fn files(&self) -> BTreeMap<BString, IndexEntry> {
+        let mut out = HashMap::new();
+        let mut dirs = BTreeSet::new();
+        flatten(&self.root, &BString::default(), &mut out, &mut dirs);
+        out.into_iter().collect()
+    }
+
+    /// Every included folder (for watches).
+    pub fn dirs(&self) -> Vec<BString> {
+        let mut out = HashMap::new();
+        let mut dirs = BTreeSet::new();
+        flatten(&self.root, &BString::default(), &mut out, &mut dirs);
+        dirs.into_iter().collect()
+    }
+
+    pub fn skipped(&self) -> Vec<SkippedFile> {
+        self.skipped
+            .iter()
+            .map(|(p, r)| SkippedFile::new(p.to_str_lossy(), r.clone()))
+            .collect()
+    }
+
+    pub fn is_skipped(&self, path: &BStr) -> bool {
+        self.skipped.contains_key(path)
+    }
+
+    /// Writes the trees that changed and returns the root tree id.
+    pub fn write_tree(&mut self, repo: &gix::Repository) -> Result<ObjectId, StoreError> {
+        match write_node(repo, &mut self.root)? {
+            Some(id) => Ok(id),
+            None => repo
+                .write_object(gix::objs::Tree::empty())
+                .map(|id| id.detach())
+                .map_err(|e| StoreError::git("writing a tree", e)),
+        }
+    }
+
+    fn node(&self, path: &BStr) -> Option<&DirNode> {
+        let mut node = &self.root;
+        if !path.is_empty() {
+            for comp in path.split(|b| *b == b'/') {
+                node = node.dirs.get(comp.as_bstr())?;
+            }
+        }
+        Some(node)
+    }
+
+    fn invalidate_trees(&mut self, dir: &BStr) {
+        let mut node = &mut self.root;
+        node.tree = None;
+        if dir.is_empty() {
+            return;
+        }
+        for comp in dir.split(|b| *b == b'/') {
+            match node.dirs.get_mut(comp.as_bstr()) {
+                Some(next) => {
+                    next.tree = None;
+                    node = next;
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Takes the folder at `path` out of the index (the root: everything).
+    fn detach(&mut self, path: &BStr) -> Option<DirNode> {
+        if path.is_empty() {
+            return Some(std::mem::take(&mut self.root));
+        }
+        let (parent, name) = split_parent(path);
+        let taken = node_at(&mut self.root, parent, false)?.dirs.remove(name);
+        if taken.is_some() {
+            self.invalidate_trees(parent);
+        }
+        taken
+    }
+
+    fn attach(&mut self, path: &BStr, mut node: DirNode) {
+        node.tree = None;
+        if path.is_empty() {
+            self.root = node;
+            return;
+        }
+        let (parent, name) = split_parent(path);
+        self.invalidate_trees(parent);
+        if let Some(dir) = node_at(&mut self.root, parent, true) {
+            dir.files.remove(name);
+            dir.dirs.insert(name.to_owned(), node);
+        }
+    }
+}
+
+fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+/// `path` relative to `base` (a folder containing it).
+fn relative_to<'a>(base: &BString, path: &'a BStr) -> &'a BStr {
+    if base.is_empty() {
+        path
+    } else if path.len() == base.len() {
+        b"".as_bstr()
+    } else {
+        path[base.len() + 1..].as_bstr()
+    }
+}
+
+fn node_at<'a>(root: &'a mut DirNode, path: &BStr, create: bool) -> Option<&'a mut DirNode> {
+    let mut node = root;
+    if path.is_empty() {
+        return Some(node);
+    }
+    for comp in path.split(|b| *b == b'/') {
+        if create {
+            node.files.remove(comp.as_bstr());
+            node = node.dirs.entry(comp.into()).or_default();
+        } else {
+            node = node.dirs.get_mut(comp.as_bstr())?;
+        }
+    }
+    Some(node)
+}
+
+fn flatten(
+    node: &DirNode,
+    prefix: &BString,
+    files: &mut HashMap<BString, IndexEntry>,
+    dirs: &mut BTreeSet<BString>,
+) {
+    dirs.insert(prefix.clone());
+    for (name, e) in &node.files {
+        files.insert(join_rel(prefix, name), *e);
+    }
+    for (name, child) in &node.dirs {
+        flatten(child, &join_rel(prefix, name), files, dirs);
+    }
+}
+
+/// Writes the tree of `node` (None when it holds no file at any depth: git has no empty folders).
+fn write_node(repo: &gix::Repository, node: &mut DirNode) -> Result<Option<ObjectId>, StoreError> {
+    if let Some(known) = node.tree {
+        return Ok(known);
+    }
+    let mut entries: Vec<Entry> = node
+        .files
+        .iter()
+        .map(|(name, e)| Entry {
+            mode: e.state.kind.into(),
+            filename: name.clone(),
+            oid: e.state.id,
+        })
+        .collect();
+    for (name, child) in node.dirs.iter_mut() {
+        if let Some(id) = write_node(repo, child)? {
+            entries.push(Entry {
+                mode: EntryKind::Tree.into(),
+                filename: name.clone(),
+                oid: id,
+            });
+        }
+    }
+    let id = if entries.is_empty() {
+        None
+    } else {
+        entries.sort();
+        let tree = gix::objs::Tree { entries };
+        Some(
+            repo.write_object(&tree)
+                .map_err(|e| StoreError::git("writing a tree", e))?
+                .detach(),
+        )
+    };
+    node.tree = Some(id);
+    Ok(id)
+}
+
+/// Where the stat cache of a store lives.
+pub fn stat_cache_path(store_dir: &Path) -> PathBuf {
+    store_dir.join("ckpt-index")
+}

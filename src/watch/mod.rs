@@ -1,0 +1,239 @@
+//! Watching a project: notify (inotify on Linux) with one non-recursive watch per included
+//! folder, placed by the walk before it lists the folder, so nothing created afterwards is
+//! missed and nothing created before is unseen.
+//!
+//! The notify callback only hands events to a bounded channel; a worker thread folds them into
+//! the project's dirty set. A full channel, a kernel queue overflow or a watcher error turns into
+//! a rescan request; a watch that cannot be placed degrades the project to stat-only verifies.
+//! [`ProjectWatcher::sync`] writes a cookie file and waits for its event, so that every write
+//! completed before a request is in the dirty set when the request is served.
+
+use std::collections::{BTreeSet, HashSet};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use gix::bstr::BString;
+use notify::{EventKind, RecursiveMode, Watcher};
+
+use crate::filter::TEMP_PREFIX;
+
+/// Events buffered between the notify thread and the worker before a rescan is forced.
+const EVENT_QUEUE: usize = 65_536;
+/// How long a sync waits for its cookie before falling back to a stat verify.
+const COOKIE_TIMEOUT: Duration = Duration::from_secs(5);
+const COOKIE_PREFIX: &str = ".ckpt-tmp-cookie-";
+
+#[derive(Default)]
+struct Dirty {
+    paths: BTreeSet<BString>,
+    rescan: Option<String>,
+    cookies: HashSet<OsString>,
+}
+
+struct Shared {
+    root: PathBuf,
+    dirty: Mutex<Dirty>,
+    arrived: Condvar,
+    overflowed: AtomicBool,
+}
+
+/// What happened since the last sync.
+#[derive(Debug, Default)]
+pub struct Changes {
+    /// Paths (relative to the root) that may have changed.
+    pub paths: BTreeSet<BString>,
+    /// Set when the paths cannot be trusted: the whole project must be verified.
+    pub rescan: Option<String>,
+}
+
+pub struct ProjectWatcher {
+    watcher: notify::RecommendedWatcher,
+    shared: Arc<Shared>,
+    degraded: Option<String>,
+    /// Whether the root folder is watched (the cookie needs it).
+    root_watched: bool,
+}
+
+static COOKIES: AtomicU64 = AtomicU64::new(0);
+
+impl ProjectWatcher {
+    /// Starts a watcher for the project at `root` (no folder is watched yet).
+    pub fn start(root: &Path) -> notify::Result<ProjectWatcher> {
+        let shared = Arc::new(Shared {
+            root: root.to_path_buf(),
+            dirty: Mutex::new(Dirty::default()),
+            arrived: Condvar::new(),
+            overflowed: AtomicBool::new(false),
+        });
+        let (tx, rx) = std::sync::mpsc::sync_channel::<notify::Result<notify::Event>>(EVENT_QUEUE);
+        let on_full = shared.clone();
+        let watcher = notify::recommended_watcher(move |event| {
+            if tx.try_send(event).is_err() {
+                on_full.overflowed.store(true, Ordering::SeqCst);
+            }
+        })?;
+        let worker = shared.clone();
+        std::thread::Builder::new()
+            .name("ckptd-watch".into())
+            .spawn(move || {
+                // Ends when the watcher (and with it the sender) is dropped.
+                for event in rx {
+                    worker.fold(event);
+                }
+            })
+            .map_err(|e| notify::Error::generic(&e.to_string()))?;
+        Ok(ProjectWatcher {
+            watcher,
+            shared,
+            degraded: None,
+            root_watched: false,
+        })
+    }
+
+    /// Watches `dir` (not recursively). A failure degrades the project to stat verifies.
+    pub fn watch_dir(&mut self, dir: &Path) {
+        if self.degraded.is_some() {
+            return;
+        }
+        let result = self.watcher.watch(dir, RecursiveMode::NonRecursive);
+        if result.is_ok() && dir == self.shared.root {
+            self.root_watched = true;
+        }
+        if let Err(e) = result {
+            if dir.symlink_metadata().is_err() {
+                return; // It vanished; its parent's event covers that.
+            }
+            let why = match e.kind {
+                notify::ErrorKind::MaxFilesWatch => {
+                    "inotify watch limit reached (raise fs.inotify.max_user_watches)".to_string()
+                }
+                _ => format!("cannot watch {}: {e}", dir.display()),
+            };
+            tracing::warn!(root = %self.shared.root.display(), reason = %why, "watching degraded; checkpoints verify by stat");
+            self.degraded = Some(why);
+        }
+    }
+
+    /// `watching`, or `degraded: <why>`.
+    pub fn mode(&self) -> String {
+        match &self.degraded {
+            None => "watching".into(),
+            Some(why) => format!("degraded: {why}"),
+        }
+    }
+
+    /// Marks the project for a full verify at the next sync, as if the event queue overflowed.
+    pub fn force_rescan(&self, why: &str) {
+        self.shared.lock().rescan = Some(why.to_string());
+    }
+
+    /// Waits until every event up to now has been folded in, then hands over what changed.
+    pub fn sync(&self) -> Changes {
+        let mut changes = match self.wait_for_cookie() {
+            Ok(()) => Changes::default(),
+            Err(why) => Changes {
+                rescan: Some(why),
+                ..Changes::default()
+            },
+        };
+        let mut dirty = self.shared.lock();
+        changes.paths = std::mem::take(&mut dirty.paths);
+        if let Some(why) = dirty.rescan.take() {
+            changes.rescan.get_or_insert(why);
+        }
+        if self.shared.overflowed.swap(false, Ordering::SeqCst) {
+            changes
+                .rescan
+                .get_or_insert_with(|| "event queue overflowed".into());
+        }
+        if let Some(why) = &self.degraded {
+            changes.rescan.get_or_insert_with(|| why.clone());
+        }
+        changes
+    }
+
+    fn wait_for_cookie(&self) -> Result<(), String> {
+        if !self.root_watched {
+            return Err("not watching yet".into());
+        }
+        let n = COOKIES.fetch_add(1, Ordering::Relaxed);
+        let name = OsString::from(format!("{COOKIE_PREFIX}{}-{n}", std::process::id()));
+        let path = self.shared.root.join(&name);
+        std::fs::write(&path, b"").map_err(|e| format!("cannot write the sync cookie: {e}"))?;
+        let mut dirty = self.shared.lock();
+        let deadline = std::time::Instant::now() + COOKIE_TIMEOUT;
+        let result = loop {
+            if dirty.cookies.remove(&name) {
+                break Ok(());
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break Err("the watcher did not deliver the sync cookie in time".to_string());
+            }
+            dirty = self
+                .shared
+                .arrived
+                .wait_timeout(dirty, left)
+                .expect("dirty-set lock poisoned")
+                .0;
+        };
+        drop(dirty);
+        let _ = std::fs::remove_file(&path);
+        result
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Dirty> {
+        self.dirty.lock().expect("dirty-set lock poisoned")
+    }
+
+    fn fold(&self, event: notify::Result<notify::Event>) {
+        let event = match event {
+            Ok(e) => e,
+            Err(e) => {
+                self.lock().rescan = Some(format!("watcher error: {e}"));
+                return;
+            }
+        };
+        if event.need_rescan() {
+            self.lock().rescan = Some("the kernel's event queue overflowed".into());
+            return;
+        }
+        if matches!(event.kind, EventKind::Access(_)) {
+            return;
+        }
+        tracing::trace!(?event, "watch event");
+        let mut dirty = self.lock();
+        let mut cookie = false;
+        for path in &event.paths {
+            let Ok(rel) = path.strip_prefix(&self.root) else {
+                continue;
+            };
+            let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
+            if name.starts_with(COOKIE_PREFIX.as_bytes()) {
+                if matches!(event.kind, EventKind::Create(_)) {
+                    dirty
+                        .cookies
+                        .insert(path.file_name().expect("has a name").to_os_string());
+                    cookie = true;
+                }
+                continue;
+            }
+            if name.starts_with(TEMP_PREFIX.as_bytes()) {
+                continue;
+            }
+            dirty
+                .paths
+                .insert(BString::from(rel.as_os_str().as_bytes()));
+        }
+        drop(dirty);
+        if cookie {
+            self.arrived.notify_all();
+        }
+    }
+}
