@@ -22,6 +22,7 @@ use gix::ObjectId;
 use crate::filter::{join_rel, rel_to_abs, split_parent, Filter, RulesCache, WalkEntry};
 use crate::store::checkpoint::SkippedFile;
 use crate::store::diff::within;
+use crate::store::pack::PackWriter;
 use crate::store::snapshot::{capture, Captured, FileState, SnapshotOptions};
 use crate::store::{Store, StoreError};
 
@@ -31,6 +32,8 @@ pub use persist::{load_stat_cache, save_stat_cache};
 /// timestamp; such entries are re-read at the next refresh. Generous, because file timestamps
 /// come from a coarse kernel clock.
 const RACY_WINDOW_NS: i128 = 50_000_000;
+/// Batches of at least this many files are written as one pack instead of loose objects.
+const PACK_THRESHOLD: usize = 256;
 
 /// What `stat` said about a file when it was captured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,7 +240,7 @@ impl FileIndex {
                 Err(_) => self.remove(path.as_bstr()),
             }
         }
-        let captured = self.capture_changed(store, files, options);
+        let captured = self.capture_changed(store, files, options)?;
         outcome.hashed += captured.len();
         for c in captured {
             self.apply_capture(c);
@@ -313,7 +316,7 @@ impl FileIndex {
         }
         self.repos.extend(walk.repos);
         self.attach(start.as_bstr(), node);
-        let captured = self.capture_changed(store, to_read, options);
+        let captured = self.capture_changed(store, to_read, options)?;
         outcome.hashed += captured.len();
         for c in captured {
             self.apply_capture(c);
@@ -321,14 +324,19 @@ impl FileIndex {
         Ok(())
     }
 
-    /// Reads and stores the given files in parallel.
+    /// Reads and stores the given files in parallel; a large batch goes into one new pack.
     fn capture_changed(
         &self,
         store: &Store,
         files: Vec<WalkEntry>,
         options: SnapshotOptions,
-    ) -> Vec<(Captured, i128)> {
+    ) -> Result<Vec<(Captured, i128)>, StoreError> {
         let read_at = now_ns();
+        let pack = if options.write && files.len() >= PACK_THRESHOLD {
+            Some(PackWriter::new(store.dir())?)
+        } else {
+            None
+        };
         let threads = if files.len() < 64 {
             1
         } else {
@@ -337,15 +345,16 @@ impl FileIndex {
                 .min(8)
         };
         let chunk = files.len().div_ceil(threads).max(1);
-        std::thread::scope(|scope| {
+        let captured: Vec<(Captured, i128)> = std::thread::scope(|scope| {
             let handles: Vec<_> = files
                 .chunks(chunk)
                 .map(|part| {
                     let repo = store.thread_safe();
+                    let pack = pack.as_ref();
                     scope.spawn(move || {
                         let repo = repo.to_thread_local();
                         part.iter()
-                            .map(|e| (capture(&repo, e, options), read_at))
+                            .map(|e| (capture(&repo, e, options, pack), read_at))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -354,7 +363,22 @@ impl FileIndex {
                 .into_iter()
                 .flat_map(|h| h.join().expect("capture worker panicked"))
                 .collect()
-        })
+        });
+        if let Some(pack) = pack {
+            let first = captured.iter().find_map(|(c, _)| match c {
+                Captured::File { state, .. } => Some(state.id),
+                _ => None,
+            });
+            let written = pack.finish()?;
+            if written > 0 {
+                // Makes the store load the new pack now, so later existence checks see it.
+                if let Some(id) = first {
+                    let _ = store.repo().has_object(id);
+                }
+                tracing::info!(objects = written, "wrote a pack");
+            }
+        }
+        Ok(captured)
     }
 
     fn apply_capture(&mut self, (captured, read_at): (Captured, i128)) {

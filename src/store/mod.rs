@@ -10,6 +10,7 @@
 
 pub mod checkpoint;
 pub mod diff;
+pub mod pack;
 pub mod restore;
 pub mod snapshot;
 pub mod treediff;

@@ -13,6 +13,7 @@ use gix::objs::tree::{Entry, EntryKind};
 use gix::ObjectId;
 
 use super::checkpoint::SkippedFile;
+use super::pack::PackWriter;
 use super::{Store, StoreError};
 use crate::filter::{split_parent, Filter, WalkEntry};
 
@@ -81,7 +82,7 @@ impl Snapshot {
                     scope.spawn(move || {
                         let repo = repo.to_thread_local();
                         part.iter()
-                            .map(|e| capture(&repo, e, options))
+                            .map(|e| capture(&repo, e, options, None))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -147,6 +148,7 @@ pub(crate) fn capture(
     repo: &gix::Repository,
     entry: &WalkEntry,
     options: SnapshotOptions,
+    pack: Option<&PackWriter>,
 ) -> Captured {
     let skip = |reason: String| Captured::Skipped(SkippedFile::new(entry.rel.to_string(), reason));
     let (kind, data) = if entry.file_type.is_symlink() {
@@ -190,17 +192,24 @@ pub(crate) fn capture(
     } else {
         return skip("not a regular file or symlink (socket, fifo or device)".into());
     };
-    let id = if options.write {
-        match repo.write_blob(&data) {
-            Ok(id) => id.detach(),
-            Err(e) => return skip(format!("cannot store: {e}")),
-        }
-    } else {
-        match gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data) {
-            Ok(id) => id,
-            Err(e) => return skip(format!("cannot hash: {e}")),
-        }
+    let id = match gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data) {
+        Ok(id) => id,
+        Err(e) => return skip(format!("cannot hash: {e}")),
     };
+    if options.write && !repo.objects.exists_without_refresh(&id) {
+        let stored = match pack {
+            Some(pack) => pack
+                .add(id, gix::objs::Kind::Blob, &data)
+                .map_err(|e| e.to_string()),
+            None => repo
+                .write_blob(&data)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        };
+        if let Err(e) = stored {
+            return skip(format!("cannot store: {e}"));
+        }
+    }
     Captured::File {
         rel: entry.rel.clone(),
         state: FileState { kind, id },

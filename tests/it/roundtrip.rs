@@ -277,3 +277,48 @@ fn show_and_diff_between_checkpoints_and_the_working_tree() {
     assert_eq!(d["files"].as_array().unwrap().len(), 1);
     assert!(d["patch"].as_str().unwrap().contains("+world"));
 }
+
+#[test]
+fn a_large_checkpoint_is_written_as_one_pack() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    for i in 0..600 {
+        write(
+            &p,
+            &format!("d{}/f{i}.txt", i % 7),
+            &format!("file {i}\n").repeat(20 + i % 5),
+        );
+    }
+    write(&p, "dup1.txt", "same content\n");
+    write(&p, "dup2.txt", "same content\n");
+    env.watch();
+    let id = env.checkpoint("many files");
+    let store = env.store();
+    let packs: Vec<_> = std::fs::read_dir(store.join("objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+        .collect();
+    assert_eq!(packs.len(), 1, "{packs:?}");
+    let idx = packs[0].with_extension("idx");
+    let verify = env.git(&["verify-pack", "-v", idx.to_str().unwrap()]);
+    assert!(verify.contains("non delta: 601 objects"), "{verify}");
+    let counts = env.git(&["count-objects", "-v"]);
+    assert!(counts.contains("in-pack: 601"), "{counts}");
+    env.fsck();
+    assert_eq!(env.ls_tree(&id).len(), 602);
+    // Content comes back out of the pack.
+    std::fs::remove_dir_all(p.join("d3")).unwrap();
+    env.json(&["restore", &id, "--yes"]);
+    assert_eq!(
+        std::fs::read_to_string(p.join("d3/f3.txt")).unwrap(),
+        "file 3\n".repeat(23)
+    );
+    // No temporary files are left in the store.
+    let leftovers: Vec<_> = std::fs::read_dir(store.join("objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("tmp_"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
