@@ -151,7 +151,7 @@ impl PackWriter {
         drop(file);
 
         let mut entries = state.entries;
-        entries.sort_by(|a, b| a.id.cmp(&b.id));
+        entries.sort_by_key(|e| e.id);
         let idx = index_bytes(&entries, pack_sum)?;
         let name = format!("pack-{pack_sum}");
         let idx_tmp = dir.join(format!("tmp_ckpt_{}_{}.idx", std::process::id(), unique()));
