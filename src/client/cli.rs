@@ -145,7 +145,11 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             let meta = meta.map(|m| read_meta(&m)).transpose()?;
             let params = json!({ "project": project, "label": message, "dialog": dialog,
                 "message_id": message_id, "meta": meta });
-            out.checkpoint(&connect()?.call("checkpoint", strip_nulls(params))?);
+            let mut conn = connect()?;
+            let result = with_progress(&paths.socket, &base, !cli.json, || {
+                conn.call("checkpoint", strip_nulls(params))
+            })?;
+            out.checkpoint(&result);
         }
         Command::List { dialog, limit } => {
             let params =
@@ -174,9 +178,10 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             id,
             dry_run,
             yes,
-            paths,
+            paths: restore_paths,
         } => {
-            let paths: Vec<PathBuf> = paths.iter().map(|p| base.join(p)).collect();
+            let socket = paths.socket.clone();
+            let paths: Vec<PathBuf> = restore_paths.iter().map(|p| base.join(p)).collect();
             let mut conn = connect()?;
             let ask = !yes && !dry_run && !cli.json && std::io::stdin().is_terminal();
             if ask {
@@ -189,10 +194,9 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                     return Ok(1);
                 }
             }
-            let report = conn.call(
-                "restore",
-                json!({ "project": project, "id": id, "paths": paths, "dry_run": dry_run }),
-            )?;
+            let params =
+                json!({ "project": project, "id": id, "paths": paths, "dry_run": dry_run });
+            let report = with_progress(&socket, &base, !cli.json, || conn.call("restore", params))?;
             out.restore(&report);
             let skipped = report
                 .get("skipped")
@@ -216,6 +220,69 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         }
     }
     Ok(0)
+}
+
+/// Runs `call`; if it takes longer than a second and stderr is a terminal, shows the daemon's
+/// progress for the project containing `base` (polled on a second connection) meanwhile.
+fn with_progress<T>(socket: &Path, base: &Path, enabled: bool, call: impl FnOnce() -> T) -> T {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if !enabled || !std::io::stderr().is_terminal() {
+        return call();
+    }
+    let finished = std::sync::Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let finished = finished.clone();
+        let socket = socket.to_path_buf();
+        let base = base.to_path_buf();
+        std::thread::spawn(move || {
+            let wait = |ms: u64| {
+                for _ in 0..ms / 20 {
+                    if finished.load(Ordering::Relaxed) {
+                        return false;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                !finished.load(Ordering::Relaxed)
+            };
+            if !wait(1000) {
+                return;
+            }
+            let Ok(mut conn) = Connection::connect(&socket) else {
+                return;
+            };
+            let mut drew = false;
+            loop {
+                if let Ok(status) = conn.call("status", json!({})) {
+                    let line = status["projects"].as_array().and_then(|ps| {
+                        ps.iter()
+                            .find(|p| p["root"].as_str().is_some_and(|r| base.starts_with(r)))
+                            .and_then(|p| {
+                                let pr = &p["progress"];
+                                let (done, total) = (pr["done"].as_u64()?, pr["total"].as_u64()?);
+                                Some(match pr["phase"].as_str()? {
+                                    "reading" => format!("reading files {done}/{total}"),
+                                    phase => format!("{phase} folders: {done}"),
+                                })
+                            })
+                    });
+                    if let Some(line) = line {
+                        eprint!("\r\x1b[K{line}");
+                        drew = true;
+                    }
+                }
+                if !wait(200) {
+                    break;
+                }
+            }
+            if drew {
+                eprint!("\r\x1b[K");
+            }
+        })
+    };
+    let result = call();
+    finished.store(true, Ordering::Relaxed);
+    let _ = watcher.join();
+    result
 }
 
 fn base_dir(dir: Option<&Path>) -> Result<PathBuf, ClientError> {

@@ -126,6 +126,7 @@ async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Reply {
                 "available": p.root.is_dir(),
                 "busy": p.is_busy(),
                 "mode": *p.mode.lock().expect("mode lock poisoned"),
+                "progress": p.progress.get().map(|(phase, done, total)| json!({ "phase": phase, "done": done, "total": total })),
             })
         })
         .collect();

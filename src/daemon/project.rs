@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Config, Paths};
 use crate::filter::Filter;
-use crate::index::{load_stat_cache, save_stat_cache, stat_cache_path, FileIndex, RefreshOutcome};
+use crate::index::{
+    load_stat_cache, save_stat_cache, stat_cache_path, FileIndex, Progress, RefreshOutcome,
+};
 use crate::protocol::{ErrorCode, RpcError};
 use crate::store::SnapshotOptions;
 use crate::store::Store;
@@ -109,6 +111,8 @@ pub struct Project {
     state: Arc<tokio::sync::Mutex<Option<Opened>>>,
     /// How changes are found: `watching`, `degraded: <why>`, `polling` (read without the lock).
     pub mode: std::sync::Mutex<String>,
+    /// How far a long refresh has come (read without the lock).
+    pub progress: Arc<Progress>,
 }
 
 impl Project {
@@ -120,6 +124,7 @@ impl Project {
             data_dir: paths.data_dir.clone(),
             state: Arc::new(tokio::sync::Mutex::new(None)),
             mode: std::sync::Mutex::new("not opened yet".into()),
+            progress: Arc::default(),
         }
     }
 
@@ -167,7 +172,10 @@ impl Project {
         let hard = vec![self.data_dir.clone(), self.store_dir.clone()];
         let filter = Filter::new(&self.root, &self.config.exclusions, hard)
             .map_err(|e| RpcError::new(ErrorCode::InvalidParams, e.to_string()))?;
-        let index = FileIndex::with_stat_cache(load_stat_cache(&stat_cache_path(store.dir())));
+        let index = FileIndex::with_stat_cache(
+            load_stat_cache(&stat_cache_path(store.dir())),
+            self.progress.clone(),
+        );
         let watcher = match ProjectWatcher::start(&self.root) {
             Ok(w) => Some(w),
             Err(e) => {

@@ -14,6 +14,8 @@ mod persist;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::{Entry, EntryKind};
@@ -83,6 +85,41 @@ pub struct RefreshOutcome {
 /// Sees every folder a refresh lists, before it is listed.
 pub type OnDir<'a> = &'a mut dyn FnMut(&Path);
 
+/// How far a long refresh has come; read by `status` while the project is busy.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// 0 idle, 1 scanning folders, 2 reading files.
+    phase: AtomicU8,
+    done: AtomicU64,
+    total: AtomicU64,
+}
+
+impl Progress {
+    fn start(&self, phase: u8, total: u64) {
+        self.done.store(0, Ordering::Relaxed);
+        self.total.store(total, Ordering::Relaxed);
+        self.phase.store(phase, Ordering::Relaxed);
+    }
+
+    fn step(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (phase, done, total), or None when idle.
+    pub fn get(&self) -> Option<(&'static str, u64, u64)> {
+        let phase = match self.phase.load(Ordering::Relaxed) {
+            1 => "scanning",
+            2 => "reading",
+            _ => return None,
+        };
+        Some((
+            phase,
+            self.done.load(Ordering::Relaxed),
+            self.total.load(Ordering::Relaxed),
+        ))
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct FileIndex {
     root: DirNode,
@@ -96,14 +133,19 @@ pub struct FileIndex {
     stale: HashMap<BString, IndexEntry>,
     /// True once a full verify has run: from then on dirty paths suffice.
     verified: bool,
+    progress: Arc<Progress>,
 }
 
 impl FileIndex {
     /// An index that will verify everything at its first refresh, using `stale` entries (from
     /// a previous run) to avoid re-hashing files whose stat still matches.
-    pub fn with_stat_cache(stale: HashMap<BString, IndexEntry>) -> FileIndex {
+    pub fn with_stat_cache(
+        stale: HashMap<BString, IndexEntry>,
+        progress: Arc<Progress>,
+    ) -> FileIndex {
         FileIndex {
             stale,
+            progress,
             ..FileIndex::default()
         }
     }
@@ -148,6 +190,19 @@ impl FileIndex {
     /// Refreshes `dirty` paths (relative to the root), plus racy entries; falls back to a full
     /// verify when the index was never verified or a rule file outside the project changed.
     pub fn refresh(
+        &mut self,
+        store: &Store,
+        filter: &Filter,
+        dirty: impl IntoIterator<Item = BString>,
+        options: SnapshotOptions,
+        on_dir: OnDir<'_>,
+    ) -> Result<RefreshOutcome, StoreError> {
+        let result = self.refresh_inner(store, filter, dirty, options, on_dir);
+        self.progress.start(0, 0);
+        result
+    }
+
+    fn refresh_inner(
         &mut self,
         store: &Store,
         filter: &Filter,
@@ -288,7 +343,13 @@ impl FileIndex {
         let Some(rules) = filter.rules_for_dir(&mut self.rules, start.as_bstr()) else {
             return Ok(());
         };
-        let walk = filter.walk_from(start.clone(), rules, on_dir);
+        self.progress.start(1, 0);
+        let progress = self.progress.clone();
+        let mut counting = |dir: &Path| {
+            progress.step();
+            on_dir(dir)
+        };
+        let walk = filter.walk_from(start.clone(), rules, &mut counting);
         let mut to_read = Vec::new();
         let mut node = DirNode::default();
         for dir in &walk.dirs {
@@ -332,6 +393,8 @@ impl FileIndex {
         options: SnapshotOptions,
     ) -> Result<Vec<(Captured, i128)>, StoreError> {
         let read_at = now_ns();
+        self.progress.start(2, files.len() as u64);
+        let progress = &self.progress;
         let pack = if options.write && files.len() >= PACK_THRESHOLD {
             Some(PackWriter::new(store.dir())?)
         } else {
@@ -354,7 +417,11 @@ impl FileIndex {
                     scope.spawn(move || {
                         let repo = repo.to_thread_local();
                         part.iter()
-                            .map(|e| (capture(&repo, e, options, pack), read_at))
+                            .map(|e| {
+                                let c = capture(&repo, e, options, pack);
+                                progress.step();
+                                (c, read_at)
+                            })
                             .collect::<Vec<_>>()
                     })
                 })
@@ -383,8 +450,7 @@ impl FileIndex {
 
     fn apply_capture(&mut self, (captured, read_at): (Captured, i128)) {
         match captured {
-            Captured::File { rel, state, meta } => {
-                let stat = Stat::of(&meta);
+            Captured::File { rel, state, stat } => {
                 if stat.mtime_ns + RACY_WINDOW_NS >= read_at {
                     self.racy.insert(rel.clone());
                 }

@@ -137,7 +137,7 @@ pub(crate) enum Captured {
     File {
         rel: BString,
         state: FileState,
-        meta: std::fs::Metadata,
+        stat: crate::index::Stat,
     },
     Skipped(SkippedFile),
     /// It disappeared between the walk and the read.
@@ -213,7 +213,7 @@ pub(crate) fn capture(
     Captured::File {
         rel: entry.rel.clone(),
         state: FileState { kind, id },
-        meta: entry.metadata.clone(),
+        stat: crate::index::Stat::of(&entry.metadata),
     }
 }
 

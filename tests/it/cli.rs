@@ -207,3 +207,65 @@ fn without_a_runtime_dir_the_socket_falls_back_to_the_data_dir() {
     let _ = daemon.kill();
     let _ = daemon.wait();
 }
+
+#[test]
+fn a_long_checkpoint_shows_progress() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    for i in 0..20_000 {
+        if i % 500 == 0 {
+            std::fs::create_dir_all(p.join(format!("d{}", i / 500))).unwrap();
+        }
+        std::fs::write(
+            p.join(format!("d{}/f{i}.txt", i / 500)),
+            format!("{i}\n").repeat(100),
+        )
+        .unwrap();
+    }
+    env.watch();
+    let started = std::time::Instant::now();
+    let mut cmd = std::process::Command::new("script");
+    env.env(&mut cmd);
+    let line = format!("{CKPT} --no-spawn checkpoint -m big");
+    let child = cmd
+        .current_dir(&p)
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Meanwhile `status` answers (it never waits for the busy project) and shows how far it got.
+    let mut rpc = Rpc::connect(&env);
+    let mut seen = None;
+    while seen.is_none() && started.elapsed() < std::time::Duration::from_secs(60) {
+        let status = rpc.call("status", serde_json::json!({}));
+        let progress = &status["projects"][0]["progress"];
+        if progress["phase"] == "reading" && progress["total"].as_u64() == Some(20_000) {
+            seen = Some(progress.clone());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let out = child.wait_with_output().unwrap();
+    let elapsed = started.elapsed();
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        seen.is_some(),
+        "status never showed the checkpoint's progress"
+    );
+    if elapsed > std::time::Duration::from_millis(1500) {
+        assert!(
+            stdout(&out).contains("reading files"),
+            "no progress bar after {elapsed:?}: {}",
+            stdout(&out)
+        );
+    }
+    assert!(
+        stdout(&out).contains("20000 files (+20000"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        env.json(&["status"])["projects"][0]["progress"],
+        serde_json::Value::Null
+    );
+}
