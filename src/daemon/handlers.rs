@@ -270,9 +270,7 @@ async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -> Reply {
     };
     project
         .run(move |project, opened| {
-            opened.prepare(project)?;
-            let repo = opened.store.repo();
-            let tree = opened.index.write_tree(&repo).map_err(store_error)?;
+            let tree = opened.current_tree(project)?;
             let c = opened
                 .store
                 .record_checkpoint(tree, opened.index.skipped(), new)
@@ -335,28 +333,23 @@ async fn diff_method(daemon: &Arc<Daemon>, params: DiffParams) -> Reply {
     let paths = tree_paths(&project.root, &params.paths)?;
     project
         .run(move |project, opened| {
-            let store = &opened.store;
-            let repo = store.repo();
-            let from = store
+            let repo = opened.store.repo();
+            let from = opened
+                .store
                 .resolve(&repo, &params.from)
                 .map_err(checkpoint_error)?;
-            let to_tree = match &params.to {
+            let (to_id, new_tree) = match &params.to {
                 Some(to) => {
-                    let to = store.resolve(&repo, to).map_err(checkpoint_error)?;
-                    (Some(to.id), parse_id(&to.tree).map_err(store_error)?)
+                    let to = opened.store.resolve(&repo, to).map_err(checkpoint_error)?;
+                    let tree = parse_id(&to.tree).map_err(store_error)?;
+                    (Some(to.id), tree)
                 }
-                None => {
-                    opened.prepare(project)?;
-                    (None, opened.index.write_tree(&repo).map_err(store_error)?)
-                }
+                None => (None, opened.current_tree(project)?),
             };
-            let (to_id, new_tree) = to_tree;
-            let store = &opened.store;
             let old_tree = parse_id(&from.tree).map_err(store_error)?;
             let changed =
                 diff_trees(&repo, Some(old_tree), Some(new_tree), &paths).map_err(store_error)?;
             let result = diff(&repo, &changed, params.patch, params.counts).map_err(store_error)?;
-            let _ = store;
             let mut value = to_value(&result);
             value["from"] = json!(from.id);
             value["to"] = json!(to_id);
@@ -405,9 +398,8 @@ fn report_leftovers(
     paths: &[BString],
     report: &mut crate::store::RestoreReport,
 ) -> Result<(), RpcError> {
-    opened.prepare(project)?;
+    let now = opened.current_tree(project)?;
     let repo = opened.store.repo();
-    let now = opened.index.write_tree(&repo).map_err(store_error)?;
     let wanted = parse_id(&target.tree).map_err(store_error)?;
     for change in diff_trees(&repo, Some(now), Some(wanted), paths).map_err(store_error)? {
         let path = change.path.to_string();
@@ -433,9 +425,7 @@ async fn verify(daemon: &Arc<Daemon>, params: ProjectParams) -> Reply {
     let project = find_project(daemon, &params.project).await?;
     project
         .run(move |project, opened| {
-            opened.prepare(project)?;
-            let repo = opened.store.repo();
-            let index_tree = opened.index.write_tree(&repo).map_err(store_error)?;
+            let index_tree = opened.current_tree(project)?;
             let options = SnapshotOptions { write: false, max_file_size: project.max_file_size() };
             let scan = Snapshot::take(&opened.store, &opened.filter, options).map_err(snapshot_error)?;
             let scan_tree = Snapshot::tree_id(&scan.files).map_err(store_error)?;

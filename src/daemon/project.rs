@@ -80,6 +80,15 @@ impl Opened {
         Ok(outcome)
     }
 
+    /// The tree of the project as it is now (after [`Opened::prepare`]), written to the store.
+    pub fn current_tree(&mut self, project: &Project) -> Result<gix::ObjectId, RpcError> {
+        self.prepare(project)?;
+        let repo = self.store.repo();
+        self.index
+            .write_tree(&repo)
+            .map_err(|e| RpcError::new(ErrorCode::StoreError, e.to_string()))
+    }
+
     /// Asks for a full verify at the next checkpoint, exactly as a watcher overflow does.
     pub fn force_rescan(&mut self, why: &str) {
         match &self.watcher {

@@ -1,5 +1,7 @@
-//! Taking a snapshot of a project: walk it under the filter, hash (and optionally write) every
-//! file and symlink in parallel, and build the git trees bottom-up.
+//! A fresh, full snapshot of a project: walk it under the filter, read and hash every file and
+//! symlink in parallel, and build the git trees bottom-up from the sorted path list. It uses no
+//! cache at all, which makes it the reference the index is checked against (`verify`, the
+//! exactness tests). Also the per-file capture shared with the index.
 //!
 //! A file that cannot be read, is too large, or is not a regular file or symlink is skipped and
 //! reported; the rest of the snapshot goes on.
@@ -106,18 +108,6 @@ impl Snapshot {
             tracing::warn!(path = %skip.path, reason = %skip.reason, "skipped while taking a snapshot");
         }
         Ok(snapshot)
-    }
-
-    /// Writes the trees for `files` and returns the root tree id.
-    pub fn write_tree(
-        repo: &gix::Repository,
-        files: &BTreeMap<BString, FileState>,
-    ) -> Result<ObjectId, StoreError> {
-        build_tree(files, &mut |tree| {
-            repo.write_object(tree)
-                .map(|id| id.detach())
-                .map_err(|e| StoreError::git("writing a tree", e))
-        })
     }
 
     /// The root tree id `files` would have, without writing anything.
