@@ -66,9 +66,31 @@ pub struct Filter {
 pub struct WalkEntry {
     /// Path relative to the root, `/`-separated, as stored in git trees.
     pub rel: BString,
-    pub abs: PathBuf,
     pub file_type: FileType,
-    pub metadata: Metadata,
+    pub stat: Stat,
+}
+
+/// What `stat` said about a file when it was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+    pub ino: u64,
+    pub mode: u32,
+}
+
+impl Stat {
+    pub fn of(meta: &Metadata) -> Stat {
+        use std::os::unix::fs::MetadataExt;
+        Stat {
+            size: meta.len(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+            ino: meta.ino(),
+            mode: meta.mode(),
+        }
+    }
 }
 
 /// Something the walk could not look at (and so could not judge).
@@ -205,9 +227,8 @@ impl Filter {
                 } else {
                     result.files.push(WalkEntry {
                         rel,
-                        abs,
                         file_type,
-                        metadata,
+                        stat: Stat::of(&metadata),
                     });
                 }
             }

@@ -12,7 +12,6 @@
 mod persist;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -37,27 +36,7 @@ const RACY_WINDOW_NS: i128 = 50_000_000;
 /// Batches of at least this many files are written as one pack instead of loose objects.
 const PACK_THRESHOLD: usize = 256;
 
-/// What `stat` said about a file when it was captured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    pub size: u64,
-    pub mtime_ns: i128,
-    pub ctime_ns: i128,
-    pub ino: u64,
-    pub mode: u32,
-}
-
-impl Stat {
-    pub fn of(meta: &std::fs::Metadata) -> Stat {
-        Stat {
-            size: meta.len(),
-            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-            ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
-            ino: meta.ino(),
-            mode: meta.mode(),
-        }
-    }
-}
+pub use crate::filter::Stat;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexEntry {
@@ -283,9 +262,8 @@ impl FileIndex {
                         if !unchanged || racy.contains(&path) {
                             files.push(WalkEntry {
                                 rel: path,
-                                abs,
                                 file_type: meta.file_type(),
-                                metadata: meta,
+                                stat: Stat::of(&meta),
                             });
                         }
                     } else {
@@ -295,7 +273,7 @@ impl FileIndex {
                 Err(_) => self.remove(path.as_bstr()),
             }
         }
-        let captured = self.capture_changed(store, files, options)?;
+        let captured = self.capture_changed(store, filter.root(), files, options)?;
         outcome.hashed += captured.len();
         for c in captured {
             self.apply_capture(c);
@@ -358,7 +336,7 @@ impl FileIndex {
             }
         }
         for file in walk.files {
-            let stat = Stat::of(&file.metadata);
+            let stat = file.stat;
             let known = old_files
                 .get(&file.rel)
                 .or_else(|| self.stale.get(&file.rel));
@@ -377,7 +355,7 @@ impl FileIndex {
         }
         self.repos.extend(walk.repos);
         self.attach(start.as_bstr(), node);
-        let captured = self.capture_changed(store, to_read, options)?;
+        let captured = self.capture_changed(store, filter.root(), to_read, options)?;
         outcome.hashed += captured.len();
         for c in captured {
             self.apply_capture(c);
@@ -389,6 +367,7 @@ impl FileIndex {
     fn capture_changed(
         &self,
         store: &Store,
+        root: &Path,
         files: Vec<WalkEntry>,
         options: SnapshotOptions,
     ) -> Result<Vec<(Captured, i128)>, StoreError> {
@@ -418,7 +397,7 @@ impl FileIndex {
                         let repo = repo.to_thread_local();
                         part.iter()
                             .map(|e| {
-                                let c = capture(&repo, e, options, pack);
+                                let c = capture(&repo, root, e, options, pack);
                                 progress.step();
                                 (c, read_at)
                             })

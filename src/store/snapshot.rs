@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::{Entry, EntryKind};
@@ -84,7 +83,7 @@ impl Snapshot {
                     scope.spawn(move || {
                         let repo = repo.to_thread_local();
                         part.iter()
-                            .map(|e| capture(&repo, e, options, None))
+                            .map(|e| capture(&repo, filter.root(), e, options, None))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -136,13 +135,14 @@ pub(crate) enum Captured {
 
 pub(crate) fn capture(
     repo: &gix::Repository,
+    root: &std::path::Path,
     entry: &WalkEntry,
     options: SnapshotOptions,
     pack: Option<&PackWriter>,
 ) -> Captured {
     let skip = |reason: String| Captured::Skipped(SkippedFile::new(entry.rel.to_string(), reason));
     let (kind, data) = if entry.file_type.is_symlink() {
-        match std::fs::read_link(&entry.abs) {
+        match std::fs::read_link(crate::filter::rel_to_abs(root, &entry.rel)) {
             Ok(target) => (EntryKind::Link, target.as_os_str().as_bytes().to_vec()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Captured::Vanished(entry.rel.clone())
@@ -150,14 +150,13 @@ pub(crate) fn capture(
             Err(e) => return skip(format!("cannot read symlink: {e}")),
         }
     } else if entry.file_type.is_file() {
-        if entry.metadata.len() > options.max_file_size {
+        if entry.stat.size > options.max_file_size {
             return skip(format!(
                 "larger than max_file_size ({} > {} bytes)",
-                entry.metadata.len(),
-                options.max_file_size
+                entry.stat.size, options.max_file_size
             ));
         }
-        let data = match std::fs::read(&entry.abs) {
+        let data = match std::fs::read(crate::filter::rel_to_abs(root, &entry.rel)) {
             Ok(d) => d,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Captured::Vanished(entry.rel.clone())
@@ -170,7 +169,7 @@ pub(crate) fn capture(
                 options.max_file_size
             ));
         }
-        let exec = entry.metadata.permissions().mode() & 0o100 != 0;
+        let exec = entry.stat.mode & 0o100 != 0;
         (
             if exec {
                 EntryKind::BlobExecutable
@@ -203,7 +202,7 @@ pub(crate) fn capture(
     Captured::File {
         rel: entry.rel.clone(),
         state: FileState { kind, id },
-        stat: crate::index::Stat::of(&entry.metadata),
+        stat: entry.stat,
     }
 }
 

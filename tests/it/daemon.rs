@@ -208,3 +208,54 @@ impl TestEnv {
         }
     }
 }
+
+#[test]
+fn a_corrupt_or_stale_stat_cache_never_changes_a_checkpoint() {
+    let mut env = TestEnv::new();
+    let p = env.proj();
+    for i in 0..50 {
+        write(&p, &format!("f{i}.txt"), &format!("v1 {i}"));
+    }
+    env.watch();
+    env.checkpoint("one");
+    let cache = env.store().join("ckpt-index");
+    assert!(env.stop_daemon().success());
+    assert!(cache.exists(), "the stat cache is saved at shutdown");
+
+    // Files changed while no daemon ran, some keeping their size: the next checkpoint sees all.
+    write(&p, "f1.txt", "v2 1");
+    write(&p, "f2.txt", "changed to another size");
+    std::fs::remove_file(p.join("f3.txt")).unwrap();
+    env.start_daemon();
+    let c = env.json(&["checkpoint", "-m", "after restart"]);
+    assert_eq!(
+        (
+            c["added"].as_u64(),
+            c["modified"].as_u64(),
+            c["deleted"].as_u64()
+        ),
+        (Some(0), Some(2), Some(1)),
+        "{c}"
+    );
+    assert_eq!(
+        env.git(&["show", &format!("{}:f1.txt", c["id"].as_str().unwrap())]),
+        "v2 1"
+    );
+    assert_eq!(env.json(&["verify"])["equal"], true);
+
+    // A corrupt cache is ignored (and says so in the log); checkpoints stay exact.
+    assert!(env.stop_daemon().success());
+    let mut bytes = std::fs::read(&cache).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&cache, bytes).unwrap();
+    write(&p, "f4.txt", "v3 4");
+    env.start_daemon();
+    let c = env.json(&["checkpoint", "-m", "after corruption"]);
+    assert_eq!(c["modified"], 1, "{c}");
+    assert_eq!(env.json(&["verify"])["equal"], true);
+    assert!(
+        env.log().contains("ignoring an unusable stat cache"),
+        "the corrupt cache is reported"
+    );
+}
