@@ -114,22 +114,16 @@ fn hello(params: HelloParams) -> Reply {
 }
 
 async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Reply {
-    let projects: Vec<Value> = daemon
-        .projects
-        .read()
-        .await
-        .values()
-        .map(|p| {
-            json!({
-                "root": p.root,
-                "store": p.store_dir,
-                "available": p.root.is_dir(),
-                "busy": p.is_busy(),
-                "mode": *p.mode.lock().expect("mode lock poisoned"),
-                "progress": p.progress.get().map(|(phase, done, total)| json!({ "phase": phase, "done": done, "total": total })),
-            })
-        })
-        .collect();
+    let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
+    let mut projects = project_list(&listed).await?;
+    for (value, p) in projects.iter_mut().zip(&listed) {
+        value["busy"] = json!(p.is_busy());
+        value["mode"] = json!(*p.mode.lock().expect("mode lock poisoned"));
+        value["progress"] = json!(p
+            .progress
+            .get()
+            .map(|(phase, done, total)| json!({ "phase": phase, "done": done, "total": total })));
+    }
     Ok(json!({
         "daemon": format!("ckptd {}", env!("CARGO_PKG_VERSION")),
         "protocol": PROTOCOL_VERSION,
@@ -141,22 +135,49 @@ async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Reply {
     }))
 }
 
+/// `{root, store, available}` for each project; the directory checks run off the async runtime.
+async fn project_list(projects: &[Arc<Project>]) -> Result<Vec<Value>, RpcError> {
+    let listed: Vec<(PathBuf, PathBuf)> = projects
+        .iter()
+        .map(|p| (p.root.clone(), p.store_dir.clone()))
+        .collect();
+    blocking(move || {
+        listed
+            .into_iter()
+            .map(
+                |(root, store)| json!({ "root": root, "store": store, "available": root.is_dir() }),
+            )
+            .collect()
+    })
+    .await
+}
+
 async fn watch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
     let root = absolute(&params.path)?;
-    let root = std::fs::canonicalize(&root).map_err(|e| {
-        RpcError::new(
-            ErrorCode::InvalidParams,
-            format!("cannot watch {}: {e}", root.display()),
-        )
-    })?;
-    if !root.is_dir() {
+    let root = blocking(move || std::fs::canonicalize(&root).map_err(|e| (root, e)))
+        .await?
+        .map_err(|(root, e)| {
+            RpcError::new(
+                ErrorCode::InvalidParams,
+                format!("cannot watch {}: {e}", root.display()),
+            )
+        })?;
+    let (is_dir, data_dir) = {
+        let (root, data_dir) = (root.clone(), daemon.paths.data_dir.clone());
+        blocking(move || {
+            (
+                root.is_dir(),
+                std::fs::canonicalize(&data_dir).unwrap_or(data_dir),
+            )
+        })
+        .await?
+    };
+    if !is_dir {
         return Err(RpcError::new(
             ErrorCode::InvalidParams,
             format!("{} is not a directory", root.display()),
         ));
     }
-    let data_dir =
-        std::fs::canonicalize(&daemon.paths.data_dir).unwrap_or(daemon.paths.data_dir.clone());
     if root.starts_with(&data_dir) {
         return Err(RpcError::new(
             ErrorCode::InvalidParams,
@@ -185,7 +206,8 @@ async fn watch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
             let project = Arc::new(Project::new(root.clone(), &daemon.config, &daemon.paths));
             projects.insert(root.clone(), project.clone());
             let roots: Vec<PathBuf> = projects.keys().cloned().collect();
-            if let Err(e) = save_registry(&daemon.paths.registry_file(), &roots) {
+            let file = daemon.paths.registry_file();
+            if let Err(e) = blocking(move || save_registry(&file, &roots)).await? {
                 projects.remove(&root);
                 return Err(RpcError::new(
                     ErrorCode::StoreError,
@@ -207,7 +229,7 @@ async fn watch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
 
 async fn unwatch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
     let path = absolute(&params.path)?;
-    let path = std::fs::canonicalize(&path).unwrap_or(path);
+    let path = blocking(move || std::fs::canonicalize(&path).unwrap_or(path)).await?;
     let _registry = daemon.registry_lock.lock().await;
     let mut projects = daemon.projects.write().await;
     let root = projects
@@ -218,7 +240,8 @@ async fn unwatch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
         .ok_or_else(|| not_a_project(&path))?;
     let project = projects.remove(&root).expect("found just above");
     let roots: Vec<PathBuf> = projects.keys().cloned().collect();
-    if let Err(e) = save_registry(&daemon.paths.registry_file(), &roots) {
+    let file = daemon.paths.registry_file();
+    if let Err(e) = blocking(move || save_registry(&file, &roots)).await? {
         projects.insert(root, project);
         return Err(RpcError::new(
             ErrorCode::StoreError,
@@ -230,14 +253,8 @@ async fn unwatch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
 }
 
 async fn projects(daemon: &Arc<Daemon>, _: NoParams) -> Reply {
-    let list: Vec<Value> = daemon
-        .projects
-        .read()
-        .await
-        .values()
-        .map(|p| json!({ "root": p.root, "store": p.store_dir, "available": p.root.is_dir() }))
-        .collect();
-    Ok(Value::Array(list))
+    let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
+    Ok(Value::Array(project_list(&listed).await?))
 }
 
 async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -> Reply {
@@ -453,7 +470,8 @@ async fn rescan(daemon: &Arc<Daemon>, params: ProjectParams) -> Reply {
 
 async fn find_project(daemon: &Arc<Daemon>, path: &Path) -> Result<Arc<Project>, RpcError> {
     let path = absolute(path)?;
-    match std::fs::canonicalize(&path) {
+    let lookup = path.clone();
+    match blocking(move || std::fs::canonicalize(&lookup)).await? {
         Ok(real) => daemon
             .project_for(&real)
             .await
@@ -470,6 +488,15 @@ async fn find_project(daemon: &Arc<Daemon>, path: &Path) -> Result<Arc<Project>,
             None => Err(not_a_project(&path)),
         },
     }
+}
+
+/// Runs filesystem work off the async runtime.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, RpcError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RpcError::new(ErrorCode::Internal, format!("blocking task failed: {e}")))
 }
 
 fn not_a_project(path: &Path) -> RpcError {
