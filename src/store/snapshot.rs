@@ -282,30 +282,15 @@ pub fn read_tree(
     let mut files = BTreeMap::new();
     let mut stack = vec![(BString::default(), id)];
     while let Some((prefix, tree_id)) = stack.pop() {
-        let tree = repo
-            .find_object(tree_id)
-            .map_err(|e| StoreError::git("reading a tree", e))?
-            .try_into_tree()
-            .map_err(|e| StoreError::git("reading a tree", e))?;
-        let decoded = tree
-            .decode()
-            .map_err(|e| StoreError::git("decoding a tree", e))?;
-        for entry in &decoded.entries {
-            let path = crate::filter::join_rel(&prefix, entry.filename);
-            let kind = entry.mode.kind();
+        for (name, kind, oid) in super::treediff::tree_entries(repo, tree_id)? {
+            let path = crate::filter::join_rel(&prefix, &name);
             match kind {
-                EntryKind::Tree => stack.push((path, entry.oid.to_owned())),
+                EntryKind::Tree => stack.push((path, oid)),
                 EntryKind::Blob
                 | EntryKind::BlobExecutable
                 | EntryKind::Link
                 | EntryKind::Commit => {
-                    files.insert(
-                        path,
-                        FileState {
-                            kind,
-                            id: entry.oid.to_owned(),
-                        },
-                    );
+                    files.insert(path, FileState { kind, id: oid });
                 }
             }
         }

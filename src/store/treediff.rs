@@ -34,22 +34,34 @@ pub fn diff_trees(
     Ok(out)
 }
 
+/// The entries (name, kind, id) of tree `id`.
+pub(crate) fn tree_entries(
+    repo: &gix::Repository,
+    id: ObjectId,
+) -> Result<Vec<(BString, EntryKind, ObjectId)>, StoreError> {
+    let tree = repo
+        .find_object(id)
+        .map_err(|e| StoreError::git("reading a tree", e))?
+        .try_into_tree()
+        .map_err(|e| StoreError::git("reading a tree", e))?;
+    let decoded = tree
+        .decode()
+        .map_err(|e| StoreError::git("decoding a tree", e))?;
+    Ok(decoded
+        .entries
+        .iter()
+        .map(|e| (e.filename.to_owned(), e.mode.kind(), e.oid.to_owned()))
+        .collect())
+}
+
 fn entries(
     repo: &gix::Repository,
     id: Option<ObjectId>,
 ) -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, StoreError> {
     let mut map = BTreeMap::new();
     if let Some(id) = id {
-        let tree = repo
-            .find_object(id)
-            .map_err(|e| StoreError::git("reading a tree", e))?
-            .try_into_tree()
-            .map_err(|e| StoreError::git("reading a tree", e))?;
-        let decoded = tree
-            .decode()
-            .map_err(|e| StoreError::git("decoding a tree", e))?;
-        for e in &decoded.entries {
-            map.insert(e.filename.to_owned(), (e.mode.kind(), e.oid.to_owned()));
+        for (name, kind, oid) in tree_entries(repo, id)? {
+            map.insert(name, (kind, oid));
         }
     }
     Ok(map)
