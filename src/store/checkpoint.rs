@@ -162,7 +162,7 @@ impl Store {
             Some(p) => {
                 let changes = diff_trees(&repo, Some(parse_id(&p.tree)?), Some(tree), &[])?;
                 let (a, m, d) = count_changes(&changes);
-                (p.files + a - d, a, m, d)
+                ((p.files + a).saturating_sub(d), a, m, d)
             }
             None => {
                 let changes = diff_trees(&repo, None, Some(tree), &[])?;
