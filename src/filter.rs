@@ -204,7 +204,8 @@ impl Filter {
                 let name = item.file_name();
                 let abs = item.path();
                 let rel = join_rel(&rel_dir, name.as_bytes());
-                let metadata = match std::fs::symlink_metadata(&abs) {
+                // Stats relative to the open folder (fstatat), never through a symlink.
+                let metadata = match item.metadata() {
                     Ok(m) => m,
                     // Vanished between listing and stat: it is simply not there any more.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
