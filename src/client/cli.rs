@@ -93,6 +93,15 @@ pub enum Command {
         #[arg(last = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+    /// Undo the last restore (of DIALOG, or of any dialog): restore its undo checkpoint.
+    Undo {
+        #[arg(long, value_name = "D")]
+        dialog: Option<String>,
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
     /// Daemon health and projects.
     Status,
     /// Check that the index (what checkpoints record) equals a fresh full scan right now.
@@ -203,6 +212,35 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                 .and_then(Value::as_array)
                 .is_some_and(|s| !s.is_empty());
             return Ok(if skipped { 2 } else { 0 });
+        }
+        Command::Undo {
+            dialog,
+            dry_run,
+            yes,
+        } => {
+            let socket = paths.socket.clone();
+            let mut conn = connect()?;
+            let params = |dry: bool| {
+                strip_nulls(json!({ "project": project, "dialog": dialog, "dry_run": dry }))
+            };
+            if !yes && !dry_run && !cli.json && std::io::stdin().is_terminal() {
+                let plan = conn.call("undo", params(true))?;
+                if !output::confirm_restore(&plan) {
+                    eprintln!("undo cancelled; nothing changed");
+                    return Ok(1);
+                }
+            }
+            let report = with_progress(&socket, &base, !cli.json, || {
+                conn.call("undo", params(dry_run))
+            })?;
+            out.restore(&report);
+            return Ok(
+                if report["skipped"].as_array().is_some_and(|s| !s.is_empty()) {
+                    2
+                } else {
+                    0
+                },
+            );
         }
         Command::Status => out.status(&connect()?.call("status", json!({}))?),
         Command::Verify => {

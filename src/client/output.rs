@@ -316,7 +316,7 @@ impl Out {
         }
         print_skipped(r);
         if let Some(undo) = r.get("undo_checkpoint").and_then(Value::as_str) {
-            println!("undo with: ckpt restore {}", short(undo));
+            println!("undo with: ckpt undo  (or: ckpt restore {})", short(undo));
         }
     }
 

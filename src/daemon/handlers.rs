@@ -74,6 +74,7 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "show" => show(daemon, parse(params)?).await,
         "diff" => diff_method(daemon, parse(params)?).await,
         "restore" => restore(daemon, parse(params)?).await,
+        "undo" => undo(daemon, parse(params)?).await,
         "verify" => verify(daemon, parse(params)?).await,
         "rescan" => rescan(daemon, parse(params)?).await,
         "shutdown" => {
@@ -279,6 +280,7 @@ async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -> Reply {
     }
     let project = find_project(daemon, &params.project).await?;
     let new = NewCheckpoint {
+        restore: None,
         dialog,
         kind,
         label: params.label.unwrap_or_default(),
@@ -385,24 +387,91 @@ async fn restore(daemon: &Arc<Daemon>, params: RestoreParams) -> Reply {
                 .store
                 .resolve(&repo, &params.id)
                 .map_err(checkpoint_error)?;
-            opened.prepare(project)?;
-            let options = RestoreOptions {
-                paths: paths.clone(),
-                dry_run: params.dry_run,
-            };
-            let mut report = opened
-                .store
-                .restore(&opened.filter, &mut opened.index, &target, &options)
-                .map_err(|e| match e {
-                    RestoreError::Snapshot(e) => snapshot_error(e),
-                    RestoreError::Checkpoint(e) => checkpoint_error(e),
-                })?;
-            if !params.dry_run {
-                report_leftovers(project, opened, &target, &paths, &mut report)?;
-            }
-            Ok(to_value(&report))
+            restore_to(project, opened, &target, paths, params.dry_run)
         })
         .await
+}
+
+/// Restores the last restore's undo checkpoint (of `dialog`, or of any dialog).
+async fn undo(daemon: &Arc<Daemon>, params: UndoParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            let last = opened
+                .store
+                .list(&repo, params.dialog.as_deref())
+                .map_err(checkpoint_error)?
+                .into_iter()
+                .find_map(|c| c.restore)
+                .ok_or_else(|| {
+                    RpcError::new(ErrorCode::UnknownCheckpoint, "there is no restore to undo")
+                })?;
+            let target = opened
+                .store
+                .resolve(&repo, &last.undo)
+                .map_err(checkpoint_error)?;
+            restore_to(project, opened, &target, Vec::new(), params.dry_run)
+        })
+        .await
+}
+
+/// The restore itself: the undo checkpoint first, the files, a check against the target, and a
+/// `restore` checkpoint of the result that names both.
+fn restore_to(
+    project: &Project,
+    opened: &mut super::project::Opened,
+    target: &crate::store::Checkpoint,
+    paths: Vec<BString>,
+    dry_run: bool,
+) -> Reply {
+    opened.prepare(project)?;
+    let options = RestoreOptions {
+        paths: paths.clone(),
+        dry_run,
+    };
+    let mut report = opened
+        .store
+        .restore(&opened.filter, &mut opened.index, target, &options)
+        .map_err(|e| match e {
+            RestoreError::Snapshot(e) => snapshot_error(e),
+            RestoreError::Checkpoint(e) => checkpoint_error(e),
+        })?;
+    let mut recorded = None;
+    if let (false, Some(undo)) = (dry_run, report.undo_checkpoint.clone()) {
+        let now = report_leftovers(project, opened, target, &paths, &mut report)?;
+        let scope = if paths.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} paths)", paths.len())
+        };
+        let new = NewCheckpoint {
+            dialog: target.dialog.clone(),
+            kind: "restore".into(),
+            label: format!(
+                "restored to {} (#{} {}){scope}",
+                &target.id[..12],
+                target.seq,
+                target.kind
+            ),
+            message_id: None,
+            meta: None,
+            restore: Some(crate::store::RestoreLink {
+                restored_to: target.id.clone(),
+                undo,
+            }),
+        };
+        recorded = Some(
+            opened
+                .store
+                .record_checkpoint(now, opened.index.skipped(), new)
+                .map_err(checkpoint_error)?
+                .id,
+        );
+    }
+    let mut value = to_value(&report);
+    value["restore_checkpoint"] = json!(recorded);
+    Ok(value)
 }
 
 /// Checks the project against the checkpoint after a restore and reports every path that still
@@ -414,7 +483,7 @@ fn report_leftovers(
     target: &crate::store::Checkpoint,
     paths: &[BString],
     report: &mut crate::store::RestoreReport,
-) -> Result<(), RpcError> {
+) -> Result<gix::ObjectId, RpcError> {
     let now = opened.current_tree(project)?;
     let repo = opened.store.repo();
     let wanted = parse_id(&target.tree).map_err(store_error)?;
@@ -433,7 +502,7 @@ fn report_leftovers(
             .skipped
             .push(crate::store::SkippedFile::new(path, reason));
     }
-    Ok(())
+    Ok(now)
 }
 
 /// Compares the index (after syncing with the watcher) with a fresh full scan, a separate

@@ -92,6 +92,16 @@ pub struct RestoreParams {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct UndoParams {
+    pub project: PathBuf,
+    #[serde(default)]
+    pub dialog: Option<String>,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProjectParams {
     pub project: PathBuf,
 }

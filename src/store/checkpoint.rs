@@ -73,6 +73,16 @@ struct Header {
     skipped: Vec<SkippedFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     meta: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    restore: Option<RestoreLink>,
+}
+
+/// What a `restore` checkpoint links: the checkpoint restored to, and the `pre-restore`
+/// checkpoint that undoes it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RestoreLink {
+    pub restored_to: String,
+    pub undo: String,
 }
 
 /// A checkpoint as read back from the store.
@@ -92,6 +102,9 @@ pub struct Checkpoint {
     pub modified: u64,
     pub deleted: u64,
     pub skipped: Vec<SkippedFile>,
+    /// For a `restore` checkpoint: what it restored to and how to undo it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreLink>,
     /// Client metadata (JSON), when asked for and present.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
@@ -107,6 +120,7 @@ pub struct NewCheckpoint {
     pub label: String,
     pub message_id: Option<String>,
     pub meta: Option<serde_json::Value>,
+    pub restore: Option<RestoreLink>,
 }
 
 pub fn validate_dialog(name: &str) -> Result<(), CheckpointError> {
@@ -184,6 +198,7 @@ impl Store {
             deleted,
             skipped,
             meta: meta_blob.map(|id| id.to_string()),
+            restore: new.restore.clone(),
         };
         let header_json =
             serde_json::to_string(&header).map_err(|e| StoreError::git("encoding metadata", e))?;
@@ -275,6 +290,7 @@ impl Store {
             modified: header.modified,
             deleted: header.deleted,
             skipped: header.skipped,
+            restore: header.restore,
             meta: None,
             meta_blob: header
                 .meta

@@ -21,7 +21,7 @@ use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 use gix::refs::Target;
 use gix::ObjectId;
 
-pub use checkpoint::{Checkpoint, CheckpointError, NewCheckpoint, SkippedFile};
+pub use checkpoint::{Checkpoint, CheckpointError, NewCheckpoint, RestoreLink, SkippedFile};
 pub use restore::{RestoreError, RestoreOptions, RestoreReport};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotOptions};
 

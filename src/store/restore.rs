@@ -83,6 +83,7 @@ impl Store {
                     ),
                     message_id: None,
                     meta: None,
+                    restore: None,
                 },
             )?;
             Some(undo.id)

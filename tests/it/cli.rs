@@ -170,7 +170,7 @@ fn restore_on_a_terminal_shows_the_plan_and_asks() {
     assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "v1");
     assert!(!p.join("extra.txt").exists());
     assert!(
-        stdout(&out).contains("undo with: ckpt restore "),
+        stdout(&out).contains("undo with: ckpt undo"),
         "{}",
         stdout(&out)
     );

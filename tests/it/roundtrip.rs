@@ -322,3 +322,53 @@ fn a_large_checkpoint_is_written_as_one_pack() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn a_restore_is_recorded_and_undo_toggles_it() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "v1");
+    env.watch();
+    let out = env.ckpt(&["undo", "--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no restore to undo"),
+        "{}",
+        stderr(&out)
+    );
+
+    let first = env.json(&["checkpoint", "-m", "v1"]);
+    write(&p, "a.txt", "v2 by the agent");
+    write(&p, "b.txt", "new by the agent");
+    let agent_state = tree_state(&p);
+    let report = env.json(&["restore", first["id"].as_str().unwrap(), "--yes"]);
+    let recorded = report["restore_checkpoint"].as_str().unwrap().to_string();
+    let shown = env.json(&["show", &recorded]);
+    assert_eq!(shown["kind"], "restore");
+    assert_eq!(shown["restore"]["restored_to"], first["id"]);
+    assert_eq!(shown["restore"]["undo"], report["undo_checkpoint"]);
+    assert_eq!(
+        shown["tree"], first["tree"],
+        "the restore checkpoint records the restored state"
+    );
+    let kinds: Vec<String> = env
+        .json(&["list"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds, vec!["restore", "pre-restore", "message"]);
+    let v1_state = tree_state(&p);
+
+    // Undo brings the agent's state back; undoing that undo restores v1 again.
+    let undone = env.json(&["undo", "--yes"]);
+    assert_eq!(undone["restored_to"], report["undo_checkpoint"]);
+    assert_eq!(tree_state(&p), agent_state);
+    env.json(&["undo", "--yes"]);
+    assert_eq!(tree_state(&p), v1_state);
+    let human = stdout(&env.ckpt(&["undo", "--dry-run"]));
+    assert!(human.starts_with("would restore to "), "{human}");
+    assert_eq!(tree_state(&p), v1_state, "a dry run changes nothing");
+    env.fsck();
+}
