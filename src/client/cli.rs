@@ -102,6 +102,9 @@ pub enum Command {
         #[arg(short = 'y', long)]
         yes: bool,
     },
+    /// Dialogs: one timeline per agent conversation.
+    #[command(subcommand)]
+    Dialog(DialogCommand),
     /// Daemon health and projects.
     Status,
     /// Check that the index (what checkpoints record) equals a fresh full scan right now.
@@ -110,6 +113,21 @@ pub enum Command {
     Rescan,
     /// Stop the daemon (in-flight work finishes first).
     Shutdown,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DialogCommand {
+    /// Start a dialog (NAME, or one made up) with an initial checkpoint of the files as they are.
+    New {
+        name: Option<String>,
+        /// A title, kept as the initial checkpoint's label.
+        #[arg(short = 'm', long = "title", value_name = "TEXT")]
+        title: Option<String>,
+    },
+    /// Dialogs with their checkpoint counts, last activity and titles.
+    List,
+    /// Forget a dialog's timeline (content shared with other dialogs stays).
+    Rm { name: String },
 }
 
 /// Runs the command line and returns the process exit code (0 ok, 1 error, 2 restore skipped).
@@ -240,6 +258,21 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                 } else {
                     0
                 },
+            );
+        }
+        Command::Dialog(DialogCommand::New { name, title }) => {
+            let params = strip_nulls(json!({ "project": project, "dialog": name, "title": title }));
+            out.dialog_new(&connect()?.call("dialog_new", params)?);
+        }
+        Command::Dialog(DialogCommand::List) => {
+            out.dialogs(&connect()?.call("dialog_list", json!({ "project": project }))?);
+        }
+        Command::Dialog(DialogCommand::Rm { name }) => {
+            let result =
+                connect()?.call("dialog_rm", json!({ "project": project, "dialog": name }))?;
+            out.value_or(
+                &result,
+                &format!("dialog {name} removed (its content stays until gc)"),
             );
         }
         Command::Status => out.status(&connect()?.call("status", json!({}))?),

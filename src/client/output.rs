@@ -350,6 +350,39 @@ impl Out {
 }
 
 impl Out {
+    pub fn dialog_new(&self, v: &Value) {
+        if !self.json(v) {
+            println!(
+                "dialog {}  initial checkpoint {}",
+                s(v, "dialog"),
+                short(s(&v["initial"], "id"))
+            );
+        }
+    }
+
+    pub fn dialogs(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        let list = v.as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if list.is_empty() {
+            println!("no dialogs yet");
+            return;
+        }
+        let mut rows = vec![["DIALOG", "CHECKPOINTS", "LAST", "TITLE"]
+            .map(String::from)
+            .to_vec()];
+        for d in list {
+            rows.push(vec![
+                s(d, "dialog").into(),
+                n(d, "checkpoints").to_string(),
+                relative_time(s(d, "last_activity")),
+                one_line(s(d, "title"), 60),
+            ]);
+        }
+        table(&rows);
+    }
+
     pub fn verify(&self, v: &Value) {
         if self.json(v) {
             return;

@@ -75,6 +75,9 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "diff" => diff_method(daemon, parse(params)?).await,
         "restore" => restore(daemon, parse(params)?).await,
         "undo" => undo(daemon, parse(params)?).await,
+        "dialog_new" => dialog_new(daemon, parse(params)?).await,
+        "dialog_list" => dialog_list(daemon, parse(params)?).await,
+        "dialog_rm" => dialog_rm(daemon, parse(params)?).await,
         "verify" => verify(daemon, parse(params)?).await,
         "rescan" => rescan(daemon, parse(params)?).await,
         "shutdown" => {
@@ -266,6 +269,8 @@ async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -> Reply {
             format!("kind `{kind}` cannot be requested; use `message` or `manual`"),
         ));
     }
+    // A dialog named by the client starts with an `initial` checkpoint; `default` needs none.
+    let named = params.dialog.is_some();
     let dialog = params.dialog.unwrap_or_else(|| DEFAULT_DIALOG.into());
     validate_dialog(&dialog).map_err(checkpoint_error)?;
     if params
@@ -290,6 +295,15 @@ async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -> Reply {
     project
         .run(move |project, opened| {
             let tree = opened.current_tree(project)?;
+            let repo = opened.store.repo();
+            if named
+                && !opened
+                    .store
+                    .dialog_exists(&repo, &new.dialog)
+                    .map_err(checkpoint_error)?
+            {
+                record_initial(opened, tree, &new.dialog, "")?;
+            }
             let c = opened
                 .store
                 .record_checkpoint(tree, opened.index.skipped(), new)
@@ -388,6 +402,102 @@ async fn restore(daemon: &Arc<Daemon>, params: RestoreParams) -> Reply {
                 .resolve(&repo, &params.id)
                 .map_err(checkpoint_error)?;
             restore_to(project, opened, &target, paths, params.dry_run)
+        })
+        .await
+}
+
+/// Records the `initial` checkpoint that starts `dialog`.
+fn record_initial(
+    opened: &mut super::project::Opened,
+    tree: gix::ObjectId,
+    dialog: &str,
+    title: &str,
+) -> Reply {
+    let new = NewCheckpoint {
+        dialog: dialog.to_string(),
+        kind: "initial".into(),
+        label: title.to_string(),
+        message_id: None,
+        meta: None,
+        restore: None,
+    };
+    let c = opened
+        .store
+        .record_checkpoint(tree, opened.index.skipped(), new)
+        .map_err(checkpoint_error)?;
+    Ok(to_value(&c))
+}
+
+async fn dialog_new(daemon: &Arc<Daemon>, params: DialogNewParams) -> Reply {
+    let dialog = params.dialog.unwrap_or_else(|| {
+        let now = jiff::Timestamp::now();
+        format!(
+            "d-{}-{:04x}",
+            now.strftime("%Y%m%d-%H%M%S"),
+            (now.subsec_nanosecond() as u32 ^ std::process::id()) & 0xffff
+        )
+    });
+    validate_dialog(&dialog).map_err(checkpoint_error)?;
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            if opened
+                .store
+                .dialog_exists(&repo, &dialog)
+                .map_err(checkpoint_error)?
+            {
+                return Err(RpcError::new(
+                    ErrorCode::DialogExists,
+                    format!("dialog `{dialog}` exists already"),
+                ));
+            }
+            let tree = opened.current_tree(project)?;
+            let initial =
+                record_initial(opened, tree, &dialog, params.title.as_deref().unwrap_or(""))?;
+            Ok(json!({ "dialog": dialog, "initial": initial }))
+        })
+        .await
+}
+
+async fn dialog_list(daemon: &Arc<Daemon>, params: ProjectParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let store = &opened.store;
+            let repo = store.repo();
+            let mut out = Vec::new();
+            for (name, head) in store.dialogs(&repo).map_err(checkpoint_error)? {
+                let chain = store.list(&repo, Some(&name)).map_err(checkpoint_error)?;
+                let head = store.checkpoint(&repo, head).map_err(checkpoint_error)?;
+                let title = chain
+                    .last()
+                    .filter(|c| c.kind == "initial")
+                    .map(|c| c.label.clone())
+                    .unwrap_or_default();
+                out.push(json!({
+                    "dialog": name,
+                    "checkpoints": chain.len(),
+                    "last_activity": head.created_at,
+                    "head": head.id,
+                    "title": title,
+                }));
+            }
+            Ok(Value::Array(out))
+        })
+        .await
+}
+
+async fn dialog_rm(daemon: &Arc<Daemon>, params: DialogParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let repo = opened.store.repo();
+            let head = opened
+                .store
+                .remove_dialog(&repo, &params.dialog)
+                .map_err(checkpoint_error)?;
+            Ok(json!({ "dialog": params.dialog, "head": head.to_string() }))
         })
         .await
 }
@@ -636,6 +746,7 @@ fn checkpoint_error(e: CheckpointError) -> RpcError {
             ErrorCode::UnknownCheckpoint
         }
         CheckpointError::Ambiguous { .. } => ErrorCode::AmbiguousCheckpoint,
+        CheckpointError::UnknownDialog(_) => ErrorCode::UnknownDialog,
         CheckpointError::BadId(_)
         | CheckpointError::BadDialog(_)
         | CheckpointError::MetaTooLarge { .. } => ErrorCode::InvalidParams,

@@ -92,6 +92,25 @@ pub struct RestoreParams {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct DialogNewParams {
+    pub project: PathBuf,
+    /// The dialog's name; the daemon makes one up when absent.
+    #[serde(default)]
+    pub dialog: Option<String>,
+    /// A title, kept as the label of the dialog's initial checkpoint.
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DialogParams {
+    pub project: PathBuf,
+    pub dialog: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UndoParams {
     pub project: PathBuf,
     #[serde(default)]

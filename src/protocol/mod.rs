@@ -30,6 +30,8 @@ pub enum ErrorCode {
     PermissionDenied,
     ShuttingDown,
     ProjectOverlap,
+    UnknownDialog,
+    DialogExists,
 }
 
 impl ErrorCode {
@@ -48,6 +50,8 @@ impl ErrorCode {
         ErrorCode::PermissionDenied,
         ErrorCode::ShuttingDown,
         ErrorCode::ProjectOverlap,
+        ErrorCode::UnknownDialog,
+        ErrorCode::DialogExists,
     ];
 
     pub fn code(self) -> i64 {
@@ -66,6 +70,8 @@ impl ErrorCode {
             ErrorCode::PermissionDenied => -32006,
             ErrorCode::ShuttingDown => -32007,
             ErrorCode::ProjectOverlap => -32008,
+            ErrorCode::UnknownDialog => -32009,
+            ErrorCode::DialogExists => -32010,
         }
     }
 
@@ -86,6 +92,8 @@ impl ErrorCode {
             ErrorCode::PermissionDenied => "permission_denied",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::ProjectOverlap => "project_overlap",
+            ErrorCode::UnknownDialog => "unknown_dialog",
+            ErrorCode::DialogExists => "dialog_exists",
         }
     }
 

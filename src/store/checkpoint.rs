@@ -31,6 +31,8 @@ pub enum CheckpointError {
     BadId(String),
     #[error("invalid dialog name `{0}`: use 1-100 characters from A-Z a-z 0-9 . _ -, not starting with . or -")]
     BadDialog(String),
+    #[error("no dialog named `{0}`")]
+    UnknownDialog(String),
     #[error("client metadata is {size} bytes; the limit is {MAX_CLIENT_META_BYTES}")]
     MetaTooLarge { size: usize },
     #[error("commit {id} is not a ckpt checkpoint: {message}")]
@@ -315,6 +317,33 @@ impl Store {
             checkpoint.meta = Some(value);
         }
         Ok(())
+    }
+
+    /// Whether `dialog` has a timeline yet.
+    pub fn dialog_exists(
+        &self,
+        repo: &gix::Repository,
+        dialog: &str,
+    ) -> Result<bool, CheckpointError> {
+        validate_dialog(dialog)?;
+        Ok(self
+            .ref_target(repo, &format!("{DIALOG_REFS}{dialog}"))?
+            .is_some())
+    }
+
+    /// Forgets `dialog`'s timeline (its ref); objects it shares with others stay.
+    pub fn remove_dialog(
+        &self,
+        repo: &gix::Repository,
+        dialog: &str,
+    ) -> Result<ObjectId, CheckpointError> {
+        validate_dialog(dialog)?;
+        let name = format!("{DIALOG_REFS}{dialog}");
+        let head = self
+            .ref_target(repo, &name)?
+            .ok_or_else(|| CheckpointError::UnknownDialog(dialog.to_string()))?;
+        self.delete_ref(repo, &name, head)?;
+        Ok(head)
     }
 
     /// The dialogs of this store and their latest checkpoint ids.

@@ -192,6 +192,30 @@ impl Store {
         Ok(())
     }
 
+    /// Deletes `name` if it still points at `expected`.
+    pub(crate) fn delete_ref(
+        &self,
+        repo: &gix::Repository,
+        name: &str,
+        expected: ObjectId,
+    ) -> Result<(), StoreError> {
+        let edit = RefEdit {
+            change: Change::Delete {
+                expected: PreviousValue::MustExistAndMatch(Target::Object(expected)),
+                log: RefLog::AndReference,
+            },
+            name: name
+                .try_into()
+                .map_err(|e| StoreError::git("ref name", e))?,
+            deref: false,
+        };
+        let sig = signature();
+        let mut time_buf = gix::date::parse::TimeBuf::default();
+        repo.edit_references_as(Some(edit), Some(sig.to_ref(&mut time_buf)))
+            .map_err(|e| StoreError::Concurrent(format!("deleting {name}: {e}")))?;
+        Ok(())
+    }
+
     /// The id `name` points at, if it exists.
     pub(crate) fn ref_target(
         &self,

@@ -4,6 +4,7 @@ mod harness;
 
 mod cli;
 mod daemon;
+mod dialogs;
 mod exactness;
 mod exclusions;
 mod protocol;
