@@ -62,6 +62,9 @@ pub enum Command {
         dialog: Option<String>,
         #[arg(short = 'n', long, value_name = "N")]
         limit: Option<usize>,
+        /// Also show approved and abandoned sessions.
+        #[arg(long)]
+        all_sessions: bool,
     },
     /// One checkpoint: its counts, changes against its parent, and skipped files.
     Show {
@@ -105,6 +108,13 @@ pub enum Command {
     /// Dialogs: one timeline per agent conversation.
     #[command(subcommand)]
     Dialog(DialogCommand),
+    /// Sessions: the run of checkpoints since the last approval.
+    Session {
+        #[command(subcommand)]
+        command: SessionCommand,
+        #[arg(long, value_name = "D", global = true)]
+        dialog: Option<String>,
+    },
     /// Daemon health and projects.
     Status,
     /// Check that the index (what checkpoints record) equals a fresh full scan right now.
@@ -113,6 +123,24 @@ pub enum Command {
     Rescan,
     /// Stop the daemon (in-flight work finishes first).
     Shutdown,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// The active session, whether files differ from the approved state, the last approval.
+    Status,
+    /// Record the files as they are now as the approved state and start a new session.
+    Approve {
+        #[arg(short = 'm', long = "message", value_name = "TEXT")]
+        message: Option<String>,
+    },
+    /// Return the files to the approved state (undoable) and start a new session.
+    Reset {
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(short = 'y', long)]
+        yes: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -178,9 +206,14 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             })?;
             out.checkpoint(&result);
         }
-        Command::List { dialog, limit } => {
-            let params =
-                strip_nulls(json!({ "project": project, "dialog": dialog, "limit": limit }));
+        Command::List {
+            dialog,
+            limit,
+            all_sessions,
+        } => {
+            let params = strip_nulls(
+                json!({ "project": project, "dialog": dialog, "limit": limit, "all_sessions": all_sessions }),
+            );
             out.list(&connect()?.call("list", params)?);
         }
         Command::Show { id, files } => {
@@ -274,6 +307,51 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                 &result,
                 &format!("dialog {name} removed (its content stays until gc)"),
             );
+        }
+        Command::Session { command, dialog } => {
+            let base_params = |extra: Value| {
+                let mut p = json!({ "project": project, "dialog": dialog });
+                if let (Value::Object(p), Value::Object(e)) = (&mut p, extra) {
+                    p.extend(e);
+                }
+                strip_nulls(p)
+            };
+            match command {
+                SessionCommand::Status => {
+                    out.session_status(&connect()?.call("session_status", base_params(json!({})))?);
+                }
+                SessionCommand::Approve { message } => {
+                    let result = connect()?.call(
+                        "session_approve",
+                        base_params(json!({ "message": message })),
+                    )?;
+                    out.session_approved(&result);
+                }
+                SessionCommand::Reset { dry_run, yes } => {
+                    let socket = paths.socket.clone();
+                    let mut conn = connect()?;
+                    if !yes && !dry_run && !cli.json && std::io::stdin().is_terminal() {
+                        let plan =
+                            conn.call("session_reset", base_params(json!({ "dry_run": true })))?;
+                        if !output::confirm_restore(&plan) {
+                            eprintln!("reset cancelled; nothing changed");
+                            return Ok(1);
+                        }
+                    }
+                    let params = base_params(json!({ "dry_run": dry_run }));
+                    let report = with_progress(&socket, &base, !cli.json, || {
+                        conn.call("session_reset", params)
+                    })?;
+                    out.restore(&report);
+                    return Ok(
+                        if report["skipped"].as_array().is_some_and(|s| !s.is_empty()) {
+                            2
+                        } else {
+                            0
+                        },
+                    );
+                }
+            }
         }
         Command::Status => out.status(&connect()?.call("status", json!({}))?),
         Command::Verify => {

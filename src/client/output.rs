@@ -175,9 +175,11 @@ impl Out {
             println!("no checkpoints yet (record one with `ckpt checkpoint -m TEXT`)");
             return;
         }
-        let mut rows = vec![["ID", "SEQ", "DIALOG", "KIND", "WHEN", "CHANGES", "LABEL"]
-            .map(String::from)
-            .to_vec()];
+        let mut rows = vec![[
+            "ID", "SEQ", "DIALOG", "SESSION", "KIND", "WHEN", "CHANGES", "LABEL",
+        ]
+        .map(String::from)
+        .to_vec()];
         for c in list {
             let mut changes = counts(c);
             if !arr(c, "skipped").is_empty() {
@@ -187,6 +189,7 @@ impl Out {
                 short(s(c, "id")).into(),
                 format!("#{}", n(c, "seq")),
                 s(c, "dialog").into(),
+                n(c, "session").to_string(),
                 s(c, "kind").into(),
                 relative_time(s(c, "created_at")),
                 changes,
@@ -350,6 +353,45 @@ impl Out {
 }
 
 impl Out {
+    pub fn session_status(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        let changes = if v["has_unapproved"] == true {
+            "unapproved changes"
+        } else {
+            "no unapproved changes"
+        };
+        println!(
+            "dialog {}  session {}  {changes}",
+            s(v, "dialog"),
+            n(v, "active_session")
+        );
+        match v["last_approved_at"].as_str() {
+            Some(at) => println!(
+                "approved {} ({})",
+                short(s(v, "approved_commit")),
+                relative_time(at)
+            ),
+            None => println!(
+                "never approved; the approved state is the first checkpoint {}",
+                short(s(v, "approved_commit"))
+            ),
+        }
+    }
+
+    pub fn session_approved(&self, v: &Value) {
+        if !self.json(v) {
+            println!(
+                "approved {} ({} checkpoints in session {}); session {} started",
+                short(s(v, "approved_commit")),
+                n(v, "commits_approved"),
+                n(v, "session"),
+                n(v, "new_session")
+            );
+        }
+    }
+
     pub fn dialog_new(&self, v: &Value) {
         if !self.json(v) {
             println!(

@@ -75,6 +75,9 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "diff" => diff_method(daemon, parse(params)?).await,
         "restore" => restore(daemon, parse(params)?).await,
         "undo" => undo(daemon, parse(params)?).await,
+        "session_status" => session_status(daemon, parse(params)?).await,
+        "session_approve" => session_approve(daemon, parse(params)?).await,
+        "session_reset" => session_reset(daemon, parse(params)?).await,
         "dialog_new" => dialog_new(daemon, parse(params)?).await,
         "dialog_list" => dialog_list(daemon, parse(params)?).await,
         "dialog_rm" => dialog_rm(daemon, parse(params)?).await,
@@ -323,10 +326,150 @@ async fn list(daemon: &Arc<Daemon>, params: ListParams) -> Reply {
                 .store
                 .list(&repo, params.dialog.as_deref())
                 .map_err(checkpoint_error)?;
+            if !params.all_sessions {
+                // Each dialog's active session, and its latest checkpoint (which shows the
+                // approved or reset state a fresh session starts from).
+                let mut active = std::collections::HashMap::new();
+                for c in &all {
+                    active
+                        .entry(c.dialog.clone())
+                        .or_insert_with(|| (c.id.clone(), active_session(c)));
+                }
+                all.retain(|c| {
+                    let (head, session) = &active[&c.dialog];
+                    c.session == *session || &c.id == head
+                });
+            }
             if let Some(limit) = params.limit {
                 all.truncate(limit);
             }
             Ok(to_value(&all))
+        })
+        .await
+}
+
+/// The session a dialog whose latest checkpoint is `head` is in now.
+fn active_session(head: &crate::store::Checkpoint) -> u64 {
+    head.session + u64::from(crate::store::checkpoint::SESSION_ENDS.contains(&head.kind.as_str()))
+}
+
+async fn session_status(daemon: &Arc<Daemon>, params: SessionParams) -> Reply {
+    let dialog = params.dialog.unwrap_or_else(|| DEFAULT_DIALOG.into());
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            let head = opened
+                .store
+                .list(&repo, Some(&dialog))
+                .map_err(checkpoint_error)?
+                .into_iter()
+                .next();
+            let Some(head) = head else {
+                return Err(RpcError::new(
+                    ErrorCode::UnknownDialog,
+                    format!("no dialog named `{dialog}`"),
+                ));
+            };
+            let approved = opened
+                .store
+                .approved(&repo, &dialog)
+                .map_err(checkpoint_error)?
+                .expect("the dialog has checkpoints");
+            let now = opened.current_tree(project)?;
+            let was_approved = approved.kind == "approved";
+            Ok(json!({
+                "dialog": dialog,
+                "active_session": active_session(&head),
+                "has_unapproved": Some(now) != parse_id(&approved.tree).ok(),
+                "approved_commit": approved.id,
+                "last_approved_at": was_approved.then_some(approved.created_at),
+            }))
+        })
+        .await
+}
+
+async fn session_approve(daemon: &Arc<Daemon>, params: SessionApproveParams) -> Reply {
+    let named = params.dialog.is_some();
+    let dialog = params.dialog.unwrap_or_else(|| DEFAULT_DIALOG.into());
+    validate_dialog(&dialog).map_err(checkpoint_error)?;
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let tree = opened.current_tree(project)?;
+            let repo = opened.store.repo();
+            if named
+                && !opened
+                    .store
+                    .dialog_exists(&repo, &dialog)
+                    .map_err(checkpoint_error)?
+            {
+                record_initial(opened, tree, &dialog, "")?;
+            }
+            let new = NewCheckpoint {
+                dialog: dialog.clone(),
+                kind: "approved".into(),
+                label: params.message.unwrap_or_default(),
+                message_id: None,
+                meta: None,
+                restore: None,
+            };
+            let approved = opened
+                .store
+                .record_checkpoint(tree, opened.index.skipped(), new)
+                .map_err(checkpoint_error)?;
+            opened
+                .store
+                .set_approved(&repo, &approved)
+                .map_err(checkpoint_error)?;
+            let approved_count = opened
+                .store
+                .list(&repo, Some(&dialog))
+                .map_err(checkpoint_error)?
+                .iter()
+                .filter(|c| c.session == approved.session && c.id != approved.id)
+                .count();
+            Ok(json!({
+                "approved_commit": approved.id,
+                "session": approved.session,
+                "new_session": approved.session + 1,
+                "commits_approved": approved_count,
+            }))
+        })
+        .await
+}
+
+async fn session_reset(daemon: &Arc<Daemon>, params: SessionResetParams) -> Reply {
+    let dialog = params.dialog.unwrap_or_else(|| DEFAULT_DIALOG.into());
+    validate_dialog(&dialog).map_err(checkpoint_error)?;
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            let target = opened
+                .store
+                .approved(&repo, &dialog)
+                .map_err(checkpoint_error)?
+                .ok_or_else(|| {
+                    RpcError::new(
+                        ErrorCode::UnknownDialog,
+                        format!("no dialog named `{dialog}`"),
+                    )
+                })?;
+            let mut value = restore_to(
+                project,
+                opened,
+                &target,
+                Vec::new(),
+                params.dry_run,
+                "reset",
+            )?;
+            value["reset_to"] = json!(target.id);
+            if let Some(id) = value["restore_checkpoint"].as_str() {
+                let ended = opened.store.resolve(&repo, id).map_err(checkpoint_error)?;
+                value["new_session"] = json!(ended.session + 1);
+            }
+            Ok(value)
         })
         .await
 }
@@ -401,7 +544,7 @@ async fn restore(daemon: &Arc<Daemon>, params: RestoreParams) -> Reply {
                 .store
                 .resolve(&repo, &params.id)
                 .map_err(checkpoint_error)?;
-            restore_to(project, opened, &target, paths, params.dry_run)
+            restore_to(project, opened, &target, paths, params.dry_run, "restore")
         })
         .await
 }
@@ -521,7 +664,14 @@ async fn undo(daemon: &Arc<Daemon>, params: UndoParams) -> Reply {
                 .store
                 .resolve(&repo, &last.undo)
                 .map_err(checkpoint_error)?;
-            restore_to(project, opened, &target, Vec::new(), params.dry_run)
+            restore_to(
+                project,
+                opened,
+                &target,
+                Vec::new(),
+                params.dry_run,
+                "restore",
+            )
         })
         .await
 }
@@ -534,6 +684,7 @@ fn restore_to(
     target: &crate::store::Checkpoint,
     paths: Vec<BString>,
     dry_run: bool,
+    end_kind: &str,
 ) -> Reply {
     opened.prepare(project)?;
     let options = RestoreOptions {
@@ -557,7 +708,7 @@ fn restore_to(
         };
         let new = NewCheckpoint {
             dialog: target.dialog.clone(),
-            kind: "restore".into(),
+            kind: end_kind.into(),
             label: format!(
                 "restored to {} (#{} {}){scope}",
                 &target.id[..12],

@@ -49,6 +49,9 @@ pub struct ListParams {
     pub dialog: Option<String>,
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Include approved and abandoned sessions (by default only each dialog's active one).
+    #[serde(default)]
+    pub all_sessions: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -107,6 +110,34 @@ pub struct DialogNewParams {
 pub struct DialogParams {
     pub project: PathBuf,
     pub dialog: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionParams {
+    pub project: PathBuf,
+    #[serde(default)]
+    pub dialog: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionApproveParams {
+    pub project: PathBuf,
+    #[serde(default)]
+    pub dialog: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionResetParams {
+    pub project: PathBuf,
+    #[serde(default)]
+    pub dialog: Option<String>,
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ use super::{signature, Store, StoreError};
 const HEADER: &str = "ckpt";
 const DIALOG_REFS: &str = "refs/ckpt/dialogs/";
 const META_REFS: &str = "refs/ckpt/meta/";
+const APPROVED_REFS: &str = "refs/ckpt/approved/";
 /// Largest client metadata document accepted with a checkpoint.
 pub const MAX_CLIENT_META_BYTES: usize = 16 * 1024 * 1024;
 
@@ -63,6 +64,8 @@ struct Header {
     v: u32,
     dialog: String,
     seq: u64,
+    #[serde(default = "first_session")]
+    session: u64,
     kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     message_id: Option<String>,
@@ -78,6 +81,13 @@ struct Header {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     restore: Option<RestoreLink>,
 }
+
+fn first_session() -> u64 {
+    1
+}
+
+/// Kinds of checkpoint that end their session: the next checkpoint starts a new one.
+pub const SESSION_ENDS: &[&str] = &["approved", "reset"];
 
 /// What a `restore` checkpoint links: the checkpoint restored to, and the `pre-restore`
 /// checkpoint that undoes it.
@@ -95,6 +105,8 @@ pub struct Checkpoint {
     pub tree: String,
     pub dialog: String,
     pub seq: u64,
+    /// The session of the dialog this checkpoint belongs to (1, 2, ...).
+    pub session: u64,
     pub kind: String,
     pub label: String,
     pub message_id: Option<String>,
@@ -191,6 +203,9 @@ impl Store {
             v: 1,
             dialog: new.dialog.clone(),
             seq: parent.as_ref().map_or(1, |p| p.seq + 1),
+            session: parent.as_ref().map_or(1, |p| {
+                p.session + u64::from(SESSION_ENDS.contains(&p.kind.as_str()))
+            }),
             kind: new.kind.clone(),
             message_id: new.message_id.clone(),
             created_at: rfc3339_millis(created_at),
@@ -283,6 +298,7 @@ impl Store {
             tree: decoded.tree().to_string(),
             dialog: header.dialog,
             seq: header.seq,
+            session: header.session,
             kind: header.kind,
             label,
             message_id: header.message_id,
@@ -319,6 +335,33 @@ impl Store {
         Ok(())
     }
 
+    /// The approved state of `dialog`: the last `approved` checkpoint, else its first checkpoint.
+    pub fn approved(
+        &self,
+        repo: &gix::Repository,
+        dialog: &str,
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        validate_dialog(dialog)?;
+        if let Some(id) = self.ref_target(repo, &format!("{APPROVED_REFS}{dialog}"))? {
+            return Ok(Some(self.checkpoint(repo, id)?));
+        }
+        Ok(self.list(repo, Some(dialog))?.pop())
+    }
+
+    /// Marks `checkpoint` (an `approved` one) as its dialog's approved state.
+    pub fn set_approved(
+        &self,
+        repo: &gix::Repository,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), CheckpointError> {
+        let name = format!("{APPROVED_REFS}{}", checkpoint.dialog);
+        let previous = self.ref_target(repo, &name)?;
+        let id = parse_id(&checkpoint.id)?;
+        self.update_ref(repo, &name, previous, id, "ckpt: approved")?;
+        self.sync()?;
+        Ok(())
+    }
+
     /// Whether `dialog` has a timeline yet.
     pub fn dialog_exists(
         &self,
@@ -343,6 +386,10 @@ impl Store {
             .ref_target(repo, &name)?
             .ok_or_else(|| CheckpointError::UnknownDialog(dialog.to_string()))?;
         self.delete_ref(repo, &name, head)?;
+        let approved = format!("{APPROVED_REFS}{dialog}");
+        if let Some(id) = self.ref_target(repo, &approved)? {
+            self.delete_ref(repo, &approved, id)?;
+        }
         Ok(head)
     }
 

@@ -97,3 +97,117 @@ fn dialogs_have_their_own_timelines_in_one_store() {
     assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "edited");
     env.fsck();
 }
+
+#[test]
+fn the_session_example_end_to_end() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "README.md", "# todo\n");
+    env.watch();
+    env.json(&["dialog", "new", "todo-app", "-m", "Create a TODO app"]);
+    let d = ["--dialog", "todo-app"];
+    let msg = |label: &str| {
+        let mut args = vec!["checkpoint", "-m", label];
+        args.extend_from_slice(&d);
+        env.json(&args)
+    };
+    // Three messages, each followed by the agent's edits.
+    let m1 = msg("Create main.py");
+    write(&p, "main.py", "print('todo')\n");
+    let m2 = msg("Add models");
+    write(&p, "models.py", "class Todo: pass\n");
+    let m3 = msg("Add tests");
+    write(&p, "tests.py", "def test(): pass\n");
+    let mut status_args = vec!["session", "status"];
+    status_args.extend_from_slice(&d);
+    let status = env.json(&status_args);
+    assert_eq!(status["active_session"], 1);
+    assert_eq!(status["has_unapproved"], true);
+    assert_eq!(status["last_approved_at"], serde_json::Value::Null);
+
+    let mut approve = vec!["session", "approve", "-m", "Feature complete"];
+    approve.extend_from_slice(&d);
+    let approved = env.json(&approve);
+    assert_eq!(approved["new_session"], 2);
+    assert_eq!(
+        approved["commits_approved"], 4,
+        "initial + three messages: {approved}"
+    );
+    let approved_state = tree_state(&p);
+    let status = env.json(&status_args);
+    assert_eq!(
+        (
+            status["active_session"].as_u64(),
+            status["has_unapproved"].as_bool()
+        ),
+        (Some(2), Some(false))
+    );
+    assert_eq!(status["approved_commit"], approved["approved_commit"]);
+
+    // Two more messages in session 2, with changes of every kind.
+    let m4 = msg("Rename things");
+    std::fs::remove_file(p.join("models.py")).unwrap();
+    write(&p, "main.py", "print('renamed')\n");
+    let m5 = msg("Add a CLI");
+    write(&p, "cli.py", "import sys\n");
+    assert_eq!(m4["session"], 2);
+    assert_eq!(m5["session"], 2);
+    // Only the active session is listed by default (with the approved checkpoint it starts from).
+    let mut list = vec!["list"];
+    list.extend_from_slice(&d);
+    let ids: Vec<String> = env
+        .json(&list)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        ids.contains(&m4["id"].as_str().unwrap().to_string())
+            && !ids.contains(&m1["id"].as_str().unwrap().to_string()),
+        "{ids:?}"
+    );
+    let mut all = list.clone();
+    all.push("--all-sessions");
+    assert_eq!(env.json(&all).as_array().unwrap().len(), 7);
+
+    // Reset: back to the approved state, byte for byte; a new session starts.
+    let mut reset = vec!["session", "reset", "--yes"];
+    reset.extend_from_slice(&d);
+    let r = env.json(&reset);
+    assert_eq!(r["reset_to"], approved["approved_commit"]);
+    assert_eq!(r["new_session"], 3);
+    assert_eq!(
+        tree_state(&p),
+        approved_state,
+        "reset must return exactly to the approved state"
+    );
+    let status = env.json(&status_args);
+    assert_eq!(
+        (
+            status["active_session"].as_u64(),
+            status["has_unapproved"].as_bool()
+        ),
+        (Some(3), Some(false))
+    );
+
+    // Restore to a middle checkpoint, then undo that restore.
+    let before_restore = tree_state(&p);
+    env.json(&["restore", m2["id"].as_str().unwrap(), "--yes"]);
+    assert!(
+        p.join("main.py").exists() && !p.join("models.py").exists() && !p.join("tests.py").exists()
+    );
+    env.json(&["undo", "--yes", "--dialog", "todo-app"]);
+    assert_eq!(tree_state(&p), before_restore);
+    let _ = m3;
+    env.fsck();
+    env.git(&["gc", "--prune=now", "--quiet"]);
+    env.fsck();
+    // After gc every checkpoint still restores byte-identically.
+    env.json(&[
+        "restore",
+        approved["approved_commit"].as_str().unwrap(),
+        "--yes",
+    ]);
+    assert_eq!(tree_state(&p), approved_state);
+}
