@@ -732,6 +732,13 @@ fn restore_to(
     }
     let mut value = to_value(&report);
     value["restore_checkpoint"] = json!(recorded);
+    // The client's metadata of the target (e.g. the agent's conversation), to roll back with.
+    let mut with_meta = target.clone();
+    opened
+        .store
+        .load_meta(&opened.store.repo(), &mut with_meta)
+        .map_err(checkpoint_error)?;
+    value["meta"] = with_meta.meta.unwrap_or(Value::Null);
     Ok(value)
 }
 

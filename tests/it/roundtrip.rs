@@ -191,6 +191,11 @@ fn checkpoint_metadata_and_counts() {
         shown["meta"]["messages"][0]["content"], "hi",
         "metadata must survive git gc"
     );
+    // A restore hands the metadata back, so the agent can roll its conversation back too.
+    let restored = env.json(&["restore", with_meta["id"].as_str().unwrap(), "--yes"]);
+    assert_eq!(restored["meta"]["steps"], serde_json::json!([1, 2]));
+    let plain = env.json(&["restore", second["id"].as_str().unwrap(), "--yes"]);
+    assert_eq!(plain["meta"], serde_json::Value::Null);
     env.fsck();
 }
 
