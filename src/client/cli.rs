@@ -108,6 +108,9 @@ pub enum Command {
     /// Dialogs: one timeline per agent conversation.
     #[command(subcommand)]
     Dialog(DialogCommand),
+    /// Edit transactions for agent tools: save paths, then commit or put them back.
+    #[command(subcommand)]
+    Edit(EditCommand),
     /// Sessions: the run of checkpoints since the last approval.
     Session {
         #[command(subcommand)]
@@ -141,6 +144,19 @@ pub enum SessionCommand {
         #[arg(short = 'y', long)]
         yes: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EditCommand {
+    /// Save PATHs' current state (content, mode, or absence); prints a token.
+    Begin {
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
+    /// The edit succeeded: drop the saved copy.
+    Commit { token: String },
+    /// The edit failed: put the saved paths back exactly.
+    Abort { token: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -352,6 +368,29 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                     );
                 }
             }
+        }
+        Command::Edit(EditCommand::Begin { paths }) => {
+            let paths: Vec<PathBuf> = paths.iter().map(|p| base.join(p)).collect();
+            let result =
+                connect()?.call("edit_begin", json!({ "project": project, "paths": paths }))?;
+            out.value_or(&result, result["token"].as_str().unwrap_or(""));
+        }
+        Command::Edit(EditCommand::Commit { token }) => {
+            let result =
+                connect()?.call("edit_commit", json!({ "project": project, "token": token }))?;
+            out.value_or(&result, "committed");
+        }
+        Command::Edit(EditCommand::Abort { token }) => {
+            let result =
+                connect()?.call("edit_abort", json!({ "project": project, "token": token }))?;
+            out.edit_aborted(&result);
+            return Ok(
+                if result["skipped"].as_array().is_some_and(|s| !s.is_empty()) {
+                    2
+                } else {
+                    0
+                },
+            );
         }
         Command::Status => out.status(&connect()?.call("status", json!({}))?),
         Command::Verify => {

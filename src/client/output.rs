@@ -353,6 +353,16 @@ impl Out {
 }
 
 impl Out {
+    pub fn edit_aborted(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        for p in arr(v, "restored") {
+            println!("put back  {}", p.as_str().unwrap_or(""));
+        }
+        print_skipped(v);
+    }
+
     pub fn session_status(&self, v: &Value) {
         if self.json(v) {
             return;

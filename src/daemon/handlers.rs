@@ -75,6 +75,9 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "diff" => diff_method(daemon, parse(params)?).await,
         "restore" => restore(daemon, parse(params)?).await,
         "undo" => undo(daemon, parse(params)?).await,
+        "edit_begin" => edit_begin(daemon, parse(params)?).await,
+        "edit_commit" => edit_commit(daemon, parse(params)?).await,
+        "edit_abort" => edit_abort(daemon, parse(params)?).await,
         "session_status" => session_status(daemon, parse(params)?).await,
         "session_approve" => session_approve(daemon, parse(params)?).await,
         "session_reset" => session_reset(daemon, parse(params)?).await,
@@ -643,6 +646,56 @@ async fn dialog_rm(daemon: &Arc<Daemon>, params: DialogParams) -> Reply {
             Ok(json!({ "dialog": params.dialog, "head": head.to_string() }))
         })
         .await
+}
+
+async fn edit_begin(daemon: &Arc<Daemon>, params: EditBeginParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    let paths = tree_paths(&project.root, &params.paths)?;
+    let p = project.clone();
+    let token = blocking(move || {
+        p.edits
+            .lock()
+            .expect("edits lock poisoned")
+            .begin(&p.root, &paths)
+    })
+    .await?
+    .map_err(|e| RpcError::new(ErrorCode::InvalidParams, e))?;
+    Ok(json!({ "token": token, "expires_in_seconds": super::edit::EDIT_TTL.as_secs() }))
+}
+
+async fn edit_commit(daemon: &Arc<Daemon>, params: EditParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    if !project
+        .edits
+        .lock()
+        .expect("edits lock poisoned")
+        .commit(&params.token)
+    {
+        return Err(unknown_edit(&params.token));
+    }
+    Ok(json!({ "token": params.token, "committed": true }))
+}
+
+async fn edit_abort(daemon: &Arc<Daemon>, params: EditParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    let p = project.clone();
+    let token = params.token.clone();
+    let outcome = blocking(move || {
+        p.edits
+            .lock()
+            .expect("edits lock poisoned")
+            .abort(&p.root, &token)
+    })
+    .await?;
+    let (restored, skipped) = outcome.ok_or_else(|| unknown_edit(&params.token))?;
+    Ok(json!({ "token": params.token, "restored": restored, "skipped": skipped }))
+}
+
+fn unknown_edit(token: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::UnknownEdit,
+        format!("no open edit transaction `{token}` (committed, aborted or expired)"),
+    )
 }
 
 /// Restores the last restore's undo checkpoint (of `dialog`, or of any dialog).

@@ -122,6 +122,8 @@ pub struct Project {
     pub mode: std::sync::Mutex<String>,
     /// How far a long refresh has come (read without the lock).
     pub progress: Arc<Progress>,
+    /// Open edit transactions.
+    pub edits: std::sync::Mutex<super::edit::Edits>,
 }
 
 impl Project {
@@ -134,6 +136,7 @@ impl Project {
             state: Arc::new(tokio::sync::Mutex::new(None)),
             mode: std::sync::Mutex::new("not opened yet".into()),
             progress: Arc::default(),
+            edits: std::sync::Mutex::default(),
         }
     }
 

@@ -142,6 +142,20 @@ pub struct SessionResetParams {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct EditBeginParams {
+    pub project: PathBuf,
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditParams {
+    pub project: PathBuf,
+    pub token: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UndoParams {
     pub project: PathBuf,
     #[serde(default)]

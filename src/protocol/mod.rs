@@ -32,6 +32,7 @@ pub enum ErrorCode {
     ProjectOverlap,
     UnknownDialog,
     DialogExists,
+    UnknownEdit,
 }
 
 impl ErrorCode {
@@ -52,6 +53,7 @@ impl ErrorCode {
         ErrorCode::ProjectOverlap,
         ErrorCode::UnknownDialog,
         ErrorCode::DialogExists,
+        ErrorCode::UnknownEdit,
     ];
 
     pub fn code(self) -> i64 {
@@ -72,6 +74,7 @@ impl ErrorCode {
             ErrorCode::ProjectOverlap => -32008,
             ErrorCode::UnknownDialog => -32009,
             ErrorCode::DialogExists => -32010,
+            ErrorCode::UnknownEdit => -32011,
         }
     }
 
@@ -94,6 +97,7 @@ impl ErrorCode {
             ErrorCode::ProjectOverlap => "project_overlap",
             ErrorCode::UnknownDialog => "unknown_dialog",
             ErrorCode::DialogExists => "dialog_exists",
+            ErrorCode::UnknownEdit => "unknown_edit",
         }
     }
 

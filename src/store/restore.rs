@@ -370,7 +370,7 @@ fn temp_beside(abs: &Path) -> PathBuf {
     abs.with_file_name(format!("{TEMP_PREFIX}{}-{n}", std::process::id()))
 }
 
-fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
+pub(crate) fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
     let tmp = temp_beside(abs);
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
@@ -390,7 +390,7 @@ fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<()> 
     result
 }
 
-fn replace_with_symlink(abs: &Path, target: &[u8]) -> std::io::Result<()> {
+pub(crate) fn replace_with_symlink(abs: &Path, target: &[u8]) -> std::io::Result<()> {
     let tmp = temp_beside(abs);
     std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(target), &tmp)?;
     std::fs::rename(&tmp, abs).inspect_err(|_| {

@@ -5,6 +5,7 @@ mod harness;
 mod cli;
 mod daemon;
 mod dialogs;
+mod edits;
 mod exactness;
 mod exclusions;
 mod protocol;
