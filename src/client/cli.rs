@@ -65,7 +65,14 @@ pub enum Command {
         /// Also show approved and abandoned sessions.
         #[arg(long)]
         all_sessions: bool,
+        /// Only checkpoints whose label, notes, tags or message id contain TEXT.
+        #[arg(long, value_name = "TEXT")]
+        grep: Option<String>,
     },
+    /// Name a checkpoint (tagged checkpoints are always kept).
+    Tag { id: String, name: String },
+    /// Attach a note to a checkpoint (searchable with `list --grep`).
+    Note { id: String, text: String },
     /// One checkpoint: its counts, changes against its parent, and skipped files.
     Show {
         id: String,
@@ -170,6 +177,12 @@ pub enum DialogCommand {
     },
     /// Dialogs with their checkpoint counts, last activity and titles.
     List,
+    /// Start a dialog whose approved state is checkpoint ID (the files are not touched).
+    Fork {
+        id: String,
+        #[arg(long, value_name = "D")]
+        name: Option<String>,
+    },
     /// Forget a dialog's timeline (content shared with other dialogs stays).
     Rm { name: String },
 }
@@ -226,9 +239,11 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             dialog,
             limit,
             all_sessions,
+            grep,
         } => {
             let params = strip_nulls(
-                json!({ "project": project, "dialog": dialog, "limit": limit, "all_sessions": all_sessions }),
+                json!({ "project": project, "dialog": dialog, "limit": limit,
+                "all_sessions": all_sessions, "grep": grep }),
             );
             out.list(&connect()?.call("list", params)?);
         }
@@ -312,6 +327,25 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Dialog(DialogCommand::New { name, title }) => {
             let params = strip_nulls(json!({ "project": project, "dialog": name, "title": title }));
             out.dialog_new(&connect()?.call("dialog_new", params)?);
+        }
+        Command::Tag { id, name } => {
+            let result =
+                connect()?.call("tag", json!({ "project": project, "id": id, "name": name }))?;
+            out.value_or(
+                &result,
+                &format!("tagged {} as {name}", result["id"].as_str().unwrap_or("")),
+            );
+        }
+        Command::Note { id, text } => {
+            let result = connect()?.call(
+                "note",
+                json!({ "project": project, "id": id, "text": text }),
+            )?;
+            out.value_or(&result, result["notes"].as_str().unwrap_or(""));
+        }
+        Command::Dialog(DialogCommand::Fork { id, name }) => {
+            let params = strip_nulls(json!({ "project": project, "id": id, "dialog": name }));
+            out.dialog_new(&connect()?.call("dialog_fork", params)?);
         }
         Command::Dialog(DialogCommand::List) => {
             out.dialogs(&connect()?.call("dialog_list", json!({ "project": project }))?);

@@ -193,7 +193,15 @@ impl Out {
                 s(c, "kind").into(),
                 relative_time(s(c, "created_at")),
                 changes,
-                one_line(s(c, "label"), 60),
+                {
+                    let tags: Vec<&str> = arr(c, "tags").iter().filter_map(Value::as_str).collect();
+                    let label = one_line(s(c, "label"), 60);
+                    if tags.is_empty() {
+                        label
+                    } else {
+                        format!("[{}] {label}", tags.join(","))
+                    }
+                },
             ]);
         }
         table(&rows);
@@ -240,6 +248,16 @@ impl Out {
             println!("skipped");
             for skip in arr(c, "skipped") {
                 println!("  {}: {}", s(skip, "path"), s(skip, "reason"));
+            }
+        }
+        let tags: Vec<&str> = arr(c, "tags").iter().filter_map(Value::as_str).collect();
+        if !tags.is_empty() {
+            println!("tags       {}", tags.join(", "));
+        }
+        if let Some(notes) = c.get("notes").and_then(Value::as_str) {
+            println!("notes");
+            for line in notes.lines() {
+                println!("    {line}");
             }
         }
         if let Some(meta) = c.get("meta") {

@@ -75,6 +75,9 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "diff" => diff_method(daemon, parse(params)?).await,
         "restore" => restore(daemon, parse(params)?).await,
         "undo" => undo(daemon, parse(params)?).await,
+        "tag" => tag(daemon, parse(params)?).await,
+        "note" => note(daemon, parse(params)?).await,
+        "dialog_fork" => dialog_fork(daemon, parse(params)?).await,
         "edit_begin" => edit_begin(daemon, parse(params)?).await,
         "edit_commit" => edit_commit(daemon, parse(params)?).await,
         "edit_abort" => edit_abort(daemon, parse(params)?).await,
@@ -343,6 +346,22 @@ async fn list(daemon: &Arc<Daemon>, params: ListParams) -> Reply {
                     c.session == *session || &c.id == head
                 });
             }
+            opened
+                .store
+                .annotate(&repo, &mut all)
+                .map_err(checkpoint_error)?;
+            if let Some(pattern) = params.grep.as_deref().map(str::to_lowercase) {
+                all.retain(|c| {
+                    let mut text = format!(
+                        "{}\n{}\n{}",
+                        c.label,
+                        c.notes.as_deref().unwrap_or(""),
+                        c.tags.join("\n")
+                    );
+                    text.push_str(c.message_id.as_deref().unwrap_or(""));
+                    text.to_lowercase().contains(&pattern)
+                });
+            }
             if let Some(limit) = params.limit {
                 all.truncate(limit);
             }
@@ -485,6 +504,7 @@ async fn show(daemon: &Arc<Daemon>, params: ShowParams) -> Reply {
             let repo = store.repo();
             let mut c = store.resolve(&repo, &params.id).map_err(checkpoint_error)?;
             store.load_meta(&repo, &mut c).map_err(checkpoint_error)?;
+            store.annotate(&repo, std::slice::from_mut(&mut c)).map_err(checkpoint_error)?;
             let parent_tree = match &c.parent {
                 Some(parent) => Some(store.resolve(&repo, parent).map_err(checkpoint_error)?.tree),
                 None => None,
@@ -552,6 +572,104 @@ async fn restore(daemon: &Arc<Daemon>, params: RestoreParams) -> Reply {
         .await
 }
 
+async fn tag(daemon: &Arc<Daemon>, params: TagParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let repo = opened.store.repo();
+            let c = opened
+                .store
+                .resolve(&repo, &params.id)
+                .map_err(checkpoint_error)?;
+            opened
+                .store
+                .add_tag(&repo, &c, &params.name)
+                .map_err(checkpoint_error)?;
+            Ok(json!({ "id": c.id, "tag": params.name }))
+        })
+        .await
+}
+
+async fn note(daemon: &Arc<Daemon>, params: NoteParams) -> Reply {
+    if params.text.trim().is_empty() || params.text.len() > 64 * 1024 {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            "a note is 1 to 65536 bytes of text",
+        ));
+    }
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let repo = opened.store.repo();
+            let mut c = opened
+                .store
+                .resolve(&repo, &params.id)
+                .map_err(checkpoint_error)?;
+            opened
+                .store
+                .add_note(&repo, &c, &params.text)
+                .map_err(checkpoint_error)?;
+            opened
+                .store
+                .annotate(&repo, std::slice::from_mut(&mut c))
+                .map_err(checkpoint_error)?;
+            Ok(json!({ "id": c.id, "notes": c.notes }))
+        })
+        .await
+}
+
+/// Starts a dialog whose approved state is checkpoint `id`; the files are not touched.
+async fn dialog_fork(daemon: &Arc<Daemon>, params: ForkParams) -> Reply {
+    let dialog = params.dialog.unwrap_or_else(made_up_dialog_name);
+    validate_dialog(&dialog).map_err(checkpoint_error)?;
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let repo = opened.store.repo();
+            let from = opened
+                .store
+                .resolve(&repo, &params.id)
+                .map_err(checkpoint_error)?;
+            if opened
+                .store
+                .dialog_exists(&repo, &dialog)
+                .map_err(checkpoint_error)?
+            {
+                return Err(RpcError::new(
+                    ErrorCode::DialogExists,
+                    format!("dialog `{dialog}` exists already"),
+                ));
+            }
+            let tree = parse_id(&from.tree).map_err(store_error)?;
+            let label = format!(
+                "forked from {} (#{} in {})",
+                &from.id[..12],
+                from.seq,
+                from.dialog
+            );
+            let initial = record_initial(opened, tree, &dialog, &label)?;
+            let initial = opened
+                .store
+                .resolve(&repo, initial["id"].as_str().unwrap_or(""))
+                .map_err(checkpoint_error)?;
+            opened
+                .store
+                .set_approved(&repo, &initial)
+                .map_err(checkpoint_error)?;
+            Ok(json!({ "dialog": dialog, "initial": initial, "forked_from": from.id }))
+        })
+        .await
+}
+
+fn made_up_dialog_name() -> String {
+    let now = jiff::Timestamp::now();
+    format!(
+        "d-{}-{:04x}",
+        now.strftime("%Y%m%d-%H%M%S"),
+        (now.subsec_nanosecond() as u32 ^ std::process::id()) & 0xffff
+    )
+}
+
 /// Records the `initial` checkpoint that starts `dialog`.
 fn record_initial(
     opened: &mut super::project::Opened,
@@ -575,14 +693,7 @@ fn record_initial(
 }
 
 async fn dialog_new(daemon: &Arc<Daemon>, params: DialogNewParams) -> Reply {
-    let dialog = params.dialog.unwrap_or_else(|| {
-        let now = jiff::Timestamp::now();
-        format!(
-            "d-{}-{:04x}",
-            now.strftime("%Y%m%d-%H%M%S"),
-            (now.subsec_nanosecond() as u32 ^ std::process::id()) & 0xffff
-        )
-    });
+    let dialog = params.dialog.unwrap_or_else(made_up_dialog_name);
     validate_dialog(&dialog).map_err(checkpoint_error)?;
     let project = find_project(daemon, &params.project).await?;
     project
@@ -958,6 +1069,7 @@ fn checkpoint_error(e: CheckpointError) -> RpcError {
         }
         CheckpointError::Ambiguous { .. } => ErrorCode::AmbiguousCheckpoint,
         CheckpointError::UnknownDialog(_) => ErrorCode::UnknownDialog,
+        CheckpointError::TagExists(_) => ErrorCode::TagExists,
         CheckpointError::BadId(_)
         | CheckpointError::BadDialog(_)
         | CheckpointError::MetaTooLarge { .. } => ErrorCode::InvalidParams,

@@ -52,6 +52,34 @@ pub struct ListParams {
     /// Include approved and abandoned sessions (by default only each dialog's active one).
     #[serde(default)]
     pub all_sessions: bool,
+    /// Only checkpoints whose label, notes, tags or message id contain this (any case).
+    #[serde(default)]
+    pub grep: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TagParams {
+    pub project: PathBuf,
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoteParams {
+    pub project: PathBuf,
+    pub id: String,
+    pub text: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkParams {
+    pub project: PathBuf,
+    pub id: String,
+    #[serde(default)]
+    pub dialog: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

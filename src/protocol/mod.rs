@@ -33,6 +33,7 @@ pub enum ErrorCode {
     UnknownDialog,
     DialogExists,
     UnknownEdit,
+    TagExists,
 }
 
 impl ErrorCode {
@@ -54,6 +55,7 @@ impl ErrorCode {
         ErrorCode::UnknownDialog,
         ErrorCode::DialogExists,
         ErrorCode::UnknownEdit,
+        ErrorCode::TagExists,
     ];
 
     pub fn code(self) -> i64 {
@@ -75,6 +77,7 @@ impl ErrorCode {
             ErrorCode::UnknownDialog => -32009,
             ErrorCode::DialogExists => -32010,
             ErrorCode::UnknownEdit => -32011,
+            ErrorCode::TagExists => -32012,
         }
     }
 
@@ -98,6 +101,7 @@ impl ErrorCode {
             ErrorCode::UnknownDialog => "unknown_dialog",
             ErrorCode::DialogExists => "dialog_exists",
             ErrorCode::UnknownEdit => "unknown_edit",
+            ErrorCode::TagExists => "tag_exists",
         }
     }
 

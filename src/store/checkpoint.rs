@@ -4,7 +4,7 @@
 //! (`[dialog] #seq kind: first line of the label`), a blank line, then the whole label. The
 //! structured fields live in one extra commit header, `ckpt`, holding single-line JSON.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use gix::bstr::{BString, ByteSlice};
 use gix::ObjectId;
@@ -19,6 +19,8 @@ const HEADER: &str = "ckpt";
 const DIALOG_REFS: &str = "refs/ckpt/dialogs/";
 const META_REFS: &str = "refs/ckpt/meta/";
 const APPROVED_REFS: &str = "refs/ckpt/approved/";
+const TAG_REFS: &str = "refs/ckpt/tags/";
+const NOTE_REFS: &str = "refs/ckpt/notes/";
 /// Largest client metadata document accepted with a checkpoint.
 pub const MAX_CLIENT_META_BYTES: usize = 16 * 1024 * 1024;
 
@@ -32,6 +34,8 @@ pub enum CheckpointError {
     BadId(String),
     #[error("invalid dialog name `{0}`: use 1-100 characters from A-Z a-z 0-9 . _ -, not starting with . or -")]
     BadDialog(String),
+    #[error("tag `{0}` exists already")]
+    TagExists(String),
     #[error("no dialog named `{0}`")]
     UnknownDialog(String),
     #[error("client metadata is {size} bytes; the limit is {MAX_CLIENT_META_BYTES}")]
@@ -116,6 +120,12 @@ pub struct Checkpoint {
     pub modified: u64,
     pub deleted: u64,
     pub skipped: Vec<SkippedFile>,
+    /// Names given with `tag`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Text attached with `note` (several notes, one per line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
     /// For a `restore` checkpoint: what it restored to and how to undo it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreLink>,
@@ -309,6 +319,8 @@ impl Store {
             deleted: header.deleted,
             skipped: header.skipped,
             restore: header.restore,
+            tags: Vec::new(),
+            notes: None,
             meta: None,
             meta_blob: header
                 .meta
@@ -359,6 +371,78 @@ impl Store {
         let id = parse_id(&checkpoint.id)?;
         self.update_ref(repo, &name, previous, id, "ckpt: approved")?;
         self.sync()?;
+        Ok(())
+    }
+
+    /// Names `checkpoint` with `tag` (names follow the rules of dialog names).
+    pub fn add_tag(
+        &self,
+        repo: &gix::Repository,
+        checkpoint: &Checkpoint,
+        tag: &str,
+    ) -> Result<(), CheckpointError> {
+        validate_dialog(tag).map_err(|_| CheckpointError::BadDialog(tag.to_string()))?;
+        let name = format!("{TAG_REFS}{tag}");
+        if self.ref_target(repo, &name)?.is_some() {
+            return Err(CheckpointError::TagExists(tag.to_string()));
+        }
+        self.update_ref(repo, &name, None, parse_id(&checkpoint.id)?, "ckpt: tag")?;
+        Ok(())
+    }
+
+    /// Appends a line of `text` to the notes of `checkpoint` (kept by a ref, so gc keeps it).
+    pub fn add_note(
+        &self,
+        repo: &gix::Repository,
+        checkpoint: &Checkpoint,
+        text: &str,
+    ) -> Result<(), CheckpointError> {
+        let name = format!("{NOTE_REFS}{}", checkpoint.id);
+        let previous = self.ref_target(repo, &name)?;
+        let mut notes = match previous {
+            Some(id) => {
+                repo.find_object(id)
+                    .map_err(|e| StoreError::git("reading notes", e))?
+                    .detach()
+                    .data
+            }
+            None => Vec::new(),
+        };
+        notes.extend_from_slice(text.trim_end().as_bytes());
+        notes.push(b'\n');
+        let blob = repo
+            .write_blob(&notes)
+            .map_err(|e| StoreError::git("writing notes", e))?
+            .detach();
+        self.sync()?;
+        self.update_ref(repo, &name, previous, blob, "ckpt: note")?;
+        Ok(())
+    }
+
+    /// Fills in the tags and notes of `checkpoints`.
+    pub fn annotate(
+        &self,
+        repo: &gix::Repository,
+        checkpoints: &mut [Checkpoint],
+    ) -> Result<(), CheckpointError> {
+        let tags = self.refs_under(repo, TAG_REFS)?;
+        let notes: HashMap<String, ObjectId> =
+            self.refs_under(repo, NOTE_REFS)?.into_iter().collect();
+        for c in checkpoints.iter_mut() {
+            c.tags = tags
+                .iter()
+                .filter(|(_, id)| id.to_string() == c.id)
+                .map(|(n, _)| n.clone())
+                .collect();
+            if let Some(blob) = notes.get(&c.id) {
+                let data = repo
+                    .find_object(*blob)
+                    .map_err(|e| StoreError::git("reading notes", e))?
+                    .detach()
+                    .data;
+                c.notes = Some(String::from_utf8_lossy(&data).trim_end().to_string());
+            }
+        }
         Ok(())
     }
 

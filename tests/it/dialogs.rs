@@ -211,3 +211,63 @@ fn the_session_example_end_to_end() {
     ]);
     assert_eq!(tree_state(&p), approved_state);
 }
+
+#[test]
+fn notes_tags_grep_and_forks() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one");
+    env.watch();
+    let c1 = env.json(&["checkpoint", "-m", "Add login form"]);
+    write(&p, "a.txt", "two");
+    let c2 = env.json(&["checkpoint", "-m", "Refactor the router"]);
+    let id1 = c1["id"].as_str().unwrap();
+
+    env.json(&["tag", &id1[..8], "before-router"]);
+    let out = env.ckpt(&["--json", "tag", c2["id"].as_str().unwrap(), "before-router"]);
+    let err: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["error"]["data"]["kind"], "tag_exists");
+    env.json(&["note", id1, "works on Firefox"]);
+    let noted = env.json(&["note", id1, "broken on Safari"]);
+    assert_eq!(noted["notes"], "works on Firefox\nbroken on Safari");
+    let shown = env.json(&["show", id1]);
+    assert_eq!(shown["tags"], serde_json::json!(["before-router"]));
+    assert!(stdout(&env.ckpt(&["show", id1])).contains("broken on Safari"));
+
+    let found = |pattern: &str| -> Vec<String> {
+        env.json(&["list", "--grep", pattern])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(found("SAFARI"), vec![id1.to_string()]);
+    assert_eq!(found("before-router"), vec![id1.to_string()]);
+    assert_eq!(
+        found("router"),
+        vec![c2["id"].as_str().unwrap().to_string(), id1.to_string()]
+    );
+    assert!(found("nothing like this").is_empty());
+    // Notes and tags are kept by refs: they survive git gc.
+    env.git(&["gc", "--prune=now", "--quiet"]);
+    assert_eq!(
+        env.json(&["show", id1])["notes"],
+        "works on Firefox\nbroken on Safari"
+    );
+
+    // A fork starts a dialog whose approved state is that checkpoint; files are untouched.
+    let fork = env.json(&["dialog", "fork", id1, "--name", "alt"]);
+    assert_eq!(fork["forked_from"], id1);
+    assert_eq!(fork["initial"]["tree"], c1["tree"]);
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "two");
+    let status = env.json(&["session", "status", "--dialog", "alt"]);
+    assert_eq!(status["approved_commit"], fork["initial"]["id"]);
+    assert_eq!(
+        status["has_unapproved"], true,
+        "files differ from the forked state: {status}"
+    );
+    env.json(&["session", "reset", "--dialog", "alt", "--yes"]);
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "one");
+    env.fsck();
+}
