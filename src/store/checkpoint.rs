@@ -429,9 +429,10 @@ impl Store {
         let notes: HashMap<String, ObjectId> =
             self.refs_under(repo, NOTE_REFS)?.into_iter().collect();
         for c in checkpoints.iter_mut() {
+            let id = parse_id(&c.id)?;
             c.tags = tags
                 .iter()
-                .filter(|(_, id)| id.to_string() == c.id)
+                .filter(|(_, t)| *t == id)
                 .map(|(n, _)| n.clone())
                 .collect();
             if let Some(blob) = notes.get(&c.id) {
