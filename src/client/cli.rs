@@ -69,6 +69,16 @@ pub enum Command {
         #[arg(long, value_name = "TEXT")]
         grep: Option<String>,
     },
+    /// Export a checkpoint's changes as a patch that `git apply` accepts (on stdout).
+    Export {
+        id: String,
+        /// Write a patch (the one export format so far).
+        #[arg(long, required = true)]
+        patch: bool,
+        /// Against this checkpoint instead of the parent.
+        #[arg(long, value_name = "ID2")]
+        against: Option<String>,
+    },
     /// Name a checkpoint (tagged checkpoints are always kept).
     Tag { id: String, name: String },
     /// Attach a note to a checkpoint (searchable with `list --grep`).
@@ -327,6 +337,19 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Dialog(DialogCommand::New { name, title }) => {
             let params = strip_nulls(json!({ "project": project, "dialog": name, "title": title }));
             out.dialog_new(&connect()?.call("dialog_new", params)?);
+        }
+        Command::Export {
+            id,
+            patch: _,
+            against,
+        } => {
+            let params = strip_nulls(json!({ "project": project, "id": id, "against": against }));
+            let result = connect()?.call("export_patch", params)?;
+            if cli.json {
+                println!("{result}");
+            } else {
+                print!("{}", result["patch"].as_str().unwrap_or(""));
+            }
         }
         Command::Tag { id, name } => {
             let result =

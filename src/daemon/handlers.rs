@@ -76,6 +76,7 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "restore" => restore(daemon, parse(params)?).await,
         "undo" => undo(daemon, parse(params)?).await,
         "tag" => tag(daemon, parse(params)?).await,
+        "export_patch" => export_patch(daemon, parse(params)?).await,
         "note" => note(daemon, parse(params)?).await,
         "dialog_fork" => dialog_fork(daemon, parse(params)?).await,
         "edit_begin" => edit_begin(daemon, parse(params)?).await,
@@ -568,6 +569,28 @@ async fn restore(daemon: &Arc<Daemon>, params: RestoreParams) -> Reply {
                 .resolve(&repo, &params.id)
                 .map_err(checkpoint_error)?;
             restore_to(project, opened, &target, paths, params.dry_run, "restore")
+        })
+        .await
+}
+
+/// The changes of checkpoint `id` against its parent (or `against`) as a patch `git apply` takes.
+async fn export_patch(daemon: &Arc<Daemon>, params: ExportPatchParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let store = &opened.store;
+            let repo = store.repo();
+            let to = store.resolve(&repo, &params.id).map_err(checkpoint_error)?;
+            let from = match (&params.against, &to.parent) {
+                (Some(other), _) => Some(store.resolve(&repo, other).map_err(checkpoint_error)?),
+                (None, Some(parent)) => Some(store.resolve(&repo, parent).map_err(checkpoint_error)?),
+                (None, None) => None,
+            };
+            let old = from.as_ref().map(|c| parse_id(&c.tree)).transpose().map_err(store_error)?;
+            let new = parse_id(&to.tree).map_err(store_error)?;
+            let changes = diff_trees(&repo, old, Some(new), &[]).map_err(store_error)?;
+            let result = diff(&repo, &changes, true, false).map_err(store_error)?;
+            Ok(json!({ "id": to.id, "against": from.map(|c| c.id), "patch": result.patch.unwrap_or_default() }))
         })
         .await
 }

@@ -59,6 +59,16 @@ pub struct ListParams {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct ExportPatchParams {
+    pub project: PathBuf,
+    pub id: String,
+    /// The older side; the checkpoint's parent when absent.
+    #[serde(default)]
+    pub against: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TagParams {
     pub project: PathBuf,
     pub id: String,

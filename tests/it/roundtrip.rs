@@ -377,3 +377,49 @@ fn a_restore_is_recorded_and_undo_toggles_it() {
     assert_eq!(tree_state(&p), v1_state, "a dry run changes nothing");
     env.fsck();
 }
+
+#[test]
+fn an_exported_patch_applies_with_git() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "keep.txt", "same\n");
+    write(&p, "edit.txt", "a\nb\nc\n");
+    env.watch();
+    let base = env.checkpoint("base");
+    let snapshot_of_base = tree_state(&p);
+    write(&p, "edit.txt", "a\nB\nc\n");
+    write(&p, "new/file.txt", "new\n");
+    std::fs::remove_file(p.join("keep.txt")).unwrap();
+    let next = env.checkpoint("next");
+
+    let out = env.ckpt(&["export", &next, "--patch"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let against = env.ckpt(&["export", &next, "--patch", "--against", &base]);
+    assert_eq!(
+        stdout(&out),
+        stdout(&against),
+        "the parent is the default base"
+    );
+    // Apply to a copy of the older state with real git: it becomes the newer state.
+    let scratch = env.home.join("apply");
+    for (path, desc) in &snapshot_of_base {
+        write(&scratch, path, desc.splitn(3, ' ').nth(2).unwrap());
+    }
+    std::fs::write(env.home.join("export.diff"), stdout(&out)).unwrap();
+    let applied = std::process::Command::new("git")
+        .current_dir(&scratch)
+        .args(["apply"])
+        .arg(env.home.join("export.diff"))
+        .output()
+        .unwrap();
+    assert!(applied.status.success(), "git apply: {}", stderr(&applied));
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("edit.txt")).unwrap(),
+        "a\nB\nc\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("new/file.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(!scratch.join("keep.txt").exists());
+}
