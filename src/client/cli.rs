@@ -69,13 +69,17 @@ pub enum Command {
         #[arg(long, value_name = "TEXT")]
         grep: Option<String>,
     },
-    /// Export a checkpoint's changes as a patch that `git apply` accepts (on stdout).
+    /// Export checkpoints as a git bundle (`--bundle FILE`), or one checkpoint's changes as a
+    /// patch that `git apply` accepts (`--patch`, on stdout).
+    #[command(group = clap::ArgGroup::new("format").required(true).args(["patch", "bundle"]))]
     Export {
-        id: String,
-        /// Write a patch (the one export format so far).
-        #[arg(long, required = true)]
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        #[arg(long)]
         patch: bool,
-        /// Against this checkpoint instead of the parent.
+        #[arg(long, value_name = "FILE")]
+        bundle: Option<PathBuf>,
+        /// With --patch: against this checkpoint instead of the parent.
         #[arg(long, value_name = "ID2")]
         against: Option<String>,
     },
@@ -339,16 +343,32 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             out.dialog_new(&connect()?.call("dialog_new", params)?);
         }
         Command::Export {
-            id,
-            patch: _,
+            ids,
+            patch,
+            bundle,
             against,
         } => {
-            let params = strip_nulls(json!({ "project": project, "id": id, "against": against }));
-            let result = connect()?.call("export_patch", params)?;
-            if cli.json {
-                println!("{result}");
+            if let Some(file) = bundle {
+                let params = json!({ "project": project, "ids": ids, "path": base.join(file) });
+                let result = connect()?.call("export_bundle", params)?;
+                let path = result["path"].as_str().unwrap_or("").to_string();
+                out.value_or(
+                    &result,
+                    &format!("wrote {path} ({} objects)", result["objects"]),
+                );
             } else {
-                print!("{}", result["patch"].as_str().unwrap_or(""));
+                let [id] = ids.as_slice() else {
+                    return Err(ClientError::Usage("--patch exports one checkpoint".into()));
+                };
+                debug_assert!(patch);
+                let params =
+                    strip_nulls(json!({ "project": project, "id": id, "against": against }));
+                let result = connect()?.call("export_patch", params)?;
+                if cli.json {
+                    println!("{result}");
+                } else {
+                    print!("{}", result["patch"].as_str().unwrap_or(""));
+                }
             }
         }
         Command::Tag { id, name } => {

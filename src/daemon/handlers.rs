@@ -77,6 +77,7 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "undo" => undo(daemon, parse(params)?).await,
         "tag" => tag(daemon, parse(params)?).await,
         "export_patch" => export_patch(daemon, parse(params)?).await,
+        "export_bundle" => export_bundle(daemon, parse(params)?).await,
         "note" => note(daemon, parse(params)?).await,
         "dialog_fork" => dialog_fork(daemon, parse(params)?).await,
         "edit_begin" => edit_begin(daemon, parse(params)?).await,
@@ -591,6 +592,32 @@ async fn export_patch(daemon: &Arc<Daemon>, params: ExportPatchParams) -> Reply 
             let changes = diff_trees(&repo, old, Some(new), &[]).map_err(store_error)?;
             let result = diff(&repo, &changes, true, false).map_err(store_error)?;
             Ok(json!({ "id": to.id, "against": from.map(|c| c.id), "patch": result.patch.unwrap_or_default() }))
+        })
+        .await
+}
+
+/// Writes checkpoints (and all they reach) as a git bundle.
+async fn export_bundle(daemon: &Arc<Daemon>, params: ExportBundleParams) -> Reply {
+    if params.ids.is_empty() {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            "export_bundle needs at least one checkpoint id",
+        ));
+    }
+    let path = absolute(&params.path)?;
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let store = &opened.store;
+            let repo = store.repo();
+            let mut ids = Vec::new();
+            for id in &params.ids {
+                ids.push(parse_id(&store.resolve(&repo, id).map_err(checkpoint_error)?.id).map_err(store_error)?);
+            }
+            let objects = store
+                .export_bundle(&ids, &path)
+                .map_err(|e| RpcError::new(ErrorCode::InvalidParams, format!("cannot write the bundle: {e}")))?;
+            Ok(json!({ "path": path, "checkpoints": ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(), "objects": objects }))
         })
         .await
 }

@@ -69,6 +69,15 @@ pub struct ExportPatchParams {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct ExportBundleParams {
+    pub project: PathBuf,
+    pub ids: Vec<String>,
+    /// Where to write the bundle (absolute).
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TagParams {
     pub project: PathBuf,
     pub id: String,

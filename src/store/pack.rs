@@ -40,7 +40,11 @@ pub struct PackWriter {
 impl PackWriter {
     /// Starts a pack in the store's `objects/pack` folder.
     pub fn new(store_dir: &Path) -> Result<PackWriter, StoreError> {
-        let dir = store_dir.join("objects").join("pack");
+        Self::new_in(store_dir.join("objects").join("pack"))
+    }
+
+    /// Starts a pack whose temporary file lives in `dir`.
+    pub fn new_in(dir: PathBuf) -> Result<PackWriter, StoreError> {
         let io = |source| StoreError::Io {
             path: dir.clone(),
             source,
@@ -129,25 +133,7 @@ impl PackWriter {
             let _ = std::fs::remove_file(tmp);
             return Ok(());
         }
-        file.seek(SeekFrom::Start(8)).map_err(io)?;
-        file.write_all(&(count as u32).to_be_bytes()).map_err(io)?;
-        // The checksum covers the patched header, so read the whole file back once.
-        file.seek(SeekFrom::Start(0)).map_err(io)?;
-        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = file.read(&mut buf).map_err(io)?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-        }
-        let pack_sum = hasher
-            .try_finalize()
-            .map_err(|e| StoreError::git("hashing a pack", e))?;
-        file.seek(SeekFrom::End(0)).map_err(io)?;
-        file.write_all(pack_sum.as_bytes()).map_err(io)?;
-        file.sync_all().map_err(io)?;
+        let pack_sum = seal(&mut file, count, tmp)?;
         drop(file);
 
         let mut entries = state.entries;
@@ -188,6 +174,60 @@ impl PackWriter {
             source,
         }
     }
+}
+
+impl PackWriter {
+    /// Completes the pack and writes `header` followed by it to `dest` (a git bundle, say);
+    /// no index is written and nothing enters the store.
+    pub fn finish_into(self, header: &[u8], dest: &Path) -> Result<usize, StoreError> {
+        let state = self.state.into_inner().expect("pack lock poisoned");
+        let count = state.entries.len();
+        let tmp = self.tmp.clone();
+        let result = (|| {
+            let io = |source| StoreError::Io {
+                path: dest.to_path_buf(),
+                source,
+            };
+            let mut file = state.file.into_inner().map_err(|e| io(e.into_error()))?;
+            seal(&mut file, count, &tmp)?;
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
+            let mut out = File::create(dest).map_err(io)?;
+            out.write_all(header).map_err(io)?;
+            std::io::copy(&mut file, &mut out).map_err(io)?;
+            out.sync_all().map_err(io)
+        })();
+        let _ = std::fs::remove_file(&tmp);
+        result.map(|()| count)
+    }
+}
+
+/// Patches the object count into the header, appends the checksum and flushes; returns the
+/// checksum (which names the pack).
+fn seal(file: &mut File, count: usize, tmp: &Path) -> Result<ObjectId, StoreError> {
+    let io = |source| StoreError::Io {
+        path: tmp.to_path_buf(),
+        source,
+    };
+    file.seek(SeekFrom::Start(8)).map_err(io)?;
+    file.write_all(&(count as u32).to_be_bytes()).map_err(io)?;
+    // The checksum covers the patched header, so read the whole file back once.
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    let pack_sum = hasher
+        .try_finalize()
+        .map_err(|e| StoreError::git("hashing a pack", e))?;
+    file.seek(SeekFrom::End(0)).map_err(io)?;
+    file.write_all(pack_sum.as_bytes()).map_err(io)?;
+    file.sync_all().map_err(io)?;
+    Ok(pack_sum)
 }
 
 fn unique() -> u64 {
@@ -271,5 +311,57 @@ mod tests {
         out.clear();
         entry_header(gix::objs::Kind::Tree, 2000, &mut out);
         assert_eq!(out, vec![0xa0, 0x7d]);
+    }
+}
+
+impl super::Store {
+    /// Writes a git bundle (v2) to `dest` holding `commits` (named `refs/heads/ckpt-<id>`, the
+    /// first also as HEAD) with every object they reach, so `git clone` and `git fetch` read it.
+    pub fn export_bundle(&self, commits: &[ObjectId], dest: &Path) -> Result<usize, StoreError> {
+        let repo = self.repo();
+        let mut header = String::from("# v2 git bundle\n");
+        for (i, id) in commits.iter().enumerate() {
+            if i == 0 {
+                header.push_str(&format!("{id} HEAD\n"));
+            }
+            header.push_str(&format!(
+                "{id} refs/heads/ckpt-{}\n",
+                id.to_hex_with_len(12)
+            ));
+        }
+        header.push('\n');
+        let pack = PackWriter::new(self.dir())?;
+        let mut seen: HashSet<ObjectId> = HashSet::new();
+        let mut todo: Vec<ObjectId> = commits.to_vec();
+        while let Some(id) = todo.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let object = repo
+                .find_object(id)
+                .map_err(|e| StoreError::git("reading an object", e))?;
+            match object.kind {
+                gix::objs::Kind::Commit => {
+                    let commit =
+                        gix::objs::CommitRef::from_bytes(&object.data, gix::hash::Kind::Sha1)
+                            .map_err(|e| StoreError::git("decoding a commit", e))?;
+                    todo.push(commit.tree());
+                    todo.extend(commit.parents());
+                }
+                gix::objs::Kind::Tree => {
+                    let tree = gix::objs::TreeRef::from_bytes(&object.data, gix::hash::Kind::Sha1)
+                        .map_err(|e| StoreError::git("decoding a tree", e))?;
+                    todo.extend(
+                        tree.entries
+                            .iter()
+                            .filter(|e| !e.mode.is_commit())
+                            .map(|e| e.oid.to_owned()),
+                    );
+                }
+                gix::objs::Kind::Blob | gix::objs::Kind::Tag => {}
+            }
+            pack.add(id, object.kind, &object.data)?;
+        }
+        pack.finish_into(header.as_bytes(), dest)
     }
 }

@@ -1,5 +1,7 @@
 //! Checkpoint, change everything a project can change, restore, and compare byte for byte.
 
+use std::os::unix::fs::PermissionsExt;
+
 use crate::harness::*;
 
 fn populate(p: &std::path::Path) {
@@ -422,4 +424,71 @@ fn an_exported_patch_applies_with_git() {
         "new\n"
     );
     assert!(!scratch.join("keep.txt").exists());
+}
+
+#[test]
+fn an_exported_bundle_clones_with_git() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "src/main.rs", "fn main() {}\n");
+    write(&p, "run.sh", "#!/bin/sh\n");
+    chmod(&p, "run.sh", 0o755);
+    env.watch();
+    let first = env.checkpoint("first");
+    write(&p, "src/main.rs", "fn main() { println!(\"hi\"); }\n");
+    let second = env.checkpoint("second");
+    let bundle = env.home.join("ckpt.bundle");
+    let out = env.ckpt(&[
+        "export",
+        &second,
+        &first,
+        "--bundle",
+        bundle.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let listed = git(
+        &env.home,
+        &["bundle", "list-heads", bundle.to_str().unwrap()],
+    );
+    assert!(
+        listed.contains(&second) && listed.contains(&first),
+        "{listed}"
+    );
+    git(
+        &env.home,
+        &["clone", "-q", bundle.to_str().unwrap(), "cloned"],
+    );
+    let cloned = env.home.join("cloned");
+    assert_eq!(git(&cloned, &["rev-parse", "HEAD"]).trim(), second);
+    assert_eq!(
+        std::fs::read_to_string(cloned.join("src/main.rs")).unwrap(),
+        "fn main() { println!(\"hi\"); }\n"
+    );
+    assert_eq!(
+        std::fs::metadata(cloned.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o111,
+        0o111
+    );
+    git(&cloned, &["fsck", "--strict", "--no-progress"]);
+    // Only one of --patch and --bundle, and --patch takes one checkpoint.
+    assert_ne!(env.ckpt(&["export", &second]).status.code(), Some(0));
+    assert_eq!(
+        env.ckpt(&["export", &second, &first, "--patch"])
+            .status
+            .code(),
+        Some(1)
+    );
 }
