@@ -296,24 +296,6 @@ fn index_bytes(entries: &[Written], pack_sum: ObjectId) -> Result<Vec<u8>, Store
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entry_headers_encode_sizes() {
-        let mut out = Vec::new();
-        entry_header(gix::objs::Kind::Blob, 15, &mut out);
-        assert_eq!(out, vec![0x3f]);
-        out.clear();
-        entry_header(gix::objs::Kind::Blob, 16, &mut out);
-        assert_eq!(out, vec![0xb0, 0x01]);
-        out.clear();
-        entry_header(gix::objs::Kind::Tree, 2000, &mut out);
-        assert_eq!(out, vec![0xa0, 0x7d]);
-    }
-}
-
 impl super::Store {
     /// Writes a git bundle (v2) to `dest` holding `commits` (named `refs/heads/ckpt-<id>`, the
     /// first also as HEAD) with every object they reach, so `git clone` and `git fetch` read it.
@@ -363,5 +345,23 @@ impl super::Store {
             pack.add(id, object.kind, &object.data)?;
         }
         pack.finish_into(header.as_bytes(), dest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_headers_encode_sizes() {
+        let mut out = Vec::new();
+        entry_header(gix::objs::Kind::Blob, 15, &mut out);
+        assert_eq!(out, vec![0x3f]);
+        out.clear();
+        entry_header(gix::objs::Kind::Blob, 16, &mut out);
+        assert_eq!(out, vec![0xb0, 0x01]);
+        out.clear();
+        entry_header(gix::objs::Kind::Tree, 2000, &mut out);
+        assert_eq!(out, vec![0xa0, 0x7d]);
     }
 }
