@@ -68,6 +68,9 @@ pub enum Command {
         /// Only checkpoints whose label, notes, tags or message id contain TEXT.
         #[arg(long, value_name = "TEXT")]
         grep: Option<String>,
+        /// Draw every dialog and session (approved, abandoned, active) as a tree.
+        #[arg(long)]
+        graph: bool,
     },
     /// Export checkpoints as a git bundle (`--bundle FILE`), or one checkpoint's changes as a
     /// patch that `git apply` accepts (`--patch`, on stdout).
@@ -254,12 +257,18 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             limit,
             all_sessions,
             grep,
+            graph,
         } => {
             let params = strip_nulls(
                 json!({ "project": project, "dialog": dialog, "limit": limit,
-                "all_sessions": all_sessions, "grep": grep }),
+                "all_sessions": all_sessions || graph, "grep": grep }),
             );
-            out.list(&connect()?.call("list", params)?);
+            let result = connect()?.call("list", params)?;
+            if graph && !cli.json {
+                output::graph(&result);
+            } else {
+                out.list(&result);
+            }
         }
         Command::Show { id, files } => {
             out.show(&connect()?.call(

@@ -473,6 +473,83 @@ impl Out {
     }
 }
 
+/// Draws the timeline of every dialog, newest first, with its sessions:
+///
+/// ```text
+/// default  session 2 active
+/// | o 3f2a9c1b7d4e  #5 message   2m ago  +1 ~0 -0  Add a CLI
+/// |-- session 1: approved
+/// | A 9a1b2c3d4e5f  #4 approved  5m ago  +0 ~0 -0  Feature complete
+/// ```
+pub fn graph(list: &Value) {
+    let checkpoints = list.as_array().map(Vec::as_slice).unwrap_or(&[]);
+    if checkpoints.is_empty() {
+        println!("no checkpoints yet");
+        return;
+    }
+    let mut dialogs: Vec<&str> = Vec::new();
+    for c in checkpoints {
+        if !dialogs.contains(&s(c, "dialog")) {
+            dialogs.push(s(c, "dialog"));
+        }
+    }
+    for (i, dialog) in dialogs.iter().enumerate() {
+        let chain: Vec<&Value> = checkpoints
+            .iter()
+            .filter(|c| s(c, "dialog") == *dialog)
+            .collect();
+        let head = chain[0];
+        let ended = matches!(s(head, "kind"), "approved" | "reset");
+        let active = n(head, "session") + u64::from(ended);
+        if i > 0 {
+            println!("|");
+        }
+        let origin = chain
+            .last()
+            .filter(|c| s(c, "label").starts_with("forked from "))
+            .map(|c| format!("  ({})", s(c, "label")))
+            .unwrap_or_default();
+        println!("{dialog}  session {active} active{origin}");
+        let mut session = active;
+        for c in chain {
+            let this = n(c, "session");
+            if this != session {
+                let fate = match s(c, "kind") {
+                    "approved" => "approved",
+                    "reset" => "abandoned (reset)",
+                    _ => "ended",
+                };
+                println!("|-- session {this}: {fate}");
+                session = this;
+            }
+            let mark = match s(c, "kind") {
+                "initial" => "I",
+                "approved" => "A",
+                "reset" => "X",
+                "restore" => "R",
+                "pre-restore" => "U",
+                _ => "o",
+            };
+            let tags: Vec<&str> = arr(c, "tags").iter().filter_map(Value::as_str).collect();
+            let tags = if tags.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", tags.join(","))
+            };
+            println!(
+                "| {mark} {}  #{:<3} {:<11} {:>7}  {:<11}  {}{tags}",
+                short(s(c, "id")),
+                n(c, "seq"),
+                s(c, "kind"),
+                relative_time(s(c, "created_at")),
+                counts(c),
+                one_line(s(c, "label"), 50)
+            );
+        }
+    }
+    println!("\n(o message, I initial, A approved, X reset, R restore, U undo point)");
+}
+
 fn status_letter(status: &str) -> &'static str {
     match status {
         "added" => "A",

@@ -271,3 +271,61 @@ fn notes_tags_grep_and_forks() {
     assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "one");
     env.fsck();
 }
+
+#[test]
+fn the_graph_shows_dialogs_sessions_and_forks() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "1");
+    env.watch();
+    let first = env.checkpoint("first message");
+    write(&p, "a.txt", "2");
+    env.json(&["session", "approve", "-m", "looks good"]);
+    write(&p, "a.txt", "3");
+    env.checkpoint("second session work");
+    env.json(&["restore", &first, "--yes"]);
+    env.json(&["dialog", "fork", &first, "--name", "alt"]);
+    env.json(&["tag", &first, "v1"]);
+    let out = env.ckpt(&["list", "--graph"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let g = stdout(&out);
+    let lines: Vec<&str> = g.lines().collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("default  session 2 active")),
+        "{g}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("alt  session 1 active  (forked from ")),
+        "{g}"
+    );
+    assert!(lines.contains(&"|-- session 1: approved"), "{g}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("| A ") && l.contains("looks good")),
+        "{g}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("| R ") && l.contains("restored to")),
+        "{g}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("| U ")), "{g}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("| o ") && l.contains("first message") && l.contains("[v1]")),
+        "{g}"
+    );
+    // Newest first within a dialog: the restore comes before the approval.
+    let pos = |m: &str| lines.iter().position(|l| l.contains(m)).unwrap();
+    assert!(
+        pos("restored to") < pos("looks good") && pos("looks good") < pos("first message"),
+        "{g}"
+    );
+}
