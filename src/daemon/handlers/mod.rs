@@ -1,0 +1,435 @@
+//! One function per method: parse the params, find the project, run the store work behind the
+//! project's lock, and turn every failure into an error with a stable code.
+//!
+//! This file holds the dispatch, the shared helpers and the daemon and project methods;
+//! `checkpoints` records and inspects checkpoints, `restores` changes files (restore, undo,
+//! edit transactions), `timeline` handles dialogs and sessions.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use gix::bstr::BString;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::project::{save_registry, Project};
+use super::Daemon;
+use crate::protocol::methods::*;
+use crate::protocol::{error_line, response_line, ErrorCode, Request, RpcError, PROTOCOL_VERSION};
+use crate::store::checkpoint::parse_id;
+use crate::store::checkpoint::validate_dialog;
+use crate::store::diff::diff;
+use crate::store::snapshot::{Snapshot, SnapshotOptions};
+use crate::store::treediff::diff_trees;
+use crate::store::{
+    CheckpointError, NewCheckpoint, RestoreError, RestoreOptions, SnapshotError, DEFAULT_DIALOG,
+};
+
+type Reply = Result<Value, RpcError>;
+
+mod checkpoints;
+mod restores;
+mod timeline;
+
+use checkpoints::*;
+use restores::*;
+use timeline::*;
+
+/// Handles one request line; returns the reply line (none for notifications) and whether the
+/// daemon should shut down.
+pub async fn handle_line(daemon: &Arc<Daemon>, line: &[u8]) -> (Option<Vec<u8>>, bool) {
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => {
+            let err = RpcError::new(ErrorCode::ParseError, format!("not valid JSON: {e}"));
+            return (Some(error_line(&Value::Null, &err)), false);
+        }
+    };
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    let request: Request = match serde_json::from_value(value) {
+        Ok(r) => r,
+        Err(e) => {
+            let err = RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("not a JSON-RPC 2.0 request: {e}"),
+            );
+            return (Some(error_line(&id, &err)), false);
+        }
+    };
+    if request.jsonrpc != "2.0" {
+        let err = RpcError::new(ErrorCode::InvalidRequest, "`jsonrpc` must be \"2.0\"");
+        return (Some(error_line(&id, &err)), false);
+    }
+    let shutdown = request.method == "shutdown";
+    tracing::debug!(method = %request.method, "request");
+    let result = dispatch(daemon, &request.method, request.params).await;
+    if let Err(e) = &result {
+        tracing::info!(method = %request.method, code = e.code, error = %e.message, "request failed");
+    }
+    let reply = match (&request.id, result) {
+        (None, _) => None,
+        (Some(id), Ok(value)) => Some(response_line(id, &value)),
+        (Some(id), Err(err)) => Some(error_line(id, &err)),
+    };
+    (reply, shutdown)
+}
+
+async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> Reply {
+    match method {
+        "hello" => hello(parse(params)?),
+        "status" => status(daemon, parse::<NoParams>(params)?).await,
+        "watch" => watch(daemon, parse(params)?).await,
+        "unwatch" => unwatch(daemon, parse(params)?).await,
+        "projects" => projects(daemon, parse::<NoParams>(params)?).await,
+        "checkpoint" => checkpoint(daemon, parse(params)?).await,
+        "list" => list(daemon, parse(params)?).await,
+        "show" => show(daemon, parse(params)?).await,
+        "diff" => diff_method(daemon, parse(params)?).await,
+        "restore" => restore(daemon, parse(params)?).await,
+        "undo" => undo(daemon, parse(params)?).await,
+        "tag" => tag(daemon, parse(params)?).await,
+        "export_patch" => export_patch(daemon, parse(params)?).await,
+        "export_bundle" => export_bundle(daemon, parse(params)?).await,
+        "note" => note(daemon, parse(params)?).await,
+        "dialog_fork" => dialog_fork(daemon, parse(params)?).await,
+        "edit_begin" => edit_begin(daemon, parse(params)?).await,
+        "edit_commit" => edit_commit(daemon, parse(params)?).await,
+        "edit_abort" => edit_abort(daemon, parse(params)?).await,
+        "session_status" => session_status(daemon, parse(params)?).await,
+        "session_approve" => session_approve(daemon, parse(params)?).await,
+        "session_reset" => session_reset(daemon, parse(params)?).await,
+        "dialog_new" => dialog_new(daemon, parse(params)?).await,
+        "dialog_list" => dialog_list(daemon, parse(params)?).await,
+        "dialog_rm" => dialog_rm(daemon, parse(params)?).await,
+        "verify" => verify(daemon, parse(params)?).await,
+        "rescan" => rescan(daemon, parse(params)?).await,
+        "shutdown" => {
+            parse::<NoParams>(params)?;
+            Ok(json!({ "stopping": true }))
+        }
+        other => Err(RpcError::new(
+            ErrorCode::MethodNotFound,
+            format!("unknown method `{other}`"),
+        )),
+    }
+}
+
+fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    let params = match params {
+        None | Some(Value::Null) => json!({}),
+        Some(p @ Value::Object(_)) => p,
+        Some(_) => {
+            return Err(RpcError::new(
+                ErrorCode::InvalidParams,
+                "params must be an object",
+            ))
+        }
+    };
+    serde_json::from_value(params)
+        .map_err(|e| RpcError::new(ErrorCode::InvalidParams, format!("invalid params: {e}")))
+}
+
+fn hello(params: HelloParams) -> Reply {
+    if let Some(client) = &params.client {
+        tracing::debug!(client = %client, protocol = ?params.protocol, "hello");
+    }
+    Ok(json!({
+        "protocol": PROTOCOL_VERSION,
+        "daemon": format!("ckptd {}", env!("CARGO_PKG_VERSION")),
+        "pid": std::process::id(),
+    }))
+}
+
+async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Reply {
+    let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
+    let mut projects = project_list(&listed).await?;
+    for (value, p) in projects.iter_mut().zip(&listed) {
+        value["busy"] = json!(p.is_busy());
+        value["mode"] = json!(*p.mode.lock().expect("mode lock poisoned"));
+        value["progress"] = json!(p
+            .progress
+            .get()
+            .map(|(phase, done, total)| json!({ "phase": phase, "done": done, "total": total })));
+    }
+    Ok(json!({
+        "daemon": format!("ckptd {}", env!("CARGO_PKG_VERSION")),
+        "protocol": PROTOCOL_VERSION,
+        "pid": std::process::id(),
+        "uptime_seconds": daemon.started.elapsed().as_secs(),
+        "socket": daemon.paths.socket,
+        "data_dir": daemon.paths.data_dir,
+        "projects": projects,
+    }))
+}
+
+/// `{root, store, available}` for each project; the directory checks run off the async runtime.
+async fn project_list(projects: &[Arc<Project>]) -> Result<Vec<Value>, RpcError> {
+    let listed: Vec<(PathBuf, PathBuf)> = projects
+        .iter()
+        .map(|p| (p.root.clone(), p.store_dir.clone()))
+        .collect();
+    blocking(move || {
+        listed
+            .into_iter()
+            .map(
+                |(root, store)| json!({ "root": root, "store": store, "available": root.is_dir() }),
+            )
+            .collect()
+    })
+    .await
+}
+
+async fn watch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
+    let root = absolute(&params.path)?;
+    let root = blocking(move || std::fs::canonicalize(&root).map_err(|e| (root, e)))
+        .await?
+        .map_err(|(root, e)| {
+            RpcError::new(
+                ErrorCode::InvalidParams,
+                format!("cannot watch {}: {e}", root.display()),
+            )
+        })?;
+    let (is_dir, data_dir) = {
+        let (root, data_dir) = (root.clone(), daemon.paths.data_dir.clone());
+        blocking(move || {
+            (
+                root.is_dir(),
+                std::fs::canonicalize(&data_dir).unwrap_or(data_dir),
+            )
+        })
+        .await?
+    };
+    if !is_dir {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            format!("{} is not a directory", root.display()),
+        ));
+    }
+    if root.starts_with(&data_dir) {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            "cannot watch ckpt's own data directory",
+        ));
+    }
+    let _registry = daemon.registry_lock.lock().await;
+    let project = {
+        let mut projects = daemon.projects.write().await;
+        if let Some(existing) = projects.get(&root) {
+            existing.clone()
+        } else {
+            if let Some(other) = projects
+                .keys()
+                .find(|r| root.starts_with(r) || r.starts_with(&root))
+            {
+                return Err(RpcError::new(
+                    ErrorCode::ProjectOverlap,
+                    format!(
+                        "{} overlaps the watched project {}",
+                        root.display(),
+                        other.display()
+                    ),
+                ));
+            }
+            let project = Arc::new(Project::new(root.clone(), &daemon.config, &daemon.paths));
+            projects.insert(root.clone(), project.clone());
+            let roots: Vec<PathBuf> = projects.keys().cloned().collect();
+            let file = daemon.paths.registry_file();
+            if let Err(e) = blocking(move || save_registry(&file, &roots)).await? {
+                projects.remove(&root);
+                return Err(RpcError::new(
+                    ErrorCode::StoreError,
+                    format!("cannot save the project registry: {e}"),
+                ));
+            }
+            tracing::info!(root = %root.display(), "watching a new project");
+            project
+        }
+    };
+    let dialogs = project
+        .run(|_, opened| {
+            let repo = opened.store.repo();
+            opened.store.dialogs(&repo).map_err(checkpoint_error)
+        })
+        .await?;
+    Ok(json!({ "root": project.root, "store": project.store_dir, "dialogs": dialogs.len() }))
+}
+
+async fn unwatch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
+    let path = absolute(&params.path)?;
+    let path = blocking(move || std::fs::canonicalize(&path).unwrap_or(path)).await?;
+    let _registry = daemon.registry_lock.lock().await;
+    let mut projects = daemon.projects.write().await;
+    let root = projects
+        .keys()
+        .filter(|r| path.starts_with(r))
+        .max_by_key(|r| r.as_os_str().len())
+        .cloned()
+        .ok_or_else(|| not_a_project(&path))?;
+    let project = projects.remove(&root).expect("found just above");
+    let roots: Vec<PathBuf> = projects.keys().cloned().collect();
+    let file = daemon.paths.registry_file();
+    if let Err(e) = blocking(move || save_registry(&file, &roots)).await? {
+        projects.insert(root, project);
+        return Err(RpcError::new(
+            ErrorCode::StoreError,
+            format!("cannot save the project registry: {e}"),
+        ));
+    }
+    tracing::info!(root = %root.display(), "no longer watching");
+    Ok(json!({ "root": root, "store": project.store_dir }))
+}
+
+async fn projects(daemon: &Arc<Daemon>, _: NoParams) -> Reply {
+    let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
+    Ok(Value::Array(project_list(&listed).await?))
+}
+
+async fn find_project(daemon: &Arc<Daemon>, path: &Path) -> Result<Arc<Project>, RpcError> {
+    let path = absolute(path)?;
+    let lookup = path.clone();
+    match blocking(move || std::fs::canonicalize(&lookup)).await? {
+        Ok(real) => daemon
+            .project_for(&real)
+            .await
+            .ok_or_else(|| not_a_project(&real)),
+        // The directory is gone: if it was (inside) a project, say so precisely.
+        Err(e) => match daemon.project_for(&normalize(&path)).await {
+            Some(p) => Err(RpcError::new(
+                ErrorCode::ProjectUnavailable,
+                format!(
+                    "project directory {} is not accessible: {e}",
+                    p.root.display()
+                ),
+            )),
+            None => Err(not_a_project(&path)),
+        },
+    }
+}
+
+/// Runs filesystem work off the async runtime.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, RpcError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RpcError::new(ErrorCode::Internal, format!("blocking task failed: {e}")))
+}
+
+fn not_a_project(path: &Path) -> RpcError {
+    RpcError::new(
+        ErrorCode::NotAProject,
+        format!(
+            "{} is not inside a watched project (run `ckpt watch` there first)",
+            path.display()
+        ),
+    )
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, RpcError> {
+    if path.is_absolute() {
+        Ok(path.to_path_buf())
+    } else {
+        Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            format!("path `{}` must be absolute", path.display()),
+        ))
+    }
+}
+
+/// Removes `.` and resolves `..` without touching the filesystem.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Converts client paths (absolute, or relative to the root) into tree paths.
+fn tree_paths(root: &Path, paths: &[PathBuf]) -> Result<Vec<BString>, RpcError> {
+    use std::os::unix::ffi::OsStrExt;
+    paths
+        .iter()
+        .map(|p| {
+            let abs = normalize(&root.join(p));
+            let rel = abs.strip_prefix(root).map_err(|_| {
+                RpcError::new(
+                    ErrorCode::InvalidParams,
+                    format!(
+                        "path `{}` is outside the project {}",
+                        p.display(),
+                        root.display()
+                    ),
+                )
+            })?;
+            Ok(BString::from(rel.as_os_str().as_bytes()))
+        })
+        .collect()
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).expect("result types always serialise")
+}
+
+fn checkpoint_error(e: CheckpointError) -> RpcError {
+    let code = match &e {
+        CheckpointError::Unknown(_) | CheckpointError::NotACheckpoint { .. } => {
+            ErrorCode::UnknownCheckpoint
+        }
+        CheckpointError::Ambiguous { .. } => ErrorCode::AmbiguousCheckpoint,
+        CheckpointError::UnknownDialog(_) => ErrorCode::UnknownDialog,
+        CheckpointError::TagExists(_) => ErrorCode::TagExists,
+        CheckpointError::BadId(_)
+        | CheckpointError::BadDialog(_)
+        | CheckpointError::MetaTooLarge { .. } => ErrorCode::InvalidParams,
+        CheckpointError::Store(_) => ErrorCode::StoreError,
+    };
+    RpcError::new(code, e.to_string())
+}
+
+fn snapshot_error(e: SnapshotError) -> RpcError {
+    match e {
+        SnapshotError::Root { .. } => RpcError::new(ErrorCode::ProjectUnavailable, e.to_string()),
+        SnapshotError::Store(e) => store_error(e),
+    }
+}
+
+fn store_error(e: crate::store::StoreError) -> RpcError {
+    RpcError::new(ErrorCode::StoreError, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_paths_become_tree_paths() {
+        let root = Path::new("/p");
+        let ok = tree_paths(
+            root,
+            &[
+                PathBuf::from("/p/src/a.rs"),
+                PathBuf::from("docs"),
+                PathBuf::from("/p"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            ok,
+            vec![
+                BString::from("src/a.rs"),
+                BString::from("docs"),
+                BString::from("")
+            ]
+        );
+        assert!(tree_paths(root, &[PathBuf::from("/etc/passwd")]).is_err());
+        assert!(tree_paths(root, &[PathBuf::from("../x")]).is_err());
+        assert!(tree_paths(root, &[PathBuf::from("/p/../q")]).is_err());
+    }
+}

@@ -1,0 +1,196 @@
+//! Changing the files: restore, undo, and edit transactions.
+
+use super::*;
+
+pub(super) async fn restore(daemon: &Arc<Daemon>, params: RestoreParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    let paths = tree_paths(&project.root, &params.paths)?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            let target = opened
+                .store
+                .resolve(&repo, &params.id)
+                .map_err(checkpoint_error)?;
+            restore_to(project, opened, &target, paths, params.dry_run, "restore")
+        })
+        .await
+}
+
+pub(super) async fn edit_begin(daemon: &Arc<Daemon>, params: EditBeginParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    let paths = tree_paths(&project.root, &params.paths)?;
+    let p = project.clone();
+    let token = blocking(move || {
+        p.edits
+            .lock()
+            .expect("edits lock poisoned")
+            .begin(&p.root, &paths)
+    })
+    .await?
+    .map_err(|e| RpcError::new(ErrorCode::InvalidParams, e))?;
+    Ok(json!({ "token": token, "expires_in_seconds": crate::daemon::edit::EDIT_TTL.as_secs() }))
+}
+
+pub(super) async fn edit_commit(daemon: &Arc<Daemon>, params: EditParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    if !project
+        .edits
+        .lock()
+        .expect("edits lock poisoned")
+        .commit(&params.token)
+    {
+        return Err(unknown_edit(&params.token));
+    }
+    Ok(json!({ "token": params.token, "committed": true }))
+}
+
+pub(super) async fn edit_abort(daemon: &Arc<Daemon>, params: EditParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    let p = project.clone();
+    let token = params.token.clone();
+    let outcome = blocking(move || {
+        p.edits
+            .lock()
+            .expect("edits lock poisoned")
+            .abort(&p.root, &token)
+    })
+    .await?;
+    let (restored, skipped) = outcome.ok_or_else(|| unknown_edit(&params.token))?;
+    Ok(json!({ "token": params.token, "restored": restored, "skipped": skipped }))
+}
+
+pub(super) fn unknown_edit(token: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::UnknownEdit,
+        format!("no open edit transaction `{token}` (committed, aborted or expired)"),
+    )
+}
+
+/// Restores the last restore's undo checkpoint (of `dialog`, or of any dialog).
+pub(super) async fn undo(daemon: &Arc<Daemon>, params: UndoParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            let last = opened
+                .store
+                .list(&repo, params.dialog.as_deref())
+                .map_err(checkpoint_error)?
+                .into_iter()
+                .find_map(|c| c.restore)
+                .ok_or_else(|| {
+                    RpcError::new(ErrorCode::UnknownCheckpoint, "there is no restore to undo")
+                })?;
+            let target = opened
+                .store
+                .resolve(&repo, &last.undo)
+                .map_err(checkpoint_error)?;
+            restore_to(
+                project,
+                opened,
+                &target,
+                Vec::new(),
+                params.dry_run,
+                "restore",
+            )
+        })
+        .await
+}
+
+/// The restore itself: the undo checkpoint first, the files, a check against the target, and a
+/// `restore` checkpoint of the result that names both.
+pub(super) fn restore_to(
+    project: &Project,
+    opened: &mut crate::daemon::project::Opened,
+    target: &crate::store::Checkpoint,
+    paths: Vec<BString>,
+    dry_run: bool,
+    end_kind: &str,
+) -> Reply {
+    opened.prepare(project)?;
+    let options = RestoreOptions {
+        paths: paths.clone(),
+        dry_run,
+    };
+    let mut report = opened
+        .store
+        .restore(&opened.filter, &mut opened.index, target, &options)
+        .map_err(|e| match e {
+            RestoreError::Snapshot(e) => snapshot_error(e),
+            RestoreError::Checkpoint(e) => checkpoint_error(e),
+        })?;
+    let mut recorded = None;
+    if let (false, Some(undo)) = (dry_run, report.undo_checkpoint.clone()) {
+        let now = report_leftovers(project, opened, target, &paths, &mut report)?;
+        let scope = if paths.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} paths)", paths.len())
+        };
+        let new = NewCheckpoint {
+            dialog: target.dialog.clone(),
+            kind: end_kind.into(),
+            label: format!(
+                "restored to {} (#{} {}){scope}",
+                &target.id[..12],
+                target.seq,
+                target.kind
+            ),
+            message_id: None,
+            meta: None,
+            restore: Some(crate::store::RestoreLink {
+                restored_to: target.id.clone(),
+                undo,
+            }),
+        };
+        recorded = Some(
+            opened
+                .store
+                .record_checkpoint(now, opened.index.skipped(), new)
+                .map_err(checkpoint_error)?
+                .id,
+        );
+    }
+    let mut value = to_value(&report);
+    value["restore_checkpoint"] = json!(recorded);
+    // The client's metadata of the target (e.g. the agent's conversation), to roll back with.
+    let mut with_meta = target.clone();
+    opened
+        .store
+        .load_meta(&opened.store.repo(), &mut with_meta)
+        .map_err(checkpoint_error)?;
+    value["meta"] = with_meta.meta.unwrap_or(Value::Null);
+    Ok(value)
+}
+
+/// Checks the project against the checkpoint after a restore and reports every path that still
+/// differs and is not reported yet: typically a file that was ignored before the restore (so it
+/// was left alone) and is not ignored under the restored `.gitignore`.
+pub(super) fn report_leftovers(
+    project: &Project,
+    opened: &mut crate::daemon::project::Opened,
+    target: &crate::store::Checkpoint,
+    paths: &[BString],
+    report: &mut crate::store::RestoreReport,
+) -> Result<gix::ObjectId, RpcError> {
+    let now = opened.current_tree(project)?;
+    let repo = opened.store.repo();
+    let wanted = parse_id(&target.tree).map_err(store_error)?;
+    for change in diff_trees(&repo, Some(now), Some(wanted), paths).map_err(store_error)? {
+        let path = change.path.to_string();
+        if report.skipped.iter().any(|s| s.path == path) {
+            continue;
+        }
+        let reason = if change.old.is_some() && change.new.is_none() {
+            "left in place: it was not captured before the restore (ignored or excluded then), so it is not deleted"
+        } else {
+            "still differs from the checkpoint after the restore (it was not captured before: ignored or excluded then)"
+        };
+        tracing::warn!(path = %path, reason, "skipped while restoring");
+        report
+            .skipped
+            .push(crate::store::SkippedFile::new(path, reason));
+    }
+    Ok(now)
+}

@@ -1,0 +1,265 @@
+//! Dialogs and sessions: one timeline per conversation, approvals and resets.
+
+use super::*;
+
+pub(super) async fn session_status(daemon: &Arc<Daemon>, params: SessionParams) -> Reply {
+    let dialog = params.dialog.unwrap_or_else(|| DEFAULT_DIALOG.into());
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            let head = opened
+                .store
+                .list(&repo, Some(&dialog))
+                .map_err(checkpoint_error)?
+                .into_iter()
+                .next();
+            let Some(head) = head else {
+                return Err(RpcError::new(
+                    ErrorCode::UnknownDialog,
+                    format!("no dialog named `{dialog}`"),
+                ));
+            };
+            let approved = opened
+                .store
+                .approved(&repo, &dialog)
+                .map_err(checkpoint_error)?
+                .expect("the dialog has checkpoints");
+            let now = opened.current_tree(project)?;
+            let was_approved = approved.kind == "approved";
+            Ok(json!({
+                "dialog": dialog,
+                "active_session": active_session(&head),
+                "has_unapproved": Some(now) != parse_id(&approved.tree).ok(),
+                "approved_commit": approved.id,
+                "last_approved_at": was_approved.then_some(approved.created_at),
+            }))
+        })
+        .await
+}
+
+pub(super) async fn session_approve(daemon: &Arc<Daemon>, params: SessionApproveParams) -> Reply {
+    let named = params.dialog.is_some();
+    let dialog = params.dialog.unwrap_or_else(|| DEFAULT_DIALOG.into());
+    validate_dialog(&dialog).map_err(checkpoint_error)?;
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let tree = opened.current_tree(project)?;
+            let repo = opened.store.repo();
+            if named
+                && !opened
+                    .store
+                    .dialog_exists(&repo, &dialog)
+                    .map_err(checkpoint_error)?
+            {
+                record_initial(opened, tree, &dialog, "")?;
+            }
+            let new = NewCheckpoint {
+                dialog: dialog.clone(),
+                kind: "approved".into(),
+                label: params.message.unwrap_or_default(),
+                message_id: None,
+                meta: None,
+                restore: None,
+            };
+            let approved = opened
+                .store
+                .record_checkpoint(tree, opened.index.skipped(), new)
+                .map_err(checkpoint_error)?;
+            opened
+                .store
+                .set_approved(&repo, &approved)
+                .map_err(checkpoint_error)?;
+            let approved_count = opened
+                .store
+                .list(&repo, Some(&dialog))
+                .map_err(checkpoint_error)?
+                .iter()
+                .filter(|c| c.session == approved.session && c.id != approved.id)
+                .count();
+            Ok(json!({
+                "approved_commit": approved.id,
+                "session": approved.session,
+                "new_session": approved.session + 1,
+                "commits_approved": approved_count,
+            }))
+        })
+        .await
+}
+
+pub(super) async fn session_reset(daemon: &Arc<Daemon>, params: SessionResetParams) -> Reply {
+    let dialog = params.dialog.unwrap_or_else(|| DEFAULT_DIALOG.into());
+    validate_dialog(&dialog).map_err(checkpoint_error)?;
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            let target = opened
+                .store
+                .approved(&repo, &dialog)
+                .map_err(checkpoint_error)?
+                .ok_or_else(|| {
+                    RpcError::new(
+                        ErrorCode::UnknownDialog,
+                        format!("no dialog named `{dialog}`"),
+                    )
+                })?;
+            let mut value = restore_to(
+                project,
+                opened,
+                &target,
+                Vec::new(),
+                params.dry_run,
+                "reset",
+            )?;
+            value["reset_to"] = json!(target.id);
+            if let Some(id) = value["restore_checkpoint"].as_str() {
+                let ended = opened.store.resolve(&repo, id).map_err(checkpoint_error)?;
+                value["new_session"] = json!(ended.session + 1);
+            }
+            Ok(value)
+        })
+        .await
+}
+
+/// Starts a dialog whose approved state is checkpoint `id`; the files are not touched.
+pub(super) async fn dialog_fork(daemon: &Arc<Daemon>, params: ForkParams) -> Reply {
+    let dialog = params.dialog.unwrap_or_else(made_up_dialog_name);
+    validate_dialog(&dialog).map_err(checkpoint_error)?;
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let repo = opened.store.repo();
+            let from = opened
+                .store
+                .resolve(&repo, &params.id)
+                .map_err(checkpoint_error)?;
+            if opened
+                .store
+                .dialog_exists(&repo, &dialog)
+                .map_err(checkpoint_error)?
+            {
+                return Err(RpcError::new(
+                    ErrorCode::DialogExists,
+                    format!("dialog `{dialog}` exists already"),
+                ));
+            }
+            let tree = parse_id(&from.tree).map_err(store_error)?;
+            let label = format!(
+                "forked from {} (#{} in {})",
+                &from.id[..12],
+                from.seq,
+                from.dialog
+            );
+            let initial = record_initial(opened, tree, &dialog, &label)?;
+            let initial = opened
+                .store
+                .resolve(&repo, initial["id"].as_str().unwrap_or(""))
+                .map_err(checkpoint_error)?;
+            opened
+                .store
+                .set_approved(&repo, &initial)
+                .map_err(checkpoint_error)?;
+            Ok(json!({ "dialog": dialog, "initial": initial, "forked_from": from.id }))
+        })
+        .await
+}
+
+pub(super) fn made_up_dialog_name() -> String {
+    let now = jiff::Timestamp::now();
+    format!(
+        "d-{}-{:04x}",
+        now.strftime("%Y%m%d-%H%M%S"),
+        (now.subsec_nanosecond() as u32 ^ std::process::id()) & 0xffff
+    )
+}
+
+/// Records the `initial` checkpoint that starts `dialog`.
+pub(super) fn record_initial(
+    opened: &mut crate::daemon::project::Opened,
+    tree: gix::ObjectId,
+    dialog: &str,
+    title: &str,
+) -> Reply {
+    let new = NewCheckpoint {
+        dialog: dialog.to_string(),
+        kind: "initial".into(),
+        label: title.to_string(),
+        message_id: None,
+        meta: None,
+        restore: None,
+    };
+    let c = opened
+        .store
+        .record_checkpoint(tree, opened.index.skipped(), new)
+        .map_err(checkpoint_error)?;
+    Ok(to_value(&c))
+}
+
+pub(super) async fn dialog_new(daemon: &Arc<Daemon>, params: DialogNewParams) -> Reply {
+    let dialog = params.dialog.unwrap_or_else(made_up_dialog_name);
+    validate_dialog(&dialog).map_err(checkpoint_error)?;
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            if opened
+                .store
+                .dialog_exists(&repo, &dialog)
+                .map_err(checkpoint_error)?
+            {
+                return Err(RpcError::new(
+                    ErrorCode::DialogExists,
+                    format!("dialog `{dialog}` exists already"),
+                ));
+            }
+            let tree = opened.current_tree(project)?;
+            let initial =
+                record_initial(opened, tree, &dialog, params.title.as_deref().unwrap_or(""))?;
+            Ok(json!({ "dialog": dialog, "initial": initial }))
+        })
+        .await
+}
+
+pub(super) async fn dialog_list(daemon: &Arc<Daemon>, params: ProjectParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let store = &opened.store;
+            let repo = store.repo();
+            let mut out = Vec::new();
+            for (name, head) in store.dialogs(&repo).map_err(checkpoint_error)? {
+                let chain = store.list(&repo, Some(&name)).map_err(checkpoint_error)?;
+                let head = store.checkpoint(&repo, head).map_err(checkpoint_error)?;
+                let title = chain
+                    .last()
+                    .filter(|c| c.kind == "initial")
+                    .map(|c| c.label.clone())
+                    .unwrap_or_default();
+                out.push(json!({
+                    "dialog": name,
+                    "checkpoints": chain.len(),
+                    "last_activity": head.created_at,
+                    "head": head.id,
+                    "title": title,
+                }));
+            }
+            Ok(Value::Array(out))
+        })
+        .await
+}
+
+pub(super) async fn dialog_rm(daemon: &Arc<Daemon>, params: DialogParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |_, opened| {
+            let repo = opened.store.repo();
+            let head = opened
+                .store
+                .remove_dialog(&repo, &params.dialog)
+                .map_err(checkpoint_error)?;
+            Ok(json!({ "dialog": params.dialog, "head": head.to_string() }))
+        })
+        .await
+}
