@@ -488,23 +488,11 @@ impl FileIndex {
         out.into_iter().collect()
     }
 
-    /// Every included folder (for watches).
-    pub fn dirs(&self) -> Vec<BString> {
-        let mut out = HashMap::new();
-        let mut dirs = BTreeSet::new();
-        flatten(&self.root, &BString::default(), &mut out, &mut dirs);
-        dirs.into_iter().collect()
-    }
-
     pub fn skipped(&self) -> Vec<SkippedFile> {
         self.skipped
             .iter()
             .map(|(p, r)| SkippedFile::new(p.to_str_lossy(), r.clone()))
             .collect()
-    }
-
-    pub fn is_skipped(&self, path: &BStr) -> bool {
-        self.skipped.contains_key(path)
     }
 
     /// Writes the trees that changed and returns the root tree id.

@@ -34,6 +34,8 @@ pub enum CheckpointError {
     BadId(String),
     #[error("invalid dialog name `{0}`: use 1-100 characters from A-Z a-z 0-9 . _ -, not starting with . or -")]
     BadDialog(String),
+    #[error("invalid tag name `{0}`: use 1-100 characters from A-Z a-z 0-9 . _ -, not starting with . or -")]
+    BadTag(String),
     #[error("tag `{0}` exists already")]
     TagExists(String),
     #[error("no dialog named `{0}`")]
@@ -145,6 +147,20 @@ pub struct NewCheckpoint {
     pub message_id: Option<String>,
     pub meta: Option<serde_json::Value>,
     pub restore: Option<RestoreLink>,
+}
+
+impl NewCheckpoint {
+    /// A checkpoint of `kind` on `dialog` with `label`, no message id, metadata or restore link.
+    pub fn new(dialog: impl Into<String>, kind: &str, label: impl Into<String>) -> NewCheckpoint {
+        NewCheckpoint {
+            dialog: dialog.into(),
+            kind: kind.to_string(),
+            label: label.into(),
+            message_id: None,
+            meta: None,
+            restore: None,
+        }
+    }
 }
 
 pub fn validate_dialog(name: &str) -> Result<(), CheckpointError> {
@@ -381,7 +397,7 @@ impl Store {
         checkpoint: &Checkpoint,
         tag: &str,
     ) -> Result<(), CheckpointError> {
-        validate_dialog(tag).map_err(|_| CheckpointError::BadDialog(tag.to_string()))?;
+        validate_dialog(tag).map_err(|_| CheckpointError::BadTag(tag.to_string()))?;
         let name = format!("{TAG_REFS}{tag}");
         if self.ref_target(repo, &name)?.is_some() {
             return Err(CheckpointError::TagExists(tag.to_string()));

@@ -185,11 +185,7 @@ impl Store {
                 .map_err(|e| StoreError::git("ref name", e))?,
             deref: false,
         };
-        let sig = signature();
-        let mut time_buf = gix::date::parse::TimeBuf::default();
-        repo.edit_references_as(Some(edit), Some(sig.to_ref(&mut time_buf)))
-            .map_err(|e| StoreError::Concurrent(format!("updating {name}: {e}")))?;
-        Ok(())
+        apply_ref_edit(repo, edit, "updating")
     }
 
     /// Deletes `name` if it still points at `expected`.
@@ -209,11 +205,7 @@ impl Store {
                 .map_err(|e| StoreError::git("ref name", e))?,
             deref: false,
         };
-        let sig = signature();
-        let mut time_buf = gix::date::parse::TimeBuf::default();
-        repo.edit_references_as(Some(edit), Some(sig.to_ref(&mut time_buf)))
-            .map_err(|e| StoreError::Concurrent(format!("deleting {name}: {e}")))?;
-        Ok(())
+        apply_ref_edit(repo, edit, "deleting")
     }
 
     /// The id `name` points at, if it exists.
@@ -250,6 +242,17 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// Applies one ref edit as a transaction, its reflog written as ckpt. A ref that moved
+/// meanwhile fails the compare-and-swap and is reported as a concurrent change.
+fn apply_ref_edit(repo: &gix::Repository, edit: RefEdit, doing: &str) -> Result<(), StoreError> {
+    let name = edit.name.as_bstr().to_string();
+    let sig = signature();
+    let mut time_buf = gix::date::parse::TimeBuf::default();
+    repo.edit_references_as(Some(edit), Some(sig.to_ref(&mut time_buf)))
+        .map_err(|e| StoreError::Concurrent(format!("{doing} {name}: {e}")))?;
+    Ok(())
 }
 
 /// The identity ckpt writes commits and reflogs as.

@@ -100,14 +100,6 @@ impl PackWriter {
         Ok(())
     }
 
-    pub fn len(&self) -> usize {
-        self.lock().entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Completes, flushes and publishes the pack; returns how many objects it holds. An empty
     /// pack is discarded.
     pub fn finish(self) -> Result<usize, StoreError> {

@@ -74,17 +74,14 @@ impl Store {
             let undo = self.record_checkpoint(
                 current_tree,
                 index.skipped(),
-                NewCheckpoint {
-                    dialog: target.dialog.clone(),
-                    kind: "pre-restore".into(),
-                    label: format!(
+                NewCheckpoint::new(
+                    target.dialog.clone(),
+                    "pre-restore",
+                    format!(
                         "before restoring to {short} (#{} {})",
                         target.seq, target.kind
                     ),
-                    message_id: None,
-                    meta: None,
-                    restore: None,
-                },
+                ),
             )?;
             Some(undo.id)
         };

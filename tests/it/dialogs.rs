@@ -227,6 +227,13 @@ fn notes_tags_grep_and_forks() {
     let out = env.ckpt(&["--json", "tag", c2["id"].as_str().unwrap(), "before-router"]);
     let err: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(err["error"]["data"]["kind"], "tag_exists");
+    let out = env.ckpt(&["tag", id1, "../nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("invalid tag name"),
+        "{}",
+        stderr(&out)
+    );
     env.json(&["note", id1, "works on Firefox"]);
     let noted = env.json(&["note", id1, "broken on Safari"]);
     assert_eq!(noted["notes"], "works on Firefox\nbroken on Safari");

@@ -386,6 +386,7 @@ fn checkpoint_error(e: CheckpointError) -> RpcError {
         CheckpointError::UnknownDialog(_) => ErrorCode::UnknownDialog,
         CheckpointError::TagExists(_) => ErrorCode::TagExists,
         CheckpointError::BadId(_)
+        | CheckpointError::BadTag(_)
         | CheckpointError::BadDialog(_)
         | CheckpointError::MetaTooLarge { .. } => ErrorCode::InvalidParams,
         CheckpointError::Store(_) => ErrorCode::StoreError,

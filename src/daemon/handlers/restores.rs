@@ -128,21 +128,19 @@ pub(super) fn restore_to(
         } else {
             format!(" ({} paths)", paths.len())
         };
+        let label = format!(
+            "restored to {} (#{} {}){scope}",
+            &target.id[..12],
+            target.seq,
+            target.kind
+        );
+        let link = crate::store::RestoreLink {
+            restored_to: target.id.clone(),
+            undo,
+        };
         let new = NewCheckpoint {
-            dialog: target.dialog.clone(),
-            kind: end_kind.into(),
-            label: format!(
-                "restored to {} (#{} {}){scope}",
-                &target.id[..12],
-                target.seq,
-                target.kind
-            ),
-            message_id: None,
-            meta: None,
-            restore: Some(crate::store::RestoreLink {
-                restored_to: target.id.clone(),
-                undo,
-            }),
+            restore: Some(link),
+            ..NewCheckpoint::new(target.dialog.clone(), end_kind, label)
         };
         recorded = Some(
             opened

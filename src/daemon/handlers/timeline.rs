@@ -55,14 +55,11 @@ pub(super) async fn session_approve(daemon: &Arc<Daemon>, params: SessionApprove
             {
                 record_initial(opened, tree, &dialog, "")?;
             }
-            let new = NewCheckpoint {
-                dialog: dialog.clone(),
-                kind: "approved".into(),
-                label: params.message.unwrap_or_default(),
-                message_id: None,
-                meta: None,
-                restore: None,
-            };
+            let new = NewCheckpoint::new(
+                dialog.clone(),
+                "approved",
+                params.message.unwrap_or_default(),
+            );
             let approved = opened
                 .store
                 .record_checkpoint(tree, opened.index.skipped(), new)
@@ -182,14 +179,7 @@ pub(super) fn record_initial(
     dialog: &str,
     title: &str,
 ) -> Reply {
-    let new = NewCheckpoint {
-        dialog: dialog.to_string(),
-        kind: "initial".into(),
-        label: title.to_string(),
-        message_id: None,
-        meta: None,
-        restore: None,
-    };
+    let new = NewCheckpoint::new(dialog, "initial", title);
     let c = opened
         .store
         .record_checkpoint(tree, opened.index.skipped(), new)
