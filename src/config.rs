@@ -43,6 +43,72 @@ pub struct Config {
     /// Largest accepted request line, in bytes.
     pub max_request_bytes: Option<ByteSize>,
     pub exclusions: ExclusionConfig,
+    /// How many checkpoints each dialog keeps (see `ckpt prune`).
+    pub retention: RetentionConfig,
+    /// Record an `auto` checkpoint once changes have settled this long ("30s", "5m"; off by
+    /// default). Applies to every project unless `[projects."<root>"]` says otherwise.
+    pub auto_checkpoint: Option<Interval>,
+    /// Settings for one project, keyed by its root (as `ckpt projects` prints it).
+    pub projects: std::collections::BTreeMap<PathBuf, ProjectConfig>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// Checkpoints kept in a dialog's active session (default 50).
+    pub keep: Option<usize>,
+    /// Automatic checkpoints kept (default 20).
+    pub auto_keep: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProjectConfig {
+    pub auto_checkpoint: Option<Interval>,
+    pub keep: Option<usize>,
+    pub auto_keep: Option<usize>,
+}
+
+/// A duration written as `"500ms"`, `"30s"`, `"5m"`, `"1h"`, or `"off"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval(pub Option<std::time::Duration>);
+
+impl<'de> Deserialize<'de> for Interval {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_interval(&text)
+            .map(Interval)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Parses `"off"`, `"500ms"`, `"30s"`, `"5m"`, `"1h"`; at least one second.
+pub fn parse_interval(text: &str) -> Result<Option<std::time::Duration>, String> {
+    let t = text.trim();
+    if t == "off" {
+        return Ok(None);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{text}` is not an interval (examples: \"30s\", \"5m\", \"off\")"))?;
+    let ms = match unit.trim() {
+        "ms" => Some(n),
+        "s" => n.checked_mul(1000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{text}` (use ms, s, m or h)"
+            ))
+        }
+    }
+    .ok_or_else(|| format!("interval `{text}` is too long"))?;
+    if ms < 1000 {
+        return Err(format!("interval `{text}` is shorter than one second"));
+    }
+    Ok(Some(std::time::Duration::from_millis(ms)))
 }
 
 /// Changes to the built-in exclusion list (gitignore syntax throughout).
@@ -146,6 +212,26 @@ impl Config {
                 });
             }
         }
+        for (root, project) in &self.projects {
+            if !root.is_absolute() {
+                return Err(ConfigError::Value {
+                    key: "projects",
+                    message: format!("{} is not an absolute path", root.display()),
+                });
+            }
+            if project.keep == Some(0) {
+                return Err(ConfigError::Value {
+                    key: "projects.keep",
+                    message: "must be at least 1".into(),
+                });
+            }
+        }
+        if self.retention.keep == Some(0) {
+            return Err(ConfigError::Value {
+                key: "retention.keep",
+                message: "must be at least 1".into(),
+            });
+        }
         for pattern in &self.exclusions.remove {
             if !crate::filter::BUILT_IN_EXCLUSIONS.contains(&pattern.as_str()) {
                 return Err(ConfigError::Value {
@@ -162,6 +248,31 @@ impl Config {
 
     pub fn max_file_size(&self) -> u64 {
         self.max_file_size.map_or(DEFAULT_MAX_FILE_SIZE, |b| b.0)
+    }
+
+    /// The retention of `root`'s dialogs (before any per-dialog `dialog keep`).
+    pub fn retention_for(&self, root: &Path) -> crate::store::retention::Retention {
+        let project = self.projects.get(root);
+        let default = crate::store::retention::Retention::default();
+        crate::store::retention::Retention {
+            keep: project
+                .and_then(|p| p.keep)
+                .or(self.retention.keep)
+                .unwrap_or(default.keep),
+            auto_keep: project
+                .and_then(|p| p.auto_keep)
+                .or(self.retention.auto_keep)
+                .unwrap_or(default.auto_keep),
+        }
+    }
+
+    /// How long changes in `root` must settle before an automatic checkpoint (None: off).
+    pub fn auto_checkpoint_for(&self, root: &Path) -> Option<std::time::Duration> {
+        self.projects
+            .get(root)
+            .and_then(|p| p.auto_checkpoint)
+            .or(self.auto_checkpoint)
+            .and_then(|i| i.0)
     }
 
     pub fn max_request_bytes(&self) -> u64 {

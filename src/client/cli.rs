@@ -142,6 +142,20 @@ pub enum Command {
         #[arg(long, value_name = "D", global = true)]
         dialog: Option<String>,
     },
+    /// Cut old checkpoints out of the timelines (kept: the newest N of each active session,
+    /// approved states, tagged and annotated ones, the last restore and its undo).
+    Prune {
+        /// Keep this many in each active session (default: the configured retention, 50).
+        #[arg(long, value_name = "N")]
+        keep: Option<usize>,
+        #[arg(long, value_name = "D")]
+        dialog: Option<String>,
+        /// Also remove the pruned objects from disk (`ckpt gc`).
+        #[arg(long)]
+        gc: bool,
+    },
+    /// Remove objects no checkpoint reaches and pack the rest into one pack.
+    Gc,
     /// Daemon health and projects.
     Status,
     /// Check that the index (what checkpoints record) equals a fresh full scan right now.
@@ -202,6 +216,14 @@ pub enum DialogCommand {
     },
     /// Forget a dialog's timeline (content shared with other dialogs stays).
     Rm { name: String },
+    /// Set how many checkpoints NAME keeps in its active session (`--default`: the config's).
+    Keep {
+        name: String,
+        #[arg(required_unless_present = "default")]
+        count: Option<usize>,
+        #[arg(long, conflicts_with = "count")]
+        default: bool,
+    },
 }
 
 /// Runs the command line and returns the process exit code (0 ok, 1 error, 2 restore skipped).
@@ -477,6 +499,32 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                     0
                 },
             );
+        }
+        Command::Dialog(DialogCommand::Keep { name, count, .. }) => {
+            let result = connect()?.call(
+                "dialog_keep",
+                json!({ "project": project, "dialog": name, "keep": count }),
+            )?;
+            out.value_or(
+                &result,
+                &format!("dialog {name} keeps {} checkpoints", result["keep"]),
+            );
+        }
+        Command::Prune { keep, dialog, gc } => {
+            let params = strip_nulls(
+                json!({ "project": project, "keep": keep, "dialog": dialog, "gc": gc }),
+            );
+            let socket = paths.socket.clone();
+            let mut conn = connect()?;
+            let result = with_progress(&socket, &base, !cli.json, || conn.call("prune", params))?;
+            out.pruned(&result);
+        }
+        Command::Gc => {
+            let socket = paths.socket.clone();
+            let mut conn = connect()?;
+            let params = json!({ "project": project });
+            let result = with_progress(&socket, &base, !cli.json, || conn.call("gc", params))?;
+            out.gc(&result);
         }
         Command::Status => out.status(&connect()?.call("status", json!({}))?),
         Command::Verify => {

@@ -365,9 +365,58 @@ impl Out {
                 (_, Some(true)) => "busy",
                 _ => "ok",
             };
-            println!("  {}  {state}", s(p, "root"));
+            println!(
+                "  {}  {state}  {}  store {}",
+                s(p, "root"),
+                s(p, "mode"),
+                human_bytes(n(p, "store_bytes"))
+            );
         }
     }
+
+    pub fn pruned(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        println!(
+            "pruned {} checkpoints, kept {}",
+            arr(v, "pruned").len(),
+            n(v, "kept")
+        );
+        if let Some(gc) = v.get("gc") {
+            self.gc(gc);
+        }
+    }
+
+    pub fn gc(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        println!(
+            "gc: {} objects kept in one pack; removed {} loose objects and {} packs; {} -> {}",
+            n(v, "objects"),
+            n(v, "loose_removed"),
+            n(v, "packs_removed"),
+            human_bytes(n(v, "bytes_before")),
+            human_bytes(n(v, "bytes_after"))
+        );
+    }
+}
+
+/// `1.5 MiB` and the like.
+pub fn human_bytes(bytes: u64) -> String {
+    let mut value = bytes as f64;
+    for unit in ["B", "KiB", "MiB", "GiB"] {
+        if value < 1024.0 || unit == "GiB" {
+            return if unit == "B" {
+                format!("{bytes} B")
+            } else {
+                format!("{value:.1} {unit}")
+            };
+        }
+        value /= 1024.0;
+    }
+    unreachable!("the loop returns at GiB")
 }
 
 impl Out {

@@ -2,6 +2,7 @@
 //! Also the registry file (`projects.json` in the data dir) that makes registrations survive
 //! daemon restarts.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use crate::index::{
     load_stat_cache, save_stat_cache, stat_cache_path, FileIndex, Progress, RefreshOutcome,
 };
 use crate::protocol::{ErrorCode, RpcError};
+use crate::store::retention::Retention;
 use crate::store::SnapshotOptions;
 use crate::store::Store;
 use crate::watch::{Changes, ProjectWatcher};
@@ -35,6 +37,14 @@ impl Opened {
     /// completed before now is seen) and refreshes what changed, or verifies everything by stat
     /// when the watcher cannot vouch for the dirty set.
     pub fn prepare(&mut self, project: &Project) -> Result<RefreshOutcome, RpcError> {
+        if let Some(root) = self.index.last_root() {
+            if !self.store.repo().has_object(root) {
+                // Someone removed objects the index vouches for (e.g. `git gc` after a dialog
+                // was removed): forget every cached id and hash everything again.
+                tracing::warn!(root = %project.root.display(), tree = %root, "the store lost the index's tree; re-reading the whole project");
+                self.index = FileIndex::with_stat_cache(HashMap::new(), project.progress.clone());
+            }
+        }
         let changes = match &self.watcher {
             Some(w) => w.sync(),
             None => Changes {
@@ -102,6 +112,7 @@ impl Opened {
         if !now && self.last_saved.is_some_and(|t| t.elapsed() < SAVE_INTERVAL) {
             return;
         }
+        self.protect_index_objects();
         let path = stat_cache_path(self.store.dir());
         match save_stat_cache(&self.index, &path) {
             Ok(()) => self.last_saved = Some(Instant::now()),
@@ -111,6 +122,32 @@ impl Opened {
         }
     }
 }
+
+impl Opened {
+    /// Points `refs/ckpt/index` at the index's last written tree, so that no gc (ckpt's or
+    /// git's) removes an object the saved stat cache names.
+    pub fn protect_index_objects(&self) {
+        let Some(tree) = self.index.last_root() else {
+            return;
+        };
+        let repo = self.store.repo();
+        let result = self
+            .store
+            .ref_target(&repo, INDEX_REF)
+            .and_then(|old| match old {
+                Some(old) if old == tree => Ok(()),
+                old => self
+                    .store
+                    .update_ref(&repo, INDEX_REF, old, tree, "ckpt: index"),
+            });
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "cannot record the index's tree");
+        }
+    }
+}
+
+/// Keeps the tree the saved stat cache describes reachable.
+const INDEX_REF: &str = "refs/ckpt/index";
 
 pub struct Project {
     pub root: PathBuf,
@@ -138,6 +175,15 @@ impl Project {
             progress: Arc::default(),
             edits: std::sync::Mutex::default(),
         }
+    }
+
+    /// The retention of `dialog`: `dialog keep`, else the project's or the global config.
+    pub fn retention(&self, store: &Store, dialog: &str) -> Retention {
+        let mut r = self.config.retention_for(&self.root);
+        if let Some(keep) = store.dialog_keep(dialog) {
+            r.keep = keep;
+        }
+        r
     }
 
     pub fn max_file_size(&self) -> u64 {
@@ -184,10 +230,16 @@ impl Project {
         let hard = vec![self.data_dir.clone(), self.store_dir.clone()];
         let filter = Filter::new(&self.root, &self.config.exclusions, hard)
             .map_err(|e| RpcError::new(ErrorCode::InvalidParams, e.to_string()))?;
-        let index = FileIndex::with_stat_cache(
-            load_stat_cache(&stat_cache_path(store.dir())),
-            self.progress.clone(),
-        );
+        let mut stale = load_stat_cache(&stat_cache_path(store.dir()));
+        let repo = store.repo();
+        if let Ok(Some(tree)) = store.ref_target(&repo, INDEX_REF) {
+            if !repo.has_object(tree) {
+                tracing::warn!(store = %store.dir().display(), "the stat cache names objects the store lost; ignoring it");
+                stale.clear();
+            }
+        }
+        drop(repo);
+        let index = FileIndex::with_stat_cache(stale, self.progress.clone());
         let watcher = match ProjectWatcher::start(&self.root) {
             Ok(w) => Some(w),
             Err(e) => {

@@ -112,6 +112,8 @@ pub struct FileIndex {
     stale: HashMap<BString, IndexEntry>,
     /// True once a full verify has run: from then on dirty paths suffice.
     verified: bool,
+    /// The root tree last written: every blob and tree id the index holds is reachable from it.
+    last_root: Option<ObjectId>,
     progress: Arc<Progress>,
 }
 
@@ -497,13 +499,20 @@ impl FileIndex {
 
     /// Writes the trees that changed and returns the root tree id.
     pub fn write_tree(&mut self, repo: &gix::Repository) -> Result<ObjectId, StoreError> {
-        match write_node(repo, &mut self.root)? {
-            Some(id) => Ok(id),
+        let id = match write_node(repo, &mut self.root)? {
+            Some(id) => id,
             None => repo
                 .write_object(gix::objs::Tree::empty())
                 .map(|id| id.detach())
-                .map_err(|e| StoreError::git("writing a tree", e)),
-        }
+                .map_err(|e| StoreError::git("writing a tree", e))?,
+        };
+        self.last_root = Some(id);
+        Ok(id)
+    }
+
+    /// The root tree last written by [`FileIndex::write_tree`].
+    pub fn last_root(&self) -> Option<ObjectId> {
+        self.last_root
     }
 
     fn node(&self, path: &BStr) -> Option<&DirNode> {

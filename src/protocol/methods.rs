@@ -217,6 +217,31 @@ pub struct ProjectParams {
     pub project: PathBuf,
 }
 
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneParams {
+    pub project: PathBuf,
+    /// Only this dialog (all dialogs when absent).
+    #[serde(default)]
+    pub dialog: Option<String>,
+    /// Keep this many checkpoints in each active session instead of the configured number.
+    #[serde(default)]
+    pub keep: Option<usize>,
+    /// Also run `gc` afterwards.
+    #[serde(default)]
+    pub gc: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DialogKeepParams {
+    pub project: PathBuf,
+    pub dialog: String,
+    /// Checkpoints kept in the dialog's active session; null goes back to the configured number.
+    #[serde(default)]
+    pub keep: Option<usize>,
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}

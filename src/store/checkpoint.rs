@@ -18,9 +18,11 @@ use super::{signature, Store, StoreError};
 const HEADER: &str = "ckpt";
 const DIALOG_REFS: &str = "refs/ckpt/dialogs/";
 const META_REFS: &str = "refs/ckpt/meta/";
-const APPROVED_REFS: &str = "refs/ckpt/approved/";
-const TAG_REFS: &str = "refs/ckpt/tags/";
-const NOTE_REFS: &str = "refs/ckpt/notes/";
+pub(crate) const APPROVED_REFS: &str = "refs/ckpt/approved/";
+pub(crate) const TAG_REFS: &str = "refs/ckpt/tags/";
+pub(crate) const NOTE_REFS: &str = "refs/ckpt/notes/";
+/// Runs of checkpoints kept by retention that their dialog's ref no longer reaches.
+pub(crate) const KEPT_REFS: &str = "refs/ckpt/kept/";
 /// Largest client metadata document accepted with a checkpoint.
 pub const MAX_CLIENT_META_BYTES: usize = 16 * 1024 * 1024;
 
@@ -491,6 +493,9 @@ impl Store {
         if let Some(id) = self.ref_target(repo, &approved)? {
             self.delete_ref(repo, &approved, id)?;
         }
+        for (name, id) in self.refs_under(repo, &format!("{KEPT_REFS}{dialog}/"))? {
+            self.delete_ref(repo, &format!("{KEPT_REFS}{dialog}/{name}"), id)?;
+        }
         Ok(head)
     }
 
@@ -512,21 +517,11 @@ impl Store {
         if let Some(d) = dialog {
             validate_dialog(d)?;
         }
-        let mut chains = Vec::new();
-        for (name, head) in self.dialogs(repo)? {
-            if dialog.is_some_and(|d| d != name) {
-                continue;
-            }
-            let mut chain = Vec::new();
-            let mut next = Some(head);
-            while let Some(id) = next {
-                let c = self.checkpoint(repo, id)?;
-                next = c.parent.as_deref().map(parse_id).transpose()?;
-                chain.push(c);
-            }
-            chain.reverse(); // oldest first, so that `pop` yields the newest
-            chains.push(chain);
-        }
+        let mut chains: Vec<Vec<Checkpoint>> = self
+            .chains(repo, dialog)?
+            .into_iter()
+            .map(|(_, chain)| chain)
+            .collect();
         let mut out = Vec::new();
         while let Some(newest) = chains
             .iter_mut()
@@ -534,6 +529,56 @@ impl Store {
             .max_by(|a, b| a[a.len() - 1].created_at.cmp(&b[b.len() - 1].created_at))
         {
             out.push(newest.pop().expect("non-empty chain"));
+        }
+        Ok(out)
+    }
+
+    /// Each dialog (or only `dialog`) with its checkpoints, oldest first: the chain from the
+    /// dialog's ref and the runs that retention kept, each walked back to where it was cut.
+    pub(crate) fn chains(
+        &self,
+        repo: &gix::Repository,
+        dialog: Option<&str>,
+    ) -> Result<Vec<(String, Vec<Checkpoint>)>, CheckpointError> {
+        let shallow = self.shallow()?;
+        let mut starts: BTreeMap<String, Vec<ObjectId>> = BTreeMap::new();
+        for (name, head) in self.dialogs(repo)? {
+            starts.entry(name).or_default().push(head);
+        }
+        for (name, id) in self.refs_under(repo, KEPT_REFS)? {
+            if let Some((d, _)) = name.rsplit_once('/') {
+                if let Some(runs) = starts.get_mut(d) {
+                    runs.push(id);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (name, heads) in starts {
+            if dialog.is_some_and(|d| d != name) {
+                continue;
+            }
+            let mut seen = HashSet::new();
+            let mut chain = Vec::new();
+            for head in heads {
+                let mut next = Some(head);
+                while let Some(id) = next.filter(|id| seen.insert(*id)) {
+                    let c = match self.checkpoint(repo, id) {
+                        Ok(c) => c,
+                        Err(e) if !chain.is_empty() => {
+                            tracing::warn!(dialog = %name, error = %e, "timeline ends at an unreadable checkpoint");
+                            break;
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    next = match shallow.contains(&id) {
+                        true => None,
+                        false => c.parent.as_deref().map(parse_id).transpose()?,
+                    };
+                    chain.push(c);
+                }
+            }
+            chain.sort_by_key(|c| c.seq);
+            out.push((name, chain));
         }
         Ok(out)
     }

@@ -10,8 +10,10 @@
 
 pub mod checkpoint;
 pub mod diff;
+pub mod gc;
 pub mod pack;
 pub mod restore;
+pub mod retention;
 pub mod snapshot;
 pub mod treediff;
 

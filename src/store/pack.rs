@@ -103,6 +103,11 @@ impl PackWriter {
     /// Completes, flushes and publishes the pack; returns how many objects it holds. An empty
     /// pack is discarded.
     pub fn finish(self) -> Result<usize, StoreError> {
+        self.finish_named().map(|(count, _)| count)
+    }
+
+    /// Like [`PackWriter::finish`], also returning the pack's name (`pack-<checksum>`).
+    pub fn finish_named(self) -> Result<(usize, Option<String>), StoreError> {
         let state = self.state.into_inner().expect("pack lock poisoned");
         let count = state.entries.len();
         let tmp = self.tmp.clone();
@@ -110,10 +115,10 @@ impl PackWriter {
         if result.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
-        result.map(|()| count)
+        result.map(|name| (count, name))
     }
 
-    fn complete(dir: &Path, tmp: &Path, state: State) -> Result<(), StoreError> {
+    fn complete(dir: &Path, tmp: &Path, state: State) -> Result<Option<String>, StoreError> {
         let io = |source| StoreError::Io {
             path: tmp.to_path_buf(),
             source,
@@ -123,7 +128,7 @@ impl PackWriter {
         if count == 0 {
             drop(file);
             let _ = std::fs::remove_file(tmp);
-            return Ok(());
+            return Ok(None);
         }
         let pack_sum = seal(&mut file, count, tmp)?;
         drop(file);
@@ -153,7 +158,8 @@ impl PackWriter {
                 path: dir.to_path_buf(),
                 source,
             }
-        })
+        })?;
+        Ok(Some(name))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -305,36 +311,16 @@ impl super::Store {
         }
         header.push('\n');
         let pack = PackWriter::new(self.dir())?;
-        let mut seen: HashSet<ObjectId> = HashSet::new();
-        let mut todo: Vec<ObjectId> = commits.to_vec();
-        while let Some(id) = todo.pop() {
-            if !seen.insert(id) {
-                continue;
-            }
-            let object = repo
-                .find_object(id)
-                .map_err(|e| StoreError::git("reading an object", e))?;
-            match object.kind {
-                gix::objs::Kind::Commit => {
-                    let commit =
-                        gix::objs::CommitRef::from_bytes(&object.data, gix::hash::Kind::Sha1)
-                            .map_err(|e| StoreError::git("decoding a commit", e))?;
-                    todo.push(commit.tree());
-                    todo.extend(commit.parents());
-                }
-                gix::objs::Kind::Tree => {
-                    let tree = gix::objs::TreeRef::from_bytes(&object.data, gix::hash::Kind::Sha1)
-                        .map_err(|e| StoreError::git("decoding a tree", e))?;
-                    todo.extend(
-                        tree.entries
-                            .iter()
-                            .filter(|e| !e.mode.is_commit())
-                            .map(|e| e.oid.to_owned()),
-                    );
-                }
-                gix::objs::Kind::Blob | gix::objs::Kind::Tag => {}
-            }
-            pack.add(id, object.kind, &object.data)?;
+        let shallow = self.shallow()?;
+        let cut = super::gc::walk_reachable(&repo, commits, &shallow, |id, kind, data| {
+            pack.add(id, kind, data)
+        })?;
+        // History that retention cut away: the bundle names it as a prerequisite.
+        for id in cut {
+            header.insert_str(
+                "# v2 git bundle\n".len(),
+                &format!("-{id} pruned by ckpt retention\n"),
+            );
         }
         pack.finish_into(header.as_bytes(), dest)
     }

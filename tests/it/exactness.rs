@@ -188,7 +188,8 @@ fn check(rpc: &mut Rpc, project: &Path, step: usize, seed: u64) -> String {
 #[test]
 fn incremental_checkpoints_equal_full_scans() {
     for seed in [1u64, 7, 42] {
-        let mut env = TestEnv::new();
+        // Every checkpoint stays restorable here (retention would prune the oldest).
+        let mut env = TestEnv::with_config("[retention]\nkeep = 1000\n");
         let root = env.proj();
         let outside = env.home.join("outside");
         std::fs::create_dir_all(&outside).unwrap();

@@ -10,4 +10,5 @@ mod exactness;
 mod exclusions;
 mod protocol;
 mod restore;
+mod retention;
 mod roundtrip;

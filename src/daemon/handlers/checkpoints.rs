@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Retention runs after every this many checkpoints of a dialog (walking a timeline costs a
+/// few milliseconds, so not after each one).
+const AUTO_PRUNE_EVERY: u64 = 10;
+
 pub(super) async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -> Reply {
     let kind = params.kind.unwrap_or_else(|| "message".into());
     if !matches!(kind.as_str(), "message" | "manual") {
@@ -50,6 +54,9 @@ pub(super) async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -
                 .store
                 .record_checkpoint(tree, opened.index.skipped(), new)
                 .map_err(checkpoint_error)?;
+            if c.seq % AUTO_PRUNE_EVERY == 0 {
+                auto_prune(project, opened, &c.dialog);
+            }
             opened.save_index(false);
             Ok(to_value(&c))
         })

@@ -101,6 +101,9 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "dialog_new" => dialog_new(daemon, parse(params)?).await,
         "dialog_list" => dialog_list(daemon, parse(params)?).await,
         "dialog_rm" => dialog_rm(daemon, parse(params)?).await,
+        "dialog_keep" => dialog_keep(daemon, parse(params)?).await,
+        "prune" => prune(daemon, parse(params)?).await,
+        "gc" => gc(daemon, parse(params)?).await,
         "verify" => verify(daemon, parse(params)?).await,
         "rescan" => rescan(daemon, parse(params)?).await,
         "shutdown" => {
@@ -143,6 +146,17 @@ fn hello(params: HelloParams) -> Reply {
 async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Reply {
     let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
     let mut projects = project_list(&listed).await?;
+    let stores: Vec<PathBuf> = listed.iter().map(|p| p.store_dir.clone()).collect();
+    let sizes = blocking(move || {
+        stores
+            .iter()
+            .map(|s| crate::store::gc::dir_size(&s.join("objects")))
+            .collect::<Vec<u64>>()
+    })
+    .await?;
+    for (value, size) in projects.iter_mut().zip(sizes) {
+        value["store_bytes"] = json!(size);
+    }
     for (value, p) in projects.iter_mut().zip(&listed) {
         value["busy"] = json!(p.is_busy());
         value["mode"] = json!(*p.mode.lock().expect("mode lock poisoned"));

@@ -253,3 +253,109 @@ pub(super) async fn dialog_rm(daemon: &Arc<Daemon>, params: DialogParams) -> Rep
         })
         .await
 }
+
+pub(super) async fn dialog_keep(daemon: &Arc<Daemon>, params: DialogKeepParams) -> Reply {
+    if params.keep == Some(0) {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            "keep must be at least 1",
+        ));
+    }
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            if !opened
+                .store
+                .dialog_exists(&repo, &params.dialog)
+                .map_err(checkpoint_error)?
+            {
+                return Err(checkpoint_error(CheckpointError::UnknownDialog(
+                    params.dialog.clone(),
+                )));
+            }
+            opened
+                .store
+                .set_dialog_keep(&params.dialog, params.keep)
+                .map_err(store_error)?;
+            let retention = project.retention(&opened.store, &params.dialog);
+            Ok(json!({ "dialog": params.dialog, "keep": retention.keep, "auto_keep": retention.auto_keep }))
+        })
+        .await
+}
+
+/// Applies retention (`keep` overrides the configured number) and optionally collects garbage.
+pub(super) async fn prune(daemon: &Arc<Daemon>, params: PruneParams) -> Reply {
+    if params.keep == Some(0) {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            "keep must be at least 1",
+        ));
+    }
+    if let Some(d) = &params.dialog {
+        validate_dialog(d).map_err(checkpoint_error)?;
+    }
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let repo = opened.store.repo();
+            if let Some(d) = &params.dialog {
+                if !opened
+                    .store
+                    .dialog_exists(&repo, d)
+                    .map_err(checkpoint_error)?
+                {
+                    return Err(checkpoint_error(CheckpointError::UnknownDialog(d.clone())));
+                }
+            }
+            let retention = |dialog: &str| {
+                let mut r = project.retention(&opened.store, dialog);
+                if let Some(keep) = params.keep {
+                    r.keep = keep;
+                }
+                r
+            };
+            let report = opened
+                .store
+                .prune(&repo, params.dialog.as_deref(), &retention)
+                .map_err(checkpoint_error)?;
+            drop(repo);
+            let mut value = to_value(&report);
+            if params.gc {
+                value["gc"] = to_value(&collect_garbage(project, opened)?);
+            }
+            Ok(value)
+        })
+        .await
+}
+
+pub(super) async fn gc(daemon: &Arc<Daemon>, params: ProjectParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| Ok(to_value(&collect_garbage(project, opened)?)))
+        .await
+}
+
+/// Runs gc keeping the project's current tree (which the index's cached ids point into).
+fn collect_garbage(
+    project: &crate::daemon::project::Project,
+    opened: &mut crate::daemon::project::Opened,
+) -> Result<crate::store::gc::GcReport, RpcError> {
+    let tree = opened.current_tree(project)?;
+    let report = opened.store.gc(&[tree]).map_err(store_error)?;
+    opened.save_index(true);
+    Ok(report)
+}
+
+/// Prunes `dialog` with its configured retention after a checkpoint; failures are logged only.
+pub(super) fn auto_prune(
+    project: &crate::daemon::project::Project,
+    opened: &crate::daemon::project::Opened,
+    dialog: &str,
+) {
+    let repo = opened.store.repo();
+    let retention = |d: &str| project.retention(&opened.store, d);
+    if let Err(e) = opened.store.prune(&repo, Some(dialog), &retention) {
+        tracing::warn!(dialog, error = %e, "automatic prune failed");
+    }
+}

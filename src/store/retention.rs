@@ -1,0 +1,272 @@
+//! Retention: which checkpoints a dialog keeps, and cutting the rest out of its timeline
+//! without changing the id of any checkpoint that stays.
+//!
+//! A dialog's timeline is a chain of commits, so dropping a checkpoint from the middle cannot
+//! rewrite the commits after it (their ids are what clients hold). Instead the cut is recorded
+//! the way git records a shallow history: the oldest kept checkpoint of each run of kept
+//! checkpoints is listed in the store's `shallow` file (git, `git fsck` and `git gc` then treat
+//! it as having no parent), and each run that the dialog's ref no longer reaches gets a ref of
+//! its own, `refs/ckpt/kept/<dialog>/<id>`. The pruned checkpoints are unreachable from then on
+//! and [`Store::gc`](super::Store::gc) (or `git gc`) removes their objects.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+
+use gix::ObjectId;
+use serde::{Deserialize, Serialize};
+
+use super::checkpoint::{parse_id, Checkpoint, CheckpointError, KEPT_REFS};
+use super::{Store, StoreError};
+
+/// Default number of checkpoints kept in a dialog's active session.
+pub const DEFAULT_KEEP: usize = 50;
+/// Default number of automatic checkpoints kept.
+pub const DEFAULT_AUTO_KEEP: usize = 20;
+
+/// How many checkpoints of a dialog to keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    /// Checkpoints (other than automatic ones) kept in the active session, newest first.
+    pub keep: usize,
+    /// Automatic checkpoints kept, newest first, whatever their session.
+    pub auto_keep: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Retention {
+        Retention {
+            keep: DEFAULT_KEEP,
+            auto_keep: DEFAULT_AUTO_KEEP,
+        }
+    }
+}
+
+/// What a prune did.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct PruneReport {
+    /// Checkpoints cut from their timelines (their objects go at the next gc).
+    pub pruned: Vec<String>,
+    /// Checkpoints that remain in the pruned dialogs.
+    pub kept: usize,
+}
+
+/// Per-dialog retention chosen with `dialog keep`, stored beside the store's objects.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct DialogSettings {
+    #[serde(default)]
+    keep: BTreeMap<String, usize>,
+}
+
+const SETTINGS_FILE: &str = "ckpt-dialogs.json";
+
+impl Store {
+    /// The commits whose parents have been cut away (git's `shallow` file).
+    pub fn shallow(&self) -> Result<HashSet<ObjectId>, StoreError> {
+        let path = self.dir().join("shallow");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashSet::new()),
+            Err(source) => return Err(StoreError::Io { path, source }),
+        };
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| parse_id(l.trim()))
+            .collect()
+    }
+
+    /// Replaces the `shallow` file (atomically, durably); an empty set removes it.
+    pub(crate) fn write_shallow(&self, set: &HashSet<ObjectId>) -> Result<(), StoreError> {
+        let path = self.dir().join("shallow");
+        if set.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(StoreError::Io { path, source: e })
+                }
+                _ => Ok(()),
+            };
+        }
+        let mut ids: Vec<String> = set.iter().map(ToString::to_string).collect();
+        ids.sort();
+        let mut text = ids.join("\n");
+        text.push('\n');
+        write_atomically(&path, text.as_bytes())
+    }
+
+    /// The retention `dialog` was given with `dialog keep`, if any.
+    pub fn dialog_keep(&self, dialog: &str) -> Option<usize> {
+        self.dialog_settings().keep.get(dialog).copied()
+    }
+
+    /// Sets (or with None, clears) how many checkpoints `dialog` keeps in its active session.
+    pub fn set_dialog_keep(&self, dialog: &str, keep: Option<usize>) -> Result<(), StoreError> {
+        let mut settings = self.dialog_settings();
+        match keep {
+            Some(n) => settings.keep.insert(dialog.to_string(), n),
+            None => settings.keep.remove(dialog),
+        };
+        let text = serde_json::to_vec_pretty(&settings)
+            .map_err(|e| StoreError::git("encoding dialog settings", e))?;
+        write_atomically(&self.dir().join(SETTINGS_FILE), &text)
+    }
+
+    fn dialog_settings(&self) -> DialogSettings {
+        let path = self.dir().join(SETTINGS_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "ignoring unreadable dialog settings");
+                DialogSettings::default()
+            }),
+            Err(_) => DialogSettings::default(),
+        }
+    }
+
+    /// Cuts the checkpoints that `retention` (per dialog) does not keep out of the timelines
+    /// of `dialog` (all dialogs when None). Kept always: each dialog's newest and oldest
+    /// checkpoint, approved states, tagged or annotated checkpoints, and the newest restore
+    /// with the checkpoint that undoes it.
+    #[tracing::instrument(skip_all, fields(dialog = ?dialog))]
+    pub fn prune(
+        &self,
+        repo: &gix::Repository,
+        dialog: Option<&str>,
+        retention: &dyn Fn(&str) -> Retention,
+    ) -> Result<PruneReport, CheckpointError> {
+        let chains = self.chains(repo, dialog)?;
+        let mut keep: HashSet<String> = HashSet::new();
+        for (_, id) in self.refs_under(repo, super::checkpoint::TAG_REFS)? {
+            keep.insert(id.to_string());
+        }
+        for (id, _) in self.refs_under(repo, super::checkpoint::NOTE_REFS)? {
+            keep.insert(id);
+        }
+        for (_, id) in self.refs_under(repo, super::checkpoint::APPROVED_REFS)? {
+            keep.insert(id.to_string());
+        }
+        for (name, chain) in &chains {
+            keep.extend(kept_by_policy(chain, retention(name)));
+        }
+
+        let mut shallow = self.shallow()?;
+        let mut new_shallow = Vec::new();
+        let mut wanted_refs: HashSet<String> = HashSet::new();
+        let mut report = PruneReport::default();
+        for (name, chain) in &chains {
+            // Runs of consecutive kept checkpoints, oldest first.
+            let mut runs: Vec<Vec<&Checkpoint>> = Vec::new();
+            let mut previous: Option<&Checkpoint> = None;
+            for c in chain {
+                if !keep.contains(&c.id) {
+                    report.pruned.push(c.id.clone());
+                    previous = None;
+                    continue;
+                }
+                report.kept += 1;
+                let continues = previous.is_some_and(|p| c.parent.as_deref() == Some(&p.id))
+                    && !shallow.contains(&parse_id(&c.id)?);
+                match runs.last_mut() {
+                    Some(run) if continues => run.push(c),
+                    _ => runs.push(vec![c]),
+                }
+                previous = Some(c);
+            }
+            for (i, run) in runs.iter().enumerate() {
+                let oldest = run[0];
+                if oldest.parent.is_some() {
+                    new_shallow.push(parse_id(&oldest.id)?);
+                }
+                if i + 1 < runs.len() {
+                    let newest = run[run.len() - 1];
+                    wanted_refs.insert(format!("{name}/{}", newest.id));
+                }
+            }
+        }
+        if report.pruned.is_empty() {
+            return Ok(report);
+        }
+
+        // Refs for the runs first, then the cut: a crash in between leaves extra refs (harmless,
+        // the next prune drops them), never an unreachable run of kept checkpoints.
+        let existing: HashSet<String> = self
+            .refs_under(repo, KEPT_REFS)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        let touched: HashSet<&str> = chains.iter().map(|(n, _)| n.as_str()).collect();
+        for name in wanted_refs.difference(&existing) {
+            let id = name.rsplit('/').next().unwrap_or_default();
+            let full = format!("{KEPT_REFS}{name}");
+            self.update_ref(repo, &full, None, parse_id(id)?, "ckpt: kept by retention")?;
+        }
+        self.sync()?;
+        shallow.extend(new_shallow);
+        self.write_shallow(&shallow)?;
+        for name in existing.difference(&wanted_refs) {
+            let Some((dialog, id)) = name.rsplit_once('/') else {
+                continue;
+            };
+            if touched.contains(dialog) {
+                self.delete_ref(repo, &format!("{KEPT_REFS}{name}"), parse_id(id)?)?;
+            }
+        }
+        tracing::info!(pruned = report.pruned.len(), kept = report.kept, "pruned");
+        Ok(report)
+    }
+}
+
+/// The ids `retention` keeps in one dialog's chain (oldest first).
+fn kept_by_policy(chain: &[Checkpoint], retention: Retention) -> HashSet<String> {
+    let mut keep = HashSet::new();
+    let (Some(oldest), Some(newest)) = (chain.first(), chain.last()) else {
+        return keep;
+    };
+    keep.insert(oldest.id.clone());
+    keep.insert(newest.id.clone());
+    let active = newest.session;
+    let mut in_session = 0;
+    let mut autos = 0;
+    let mut newest_restore = None;
+    for c in chain.iter().rev() {
+        if c.kind == "approved" {
+            keep.insert(c.id.clone());
+        }
+        if c.kind == "auto" {
+            autos += 1;
+            if autos <= retention.auto_keep {
+                keep.insert(c.id.clone());
+            }
+        } else if c.session == active {
+            in_session += 1;
+            if in_session <= retention.keep {
+                keep.insert(c.id.clone());
+            }
+        }
+        if newest_restore.is_none() {
+            if let Some(link) = &c.restore {
+                newest_restore = Some((c.id.clone(), link.undo.clone()));
+            }
+        }
+    }
+    if let Some((restore, undo)) = newest_restore {
+        keep.insert(restore);
+        keep.insert(undo);
+    }
+    keep
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, flushed to disk.
+pub(crate) fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let io = |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut file = std::fs::File::create(&tmp).map_err(io)?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(io)?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(e)
+    })
+}
