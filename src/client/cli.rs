@@ -156,6 +156,12 @@ pub enum Command {
     },
     /// Remove objects no checkpoint reaches and pack the rest into one pack.
     Gc,
+    /// Stream the project's events, one JSON object a line, until interrupted.
+    Events {
+        /// Include unified diffs of small text files in `file_changed` events.
+        #[arg(long)]
+        diffs: bool,
+    },
     /// Daemon health and projects.
     Status,
     /// Check that the index (what checkpoints record) equals a fresh full scan right now.
@@ -525,6 +531,24 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             let params = json!({ "project": project });
             let result = with_progress(&socket, &base, !cli.json, || conn.call("gc", params))?;
             out.gc(&result);
+        }
+        Command::Events { diffs } => {
+            let mut conn = connect()?;
+            conn.call("subscribe", json!({ "project": project, "diffs": diffs }))?;
+            let mut stdout = std::io::stdout().lock();
+            while let Some(event) = conn.next_notification()? {
+                let line = serde_json::to_string(&event).expect("values serialise");
+                if writeln!(stdout, "{line}")
+                    .and_then(|()| stdout.flush())
+                    .is_err()
+                {
+                    return Ok(0); // The reader went away (e.g. `| head`).
+                }
+                if event["event"] == "error" {
+                    return Ok(1);
+                }
+            }
+            return Ok(0);
         }
         Command::Status => out.status(&connect()?.call("status", json!({}))?),
         Command::Verify => {

@@ -114,6 +114,22 @@ impl Connection {
         }
     }
 
+    /// Waits for the next notification and returns its params (None when the daemon closed
+    /// the connection).
+    pub fn next_notification(&mut self) -> Result<Option<Value>, ClientError> {
+        loop {
+            let mut line = String::new();
+            if self.stream.read_line(&mut line)? == 0 {
+                return Ok(None);
+            }
+            let message: Value =
+                serde_json::from_str(&line).map_err(|e| ClientError::Protocol(e.to_string()))?;
+            if message.get("id").is_none() {
+                return Ok(Some(message.get("params").cloned().unwrap_or(Value::Null)));
+            }
+        }
+    }
+
     /// Sends one request and waits for its reply.
     pub fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
         let id = self.next_id;

@@ -7,6 +7,7 @@
 //! parallel.
 
 mod edit;
+pub mod events;
 mod handlers;
 mod project;
 mod server;

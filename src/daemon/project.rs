@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::events::{start_pump, Events};
 use crate::config::{Config, Paths};
 use crate::filter::Filter;
 use crate::index::{
@@ -18,8 +19,10 @@ use crate::protocol::{ErrorCode, RpcError};
 use crate::store::retention::Retention;
 use crate::store::SnapshotOptions;
 use crate::store::Store;
-use crate::watch::{Changes, ProjectWatcher};
+use crate::watch::{Changes, ProjectWatcher, Tap};
 
+/// Watcher notes buffered for the event pump before they are dropped (and reported lost).
+const TAP_QUEUE: usize = 65_536;
 /// The stat cache is written at most this often (and at shutdown): it only saves re-hashing.
 const SAVE_INTERVAL: Duration = Duration::from_secs(300);
 
@@ -94,9 +97,12 @@ impl Opened {
     pub fn current_tree(&mut self, project: &Project) -> Result<gix::ObjectId, RpcError> {
         self.prepare(project)?;
         let repo = self.store.repo();
-        self.index
+        let tree = self
+            .index
             .write_tree(&repo)
-            .map_err(|e| RpcError::new(ErrorCode::StoreError, e.to_string()))
+            .map_err(|e| RpcError::new(ErrorCode::StoreError, e.to_string()))?;
+        project.events.set_baseline(tree);
+        Ok(tree)
     }
 
     /// Asks for a full verify at the next checkpoint, exactly as a watcher overflow does.
@@ -161,10 +167,13 @@ pub struct Project {
     pub progress: Arc<Progress>,
     /// Open edit transactions.
     pub edits: std::sync::Mutex<super::edit::Edits>,
+    /// Live events for subscribers.
+    pub events: Arc<Events>,
 }
 
 impl Project {
     pub fn new(root: PathBuf, config: &Config, paths: &Paths) -> Project {
+        let root_for_events = root.clone();
         Project {
             store_dir: paths.store_dir(&root),
             root,
@@ -174,6 +183,7 @@ impl Project {
             mode: std::sync::Mutex::new("not opened yet".into()),
             progress: Arc::default(),
             edits: std::sync::Mutex::default(),
+            events: Arc::new(Events::new(root_for_events)),
         }
     }
 
@@ -228,7 +238,7 @@ impl Project {
             .map_err(|e| RpcError::new(ErrorCode::StoreError, e.to_string()))?;
         // The data directory is never part of a project, even when it lives inside one.
         let hard = vec![self.data_dir.clone(), self.store_dir.clone()];
-        let filter = Filter::new(&self.root, &self.config.exclusions, hard)
+        let filter = Filter::new(&self.root, &self.config.exclusions, hard.clone())
             .map_err(|e| RpcError::new(ErrorCode::InvalidParams, e.to_string()))?;
         let mut stale = load_stat_cache(&stat_cache_path(store.dir()));
         let repo = store.repo();
@@ -240,8 +250,27 @@ impl Project {
         }
         drop(repo);
         let index = FileIndex::with_stat_cache(stale, self.progress.clone());
-        let watcher = match ProjectWatcher::start(&self.root) {
-            Ok(w) => Some(w),
+        let (tap_tx, tap_rx) = std::sync::mpsc::sync_channel(TAP_QUEUE);
+        let tap = Tap {
+            tx: tap_tx,
+            lost: Arc::default(),
+        };
+        let lost = tap.lost.clone();
+        let watcher = match ProjectWatcher::start_with(&self.root, Some(tap)) {
+            Ok(w) => {
+                let pump_filter = Filter::new(&self.root, &self.config.exclusions, hard.clone())
+                    .map_err(|e| RpcError::new(ErrorCode::InvalidParams, e.to_string()))?;
+                start_pump(
+                    self.events.clone(),
+                    tap_rx,
+                    lost,
+                    pump_filter,
+                    self.store_dir.clone(),
+                    self.max_file_size(),
+                    w.handle(),
+                );
+                Some(w)
+            }
             Err(e) => {
                 tracing::warn!(root = %self.root.display(), error = %e, "cannot watch; checkpoints verify by stat");
                 None

@@ -100,16 +100,25 @@ async fn serve(
         return;
     }
 
+    let (closed_tx, closed_rx) = watch::channel(false);
+    let conn = Arc::new(handlers::Conn {
+        tx: tx.clone(),
+        closed: closed_rx,
+    });
     let limit = daemon.config.max_request_bytes();
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let mut requests = JoinSet::new();
     let mut reader = BufReader::new(read_half);
     loop {
         let frame = tokio::select! {
-            _ = stop.changed() => break,
+            _ = stop.changed() => {
+                let _ = closed_tx.send(true);
+                break;
+            }
             frame = read_frame(&mut reader, limit) => frame,
         };
         match frame {
+            // The client is done sending; subscriptions keep streaming until writes fail.
             Ok(None) => break,
             Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => continue,
             Ok(Some(line)) => {
@@ -121,8 +130,9 @@ async fn serve(
                 let daemon = daemon.clone();
                 let tx = tx.clone();
                 let stop_tx = stop_tx.clone();
+                let conn = conn.clone();
                 requests.spawn(async move {
-                    let (reply, shutdown) = handlers::handle_line(&daemon, &line).await;
+                    let (reply, shutdown) = handlers::handle_line(&daemon, &line, &conn).await;
                     if let Some(reply) = reply {
                         let _ = tx.send(reply).await;
                     }
@@ -138,16 +148,25 @@ async fn serve(
                     format!("request line exceeds {limit} bytes; the connection is closed"),
                 );
                 let _ = tx.send(error_line(&Value::Null, &err)).await;
+                let _ = closed_tx.send(true);
                 break;
             }
             Err(FrameError::Io(e)) => {
                 tracing::debug!(error = %e, "connection read failed");
+                let _ = closed_tx.send(true);
                 break;
             }
         }
         while requests.try_join_next().is_some() {}
     }
     while requests.join_next().await.is_some() {}
+    drop(conn);
     drop(tx);
-    let _ = writer.await;
+    // Subscriptions hold senders too: the writer ends when they end (or a write fails).
+    tokio::select! {
+        _ = writer => {}
+        _ = stop.wait_for(|s| *s) => {
+            let _ = closed_tx.send(true);
+        }
+    }
 }

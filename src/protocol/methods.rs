@@ -242,6 +242,15 @@ pub struct DialogKeepParams {
     pub keep: Option<usize>,
 }
 
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeParams {
+    pub project: PathBuf,
+    /// Include a unified diff in `file_changed` events of small text files.
+    #[serde(default)]
+    pub diffs: bool,
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}

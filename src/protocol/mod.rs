@@ -162,6 +162,11 @@ pub fn error_line(id: &Value, error: &RpcError) -> Vec<u8> {
     line(&serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error }))
 }
 
+/// Encodes a notification line (no id): how events are sent.
+pub fn notification_line(method: &str, params: &Value) -> Vec<u8> {
+    line(&serde_json::json!({ "jsonrpc": "2.0", "method": method, "params": params }))
+}
+
 /// Encodes a request line.
 pub fn request_line(id: u64, method: &str, params: &Value) -> Vec<u8> {
     line(&serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))

@@ -144,7 +144,7 @@ fn load_blob(repo: &gix::Repository, state: &FileState) -> Result<Vec<u8>, Store
     Ok(object.detach().data)
 }
 
-fn is_binary(data: &[u8]) -> bool {
+pub(crate) fn is_binary(data: &[u8]) -> bool {
     data[..data.len().min(8000)].contains(&0) || std::str::from_utf8(data).is_err()
 }
 
@@ -201,7 +201,7 @@ fn header(
 }
 
 /// The hunks between two texts, with `---`/`+++` lines, and the added/removed line counts.
-fn unified(
+pub(crate) fn unified(
     old: &[u8],
     new: &[u8],
     path: &[u8],

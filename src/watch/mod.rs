@@ -39,6 +39,23 @@ struct Shared {
     dirty: Mutex<Dirty>,
     arrived: Condvar,
     overflowed: AtomicBool,
+    /// Where changed paths are also reported as they arrive (for live events), if anyone asks.
+    tap: Mutex<Option<Tap>>,
+}
+
+/// What the watcher reports to a tap, as it happens.
+#[derive(Debug)]
+pub enum WatchNote {
+    /// Paths (relative to the root) that may have changed.
+    Changed(Vec<BString>),
+    /// The watcher cannot vouch for changes any more (overflow, error, watch limit).
+    Degraded(String),
+}
+
+/// A bounded channel for notes; when it is full, notes are dropped and `lost` is set.
+pub struct Tap {
+    pub tx: std::sync::mpsc::SyncSender<WatchNote>,
+    pub lost: Arc<AtomicBool>,
 }
 
 /// What happened since the last sync.
@@ -51,7 +68,7 @@ pub struct Changes {
 }
 
 pub struct ProjectWatcher {
-    watcher: notify::RecommendedWatcher,
+    watcher: Arc<Mutex<notify::RecommendedWatcher>>,
     shared: Arc<Shared>,
     degraded: Option<String>,
     /// Whether the root folder is watched (the cookie needs it).
@@ -63,17 +80,26 @@ static COOKIES: AtomicU64 = AtomicU64::new(0);
 impl ProjectWatcher {
     /// Starts a watcher for the project at `root` (no folder is watched yet).
     pub fn start(root: &Path) -> notify::Result<ProjectWatcher> {
+        Self::start_with(root, None)
+    }
+
+    /// Like [`ProjectWatcher::start`], also reporting to `tap`.
+    pub fn start_with(root: &Path, tap: Option<Tap>) -> notify::Result<ProjectWatcher> {
         let shared = Arc::new(Shared {
             root: root.to_path_buf(),
             dirty: Mutex::new(Dirty::default()),
             arrived: Condvar::new(),
             overflowed: AtomicBool::new(false),
+            tap: Mutex::new(tap),
         });
         let (tx, rx) = std::sync::mpsc::sync_channel::<notify::Result<notify::Event>>(EVENT_QUEUE);
         let on_full = shared.clone();
         let watcher = notify::recommended_watcher(move |event| {
             if tx.try_send(event).is_err() {
                 on_full.overflowed.store(true, Ordering::SeqCst);
+                on_full.note(WatchNote::Degraded(
+                    "the watcher's event queue is full".into(),
+                ));
             }
         })?;
         let worker = shared.clone();
@@ -87,7 +113,7 @@ impl ProjectWatcher {
             })
             .map_err(|e| notify::Error::generic(&e.to_string()))?;
         Ok(ProjectWatcher {
-            watcher,
+            watcher: Arc::new(Mutex::new(watcher)),
             shared,
             degraded: None,
             root_watched: false,
@@ -99,7 +125,11 @@ impl ProjectWatcher {
         if self.degraded.is_some() {
             return;
         }
-        let result = self.watcher.watch(dir, RecursiveMode::NonRecursive);
+        let result = self
+            .watcher
+            .lock()
+            .expect("watcher lock poisoned")
+            .watch(dir, RecursiveMode::NonRecursive);
         if result.is_ok() && dir == self.shared.root {
             self.root_watched = true;
         }
@@ -114,8 +144,15 @@ impl ProjectWatcher {
                 _ => format!("cannot watch {}: {e}", dir.display()),
             };
             tracing::warn!(root = %self.shared.root.display(), reason = %why, "watching degraded; checkpoints verify by stat");
+            self.shared.note(WatchNote::Degraded(why.clone()));
             self.degraded = Some(why);
         }
+    }
+
+    /// A handle that can add watches from another thread (best effort: the walk at the next
+    /// refresh places every watch again and notices failures).
+    pub fn handle(&self) -> WatchHandle {
+        WatchHandle(Arc::downgrade(&self.watcher))
     }
 
     /// `watching`, or `degraded: <why>`.
@@ -187,21 +224,50 @@ impl ProjectWatcher {
     }
 }
 
+/// See [`ProjectWatcher::handle`].
+/// (Weak, so that it never keeps a dropped watcher, and its taps, alive.)
+#[derive(Clone)]
+pub struct WatchHandle(std::sync::Weak<Mutex<notify::RecommendedWatcher>>);
+
+impl WatchHandle {
+    pub fn watch(&self, dir: &Path) {
+        if let Some(watcher) = self.0.upgrade() {
+            if let Ok(mut w) = watcher.lock() {
+                let _ = w.watch(dir, RecursiveMode::NonRecursive);
+            }
+        }
+    }
+}
+
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, Dirty> {
         self.dirty.lock().expect("dirty-set lock poisoned")
+    }
+
+    /// Passes `note` to the tap without ever blocking the watcher.
+    fn note(&self, note: WatchNote) {
+        let tap = self.tap.lock().expect("tap lock poisoned");
+        if let Some(tap) = tap.as_ref() {
+            if let Err(std::sync::mpsc::TrySendError::Full(_)) = tap.tx.try_send(note) {
+                tap.lost.store(true, Ordering::SeqCst);
+            }
+        }
     }
 
     fn fold(&self, event: notify::Result<notify::Event>) {
         let event = match event {
             Ok(e) => e,
             Err(e) => {
-                self.lock().rescan = Some(format!("watcher error: {e}"));
+                let why = format!("watcher error: {e}");
+                self.lock().rescan = Some(why.clone());
+                self.note(WatchNote::Degraded(why));
                 return;
             }
         };
         if event.need_rescan() {
-            self.lock().rescan = Some("the kernel's event queue overflowed".into());
+            let why = "the kernel's event queue overflowed".to_string();
+            self.lock().rescan = Some(why.clone());
+            self.note(WatchNote::Degraded(why));
             return;
         }
         if matches!(event.kind, EventKind::Access(_)) {
@@ -210,6 +276,7 @@ impl Shared {
         tracing::trace!(?event, "watch event");
         let mut dirty = self.lock();
         let mut cookie = false;
+        let mut changed = Vec::new();
         for path in &event.paths {
             let Ok(rel) = path.strip_prefix(&self.root) else {
                 continue;
@@ -227,11 +294,14 @@ impl Shared {
             if name.starts_with(TEMP_PREFIX.as_bytes()) {
                 continue;
             }
-            dirty
-                .paths
-                .insert(BString::from(rel.as_os_str().as_bytes()));
+            let rel = BString::from(rel.as_os_str().as_bytes());
+            changed.push(rel.clone());
+            dirty.paths.insert(rel);
         }
         drop(dirty);
+        if !changed.is_empty() {
+            self.note(WatchNote::Changed(changed));
+        }
         if cookie {
             self.arrived.notify_all();
         }

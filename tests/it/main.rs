@@ -6,6 +6,7 @@ mod cli;
 mod daemon;
 mod dialogs;
 mod edits;
+mod events;
 mod exactness;
 mod exclusions;
 mod protocol;

@@ -48,12 +48,9 @@ pub(super) async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -
                     .dialog_exists(&repo, &new.dialog)
                     .map_err(checkpoint_error)?
             {
-                record_initial(opened, tree, &new.dialog, "")?;
+                record_initial(project, opened, tree, &new.dialog, "")?;
             }
-            let c = opened
-                .store
-                .record_checkpoint(tree, opened.index.skipped(), new)
-                .map_err(checkpoint_error)?;
+            let c = record(project, opened, tree, new)?;
             if c.seq % AUTO_PRUNE_EVERY == 0 {
                 auto_prune(project, opened, &c.dialog);
             }

@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 use super::project::{save_registry, Project};
 use super::Daemon;
 use crate::protocol::methods::*;
-use crate::protocol::{error_line, response_line, ErrorCode, Request, RpcError, PROTOCOL_VERSION};
+use crate::protocol::{
+    error_line, notification_line, response_line, ErrorCode, Request, RpcError, PROTOCOL_VERSION,
+};
 use crate::store::checkpoint::parse_id;
 use crate::store::checkpoint::validate_dialog;
 use crate::store::diff::diff;
@@ -35,9 +37,21 @@ use checkpoints::*;
 use restores::*;
 use timeline::*;
 
+/// What a request knows of the connection it came on.
+pub struct Conn {
+    /// Lines to send to the client.
+    pub tx: tokio::sync::mpsc::Sender<Vec<u8>>,
+    /// Becomes true when the connection is closing (daemon shutdown, framing error).
+    pub closed: tokio::sync::watch::Receiver<bool>,
+}
+
 /// Handles one request line; returns the reply line (none for notifications) and whether the
 /// daemon should shut down.
-pub async fn handle_line(daemon: &Arc<Daemon>, line: &[u8]) -> (Option<Vec<u8>>, bool) {
+pub async fn handle_line(
+    daemon: &Arc<Daemon>,
+    line: &[u8],
+    conn: &Conn,
+) -> (Option<Vec<u8>>, bool) {
     let value: Value = match serde_json::from_slice(line) {
         Ok(v) => v,
         Err(e) => {
@@ -62,6 +76,25 @@ pub async fn handle_line(daemon: &Arc<Daemon>, line: &[u8]) -> (Option<Vec<u8>>,
     }
     let shutdown = request.method == "shutdown";
     tracing::debug!(method = %request.method, "request");
+    if request.method == "subscribe" {
+        // The subscription sends its own reply, before any event.
+        let result = match parse(request.params) {
+            Ok(params) => {
+                subscribe(
+                    daemon,
+                    params,
+                    request.id.clone().unwrap_or(Value::Null),
+                    conn,
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        return match result {
+            Ok(()) => (None, false),
+            Err(e) => (Some(error_line(&id, &e)), false),
+        };
+    }
     let result = dispatch(daemon, &request.method, request.params).await;
     if let Err(e) = &result {
         tracing::info!(method = %request.method, code = e.code, error = %e.message, "request failed");
@@ -117,6 +150,28 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
     }
 }
 
+/// Records a checkpoint and tells the project's subscribers.
+fn record(
+    project: &Project,
+    opened: &mut super::project::Opened,
+    tree: gix::ObjectId,
+    new: NewCheckpoint,
+) -> Result<crate::store::Checkpoint, RpcError> {
+    let c = opened
+        .store
+        .record_checkpoint(tree, opened.index.skipped(), new)
+        .map_err(checkpoint_error)?;
+    project.events.emit(
+        "checkpoint_created",
+        json!({
+            "id": c.id, "dialog": c.dialog, "seq": c.seq, "session": c.session, "kind": c.kind,
+            "label": c.label, "files": c.files, "added": c.added, "modified": c.modified,
+            "deleted": c.deleted, "skipped": c.skipped.len(),
+        }),
+    );
+    Ok(c)
+}
+
 fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
     let params = match params {
         None | Some(Value::Null) => json!({}),
@@ -141,6 +196,72 @@ fn hello(params: HelloParams) -> Reply {
         "daemon": format!("ckptd {}", env!("CARGO_PKG_VERSION")),
         "pid": std::process::id(),
     }))
+}
+
+/// Streams the project's events to this connection as `event` notifications, after the reply.
+/// The stream ends when the connection does, or with a final `error` event when the client
+/// reads too slowly (the daemon never waits for it).
+async fn subscribe(
+    daemon: &Arc<Daemon>,
+    params: SubscribeParams,
+    id: Value,
+    conn: &Conn,
+) -> Result<(), RpcError> {
+    let project = find_project(daemon, &params.project).await?;
+    // Opening the project starts its watcher and event pump.
+    project.run(|_, _| Ok(())).await?;
+    let mut sub = project.events.subscribe(params.diffs);
+    let reply = response_line(
+        &id,
+        &json!({ "subscribed": project.root, "diffs": params.diffs }),
+    );
+    let (tx, mut closed) = (conn.tx.clone(), conn.closed.clone());
+    tokio::spawn(async move {
+        let closed_for_send = closed.clone();
+        let send = |line: Vec<u8>| {
+            let tx = tx.clone();
+            let mut closed = closed_for_send.clone();
+            async move {
+                tokio::select! {
+                    _ = closed.wait_for(|c| *c) => false,
+                    sent = tx.send(line) => sent.is_ok(),
+                }
+            }
+        };
+        if !send(reply).await {
+            return;
+        }
+        loop {
+            let event = tokio::select! {
+                _ = closed.wait_for(|c| *c) => break,
+                event = sub.rx.recv() => event,
+            };
+            match event {
+                Ok(event) => {
+                    let mut params = (*event).clone();
+                    if !sub.diffs {
+                        if let Value::Object(map) = &mut params {
+                            map.remove("diff");
+                        }
+                    }
+                    if !send(notification_line("event", &params)).await {
+                        break;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "dropping a subscriber that reads too slowly");
+                    let params = json!({
+                        "event": "error",
+                        "reason": format!("subscriber too slow: {missed} events were dropped; subscribe again"),
+                    });
+                    let _ = send(notification_line("event", &params)).await;
+                    break;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+    Ok(())
 }
 
 async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Reply {

@@ -121,6 +121,12 @@ pub(super) fn restore_to(
             RestoreError::Checkpoint(e) => checkpoint_error(e),
         })?;
     let mut recorded = None;
+    if let (false, Some(undo)) = (dry_run, &report.undo_checkpoint) {
+        project.events.emit(
+            "checkpoint_created",
+            json!({ "id": undo, "dialog": target.dialog, "kind": "pre-restore" }),
+        );
+    }
     if let (false, Some(undo)) = (dry_run, report.undo_checkpoint.clone()) {
         let now = report_leftovers(project, opened, target, &paths, &mut report)?;
         let scope = if paths.is_empty() {
@@ -142,12 +148,17 @@ pub(super) fn restore_to(
             restore: Some(link),
             ..NewCheckpoint::new(target.dialog.clone(), end_kind, label)
         };
-        recorded = Some(
-            opened
-                .store
-                .record_checkpoint(now, opened.index.skipped(), new)
-                .map_err(checkpoint_error)?
-                .id,
+        recorded = Some(record(project, opened, now, new)?.id);
+    }
+    if !dry_run {
+        project.events.emit(
+            "restored",
+            json!({
+                "kind": end_kind, "restored_to": target.id, "dialog": target.dialog,
+                "undo_checkpoint": report.undo_checkpoint, "restore_checkpoint": recorded,
+                "written": report.written.len(), "deleted": report.deleted.len(),
+                "skipped": report.skipped,
+            }),
         );
     }
     let mut value = to_value(&report);

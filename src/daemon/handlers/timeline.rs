@@ -53,17 +53,14 @@ pub(super) async fn session_approve(daemon: &Arc<Daemon>, params: SessionApprove
                     .dialog_exists(&repo, &dialog)
                     .map_err(checkpoint_error)?
             {
-                record_initial(opened, tree, &dialog, "")?;
+                record_initial(project, opened, tree, &dialog, "")?;
             }
             let new = NewCheckpoint::new(
                 dialog.clone(),
                 "approved",
                 params.message.unwrap_or_default(),
             );
-            let approved = opened
-                .store
-                .record_checkpoint(tree, opened.index.skipped(), new)
-                .map_err(checkpoint_error)?;
+            let approved = record(project, opened, tree, new)?;
             opened
                 .store
                 .set_approved(&repo, &approved)
@@ -75,12 +72,16 @@ pub(super) async fn session_approve(daemon: &Arc<Daemon>, params: SessionApprove
                 .iter()
                 .filter(|c| c.session == approved.session && c.id != approved.id)
                 .count();
-            Ok(json!({
+            let value = json!({
                 "approved_commit": approved.id,
                 "session": approved.session,
                 "new_session": approved.session + 1,
                 "commits_approved": approved_count,
-            }))
+            });
+            let mut event = value.clone();
+            event["dialog"] = json!(dialog);
+            project.events.emit("session_approved", event);
+            Ok(value)
         })
         .await
 }
@@ -114,6 +115,13 @@ pub(super) async fn session_reset(daemon: &Arc<Daemon>, params: SessionResetPara
             if let Some(id) = value["restore_checkpoint"].as_str() {
                 let ended = opened.store.resolve(&repo, id).map_err(checkpoint_error)?;
                 value["new_session"] = json!(ended.session + 1);
+                project.events.emit(
+                    "session_reset",
+                    json!({
+                        "dialog": dialog, "reset_to": target.id, "abandoned_session": ended.session,
+                        "new_session": ended.session + 1, "skipped": value["skipped"],
+                    }),
+                );
             }
             Ok(value)
         })
@@ -126,7 +134,7 @@ pub(super) async fn dialog_fork(daemon: &Arc<Daemon>, params: ForkParams) -> Rep
     validate_dialog(&dialog).map_err(checkpoint_error)?;
     let project = find_project(daemon, &params.project).await?;
     project
-        .run(move |_, opened| {
+        .run(move |project, opened| {
             let repo = opened.store.repo();
             let from = opened
                 .store
@@ -149,7 +157,7 @@ pub(super) async fn dialog_fork(daemon: &Arc<Daemon>, params: ForkParams) -> Rep
                 from.seq,
                 from.dialog
             );
-            let initial = record_initial(opened, tree, &dialog, &label)?;
+            let initial = record_initial(project, opened, tree, &dialog, &label)?;
             let initial = opened
                 .store
                 .resolve(&repo, initial["id"].as_str().unwrap_or(""))
@@ -174,16 +182,14 @@ pub(super) fn made_up_dialog_name() -> String {
 
 /// Records the `initial` checkpoint that starts `dialog`.
 pub(super) fn record_initial(
+    project: &Project,
     opened: &mut crate::daemon::project::Opened,
     tree: gix::ObjectId,
     dialog: &str,
     title: &str,
 ) -> Reply {
     let new = NewCheckpoint::new(dialog, "initial", title);
-    let c = opened
-        .store
-        .record_checkpoint(tree, opened.index.skipped(), new)
-        .map_err(checkpoint_error)?;
+    let c = record(project, opened, tree, new)?;
     Ok(to_value(&c))
 }
 
@@ -205,8 +211,13 @@ pub(super) async fn dialog_new(daemon: &Arc<Daemon>, params: DialogNewParams) ->
                 ));
             }
             let tree = opened.current_tree(project)?;
-            let initial =
-                record_initial(opened, tree, &dialog, params.title.as_deref().unwrap_or(""))?;
+            let initial = record_initial(
+                project,
+                opened,
+                tree,
+                &dialog,
+                params.title.as_deref().unwrap_or(""),
+            )?;
             Ok(json!({ "dialog": dialog, "initial": initial }))
         })
         .await

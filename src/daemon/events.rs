@@ -1,0 +1,403 @@
+//! Live events per project: what changed on disk (`file_changed`) and what ckpt did
+//! (`checkpoint_created`, `restored`, `session_approved`, `session_reset`, `watch_degraded`).
+//!
+//! Events go out through a broadcast channel: publishing never waits, so a slow subscriber can
+//! never slow a checkpoint. A subscriber that falls more than [`BACKLOG`] events behind is
+//! dropped with a final `error` event.
+//!
+//! `file_changed` comes from a pump thread fed by the watcher's tap. While nobody listens it
+//! only drains the tap. Otherwise it reads each changed path (honouring the exclusions, like a
+//! checkpoint), hashes it as git would, and compares with what it saw last, or with the last
+//! checkpoint's tree: unchanged content (a `touch`) is not an event.
+
+use std::collections::{BTreeSet, HashMap};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::ObjectId;
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use crate::filter::{Filter, RulesCache};
+use crate::store::diff::{is_binary, unified};
+use crate::store::Store;
+use crate::watch::{WatchHandle, WatchNote};
+
+/// Events a subscriber may fall behind by before it is dropped.
+pub const BACKLOG: usize = 1024;
+/// Files larger than this (either side) get no diff in `file_changed`.
+pub const MAX_DIFF_BYTES: usize = 256 * 1024;
+/// Text kept in memory as the "before" side of the next diff, across all files.
+const MAX_REMEMBERED_TEXT: usize = 64 * 1024 * 1024;
+/// How long the pump gathers notes before reading the paths (coalesces editor bursts).
+const BATCH_WINDOW: Duration = Duration::from_millis(20);
+
+/// The event stream of one project.
+pub struct Events {
+    root: PathBuf,
+    tx: broadcast::Sender<Arc<Value>>,
+    /// Subscribers that asked for diffs (the pump computes them only then).
+    diff_wanted: AtomicUsize,
+    /// The tree of the latest checkpoint: the "before" of a path the pump has not seen yet.
+    baseline: Mutex<Option<ObjectId>>,
+}
+
+impl Events {
+    pub fn new(root: PathBuf) -> Events {
+        Events {
+            root,
+            tx: broadcast::channel(BACKLOG).0,
+            diff_wanted: AtomicUsize::new(0),
+            baseline: Mutex::new(None),
+        }
+    }
+
+    /// Publishes `event` with `fields`; never waits.
+    pub fn emit(&self, event: &str, fields: Value) {
+        if self.tx.receiver_count() == 0 {
+            return;
+        }
+        let mut params = json!({
+            "event": event,
+            "project": self.root,
+            "time": jiff::Timestamp::now().to_string(),
+        });
+        if let (Value::Object(p), Value::Object(f)) = (&mut params, fields) {
+            p.extend(f);
+        }
+        let _ = self.tx.send(Arc::new(params));
+    }
+
+    pub fn subscribe(self: &Arc<Self>, diffs: bool) -> Subscription {
+        if diffs {
+            self.diff_wanted.fetch_add(1, Ordering::SeqCst);
+        }
+        Subscription {
+            rx: self.tx.subscribe(),
+            diffs,
+            events: self.clone(),
+        }
+    }
+
+    fn listening(&self) -> bool {
+        self.tx.receiver_count() > 0
+    }
+
+    /// Records the tree of the latest checkpoint.
+    pub fn set_baseline(&self, tree: ObjectId) {
+        *self.baseline.lock().expect("baseline lock poisoned") = Some(tree);
+    }
+
+    fn baseline(&self) -> Option<ObjectId> {
+        *self.baseline.lock().expect("baseline lock poisoned")
+    }
+}
+
+/// One subscriber's view of a project's events.
+pub struct Subscription {
+    pub rx: broadcast::Receiver<Arc<Value>>,
+    /// Whether `file_changed` events keep their `diff`.
+    pub diffs: bool,
+    events: Arc<Events>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if self.diffs {
+            self.events.diff_wanted.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// What the pump last saw at a path: its blob id (None: absent) and, if small text, the text.
+struct Seen {
+    id: Option<ObjectId>,
+    text: Option<Arc<Vec<u8>>>,
+}
+
+/// Starts the pump thread for a project; it ends when the watcher (the tap's sender) goes.
+pub fn start_pump(
+    events: Arc<Events>,
+    notes: std::sync::mpsc::Receiver<WatchNote>,
+    lost: Arc<AtomicBool>,
+    filter: Filter,
+    store_dir: PathBuf,
+    max_file_size: u64,
+    watch: WatchHandle,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("ckptd-events".into())
+        .spawn(move || {
+            let mut pump = Pump {
+                events,
+                filter,
+                store_dir,
+                store: None,
+                max_file_size,
+                watch,
+                rules: RulesCache::default(),
+                seen: HashMap::new(),
+                remembered: 0,
+            };
+            while let Ok(first) = notes.recv() {
+                let mut batch = vec![first];
+                let deadline = std::time::Instant::now() + BATCH_WINDOW;
+                while let Ok(n) = notes.recv_timeout(
+                    deadline.saturating_duration_since(std::time::Instant::now()),
+                ) {
+                    batch.push(n);
+                }
+                if lost.swap(false, Ordering::SeqCst) {
+                    pump.events.emit(
+                        "watch_degraded",
+                        json!({ "reason": "too many changes at once: some file events were dropped" }),
+                    );
+                }
+                pump.handle(batch);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the event pump; no file_changed events");
+    }
+}
+
+struct Pump {
+    events: Arc<Events>,
+    filter: Filter,
+    store_dir: PathBuf,
+    store: Option<Store>,
+    max_file_size: u64,
+    watch: WatchHandle,
+    rules: RulesCache,
+    seen: HashMap<BString, Seen>,
+    remembered: usize,
+}
+
+impl Pump {
+    fn handle(&mut self, batch: Vec<WatchNote>) {
+        if !self.events.listening() {
+            // Nobody listens: what we saw goes stale, so forget it.
+            self.seen.clear();
+            self.remembered = 0;
+            self.rules.clear();
+            return;
+        }
+        let mut paths = BTreeSet::new();
+        for note in batch {
+            match note {
+                WatchNote::Changed(changed) => paths.extend(changed),
+                WatchNote::Degraded(reason) => self
+                    .events
+                    .emit("watch_degraded", json!({ "reason": reason })),
+            }
+        }
+        if paths.iter().any(|p| p.ends_with(b".gitignore")) {
+            self.rules.clear();
+        }
+        for path in paths {
+            if !path.is_empty() {
+                self.rules.invalidate(path.as_bstr());
+                self.path_changed(path.as_bstr());
+            }
+        }
+    }
+
+    fn path_changed(&mut self, rel: &BStr) {
+        let abs = self.filter.root().join(rel.to_path_lossy());
+        let meta = match std::fs::symlink_metadata(&abs) {
+            Ok(m) => m,
+            Err(_) => return self.gone(rel),
+        };
+        if meta.is_dir() {
+            if self.filter.rules_for_dir(&mut self.rules, rel).is_none() {
+                return;
+            }
+            // A new folder is not watched until the next checkpoint's walk: watch it now and
+            // report what is already inside.
+            self.watch.watch(&abs);
+            let Ok(entries) = std::fs::read_dir(&abs) else {
+                return;
+            };
+            let mut children: Vec<BString> = entries
+                .flatten()
+                .map(|e| {
+                    let mut p = rel.to_owned();
+                    p.push(b'/');
+                    p.extend_from_slice(e.file_name().as_bytes());
+                    p
+                })
+                .collect();
+            children.sort();
+            for child in children {
+                self.path_changed(child.as_bstr());
+            }
+            return;
+        }
+        if !self.filter.includes_file(&mut self.rules, rel) || meta.len() > self.max_file_size {
+            return;
+        }
+        let (data, mode) = if meta.file_type().is_symlink() {
+            match std::fs::read_link(&abs) {
+                Ok(t) => (t.as_os_str().as_bytes().to_vec(), "120000"),
+                Err(_) => return,
+            }
+        } else {
+            match std::fs::read(&abs) {
+                Ok(d) if meta.permissions().mode() & 0o111 != 0 => (d, "100755"),
+                Ok(d) => (d, "100644"),
+                Err(_) => return,
+            }
+        };
+        let id = match gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data)
+        {
+            Ok(id) => id,
+            Err(_) => return,
+        };
+        let before = self.before(rel);
+        if before.as_ref().is_some_and(|b| b.id == Some(id)) {
+            return; // Same content (a touch, or a write of the same bytes).
+        }
+        let kind = match before.as_ref().and_then(|b| b.id) {
+            Some(_) => "modified",
+            None => "created",
+        };
+        let text = (data.len() <= MAX_DIFF_BYTES && !is_binary(&data)).then(|| Arc::new(data));
+        let mut fields =
+            json!({ "path": rel.to_str_lossy(), "kind": kind, "id": id.to_string(), "mode": mode });
+        if let Some(d) = self.diff(
+            rel,
+            before.as_ref(),
+            text.as_deref().map(Vec::as_slice),
+            true,
+        ) {
+            fields["diff"] = json!(d);
+        }
+        self.events.emit("file_changed", fields);
+        self.remember(rel, Some(id), text);
+    }
+
+    /// `rel` no longer exists: a deleted file, or a deleted folder with files inside.
+    fn gone(&mut self, rel: &BStr) {
+        let mut prefix = rel.to_owned();
+        prefix.push(b'/');
+        let mut files: BTreeSet<BString> = self
+            .seen
+            .iter()
+            .filter(|(p, s)| s.id.is_some() && (p.as_bstr() == rel || p.starts_with(&prefix)))
+            .map(|(p, _)| p.clone())
+            .collect();
+        files.extend(self.baseline_files(rel));
+        for path in files {
+            let before = self.before(path.as_bstr());
+            if before.as_ref().is_none_or(|b| b.id.is_none()) {
+                continue;
+            }
+            let mut fields = json!({ "path": path.to_str_lossy(), "kind": "deleted", "id": null });
+            if let Some(d) = self.diff(path.as_bstr(), before.as_ref(), Some(&[]), false) {
+                fields["diff"] = json!(d);
+            }
+            self.events.emit("file_changed", fields);
+            self.remember(path.as_bstr(), None, None);
+        }
+    }
+
+    fn remember(&mut self, rel: &BStr, id: Option<ObjectId>, text: Option<Arc<Vec<u8>>>) {
+        if let Some(old) = self.seen.get(rel).and_then(|s| s.text.as_ref()) {
+            self.remembered -= old.len();
+        }
+        let mut text = text;
+        if let Some(t) = &text {
+            if self.remembered + t.len() > MAX_REMEMBERED_TEXT {
+                text = None;
+            } else {
+                self.remembered += t.len();
+            }
+        }
+        self.seen.insert(rel.to_owned(), Seen { id, text });
+    }
+
+    /// What `rel` was before this change: as the pump last saw it, else as in the baseline.
+    fn before(&mut self, rel: &BStr) -> Option<Seen> {
+        if let Some(s) = self.seen.get(rel) {
+            return Some(Seen {
+                id: s.id,
+                text: s.text.clone(),
+            });
+        }
+        let baseline = self.events.baseline()?;
+        let store = self.store()?;
+        let repo = store.repo();
+        let tree = repo.find_tree(baseline).ok()?;
+        let entry = tree.lookup_entry_by_path(rel.to_path_lossy()).ok()??;
+        if entry.mode().is_tree() {
+            return None;
+        }
+        Some(Seen {
+            id: Some(entry.object_id()),
+            text: None,
+        })
+    }
+
+    /// The files of the baseline at or below `rel`.
+    fn baseline_files(&mut self, rel: &BStr) -> Vec<BString> {
+        let Some(baseline) = self.events.baseline() else {
+            return Vec::new();
+        };
+        let Some(store) = self.store() else {
+            return Vec::new();
+        };
+        let repo = store.repo();
+        let Ok(files) = crate::store::snapshot::read_tree(&repo, baseline) else {
+            return Vec::new();
+        };
+        let mut prefix = rel.to_owned();
+        prefix.push(b'/');
+        files
+            .into_keys()
+            .filter(|p| p.as_bstr() == rel || p.starts_with(&prefix))
+            .filter(|p| !self.seen.contains_key(p))
+            .collect()
+    }
+
+    /// A unified diff of `rel` from `before` to `after` when someone wants diffs and both
+    /// sides are small text.
+    fn diff(
+        &mut self,
+        rel: &BStr,
+        before: Option<&Seen>,
+        after: Option<&[u8]>,
+        exists: bool,
+    ) -> Option<String> {
+        if self.events.diff_wanted.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let after = after?;
+        let old: Arc<Vec<u8>> = match before {
+            None | Some(Seen { id: None, .. }) => Arc::new(Vec::new()),
+            Some(Seen { text: Some(t), .. }) => t.clone(),
+            Some(Seen { id: Some(id), .. }) => {
+                let store = self.store()?;
+                let data = store.repo().find_object(*id).ok()?.detach().data;
+                if data.len() > MAX_DIFF_BYTES || is_binary(&data) {
+                    return None;
+                }
+                Arc::new(data)
+            }
+        };
+        let has_old = before.is_some_and(|b| b.id.is_some());
+        let (text, _, _) = unified(&old, after, rel, has_old, exists);
+        Some(text)
+    }
+
+    fn store(&mut self) -> Option<&Store> {
+        if self.store.is_none() {
+            self.store = Store::open(&self.store_dir).ok();
+        }
+        self.store.as_ref()
+    }
+}
