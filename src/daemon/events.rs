@@ -45,6 +45,8 @@ pub struct Events {
     diff_wanted: AtomicUsize,
     /// The tree of the latest checkpoint: the "before" of a path the pump has not seen yet.
     baseline: Mutex<Option<ObjectId>>,
+    /// When the watcher last reported a change (automatic checkpoints wait for it to settle).
+    last_change: Mutex<Option<std::time::Instant>>,
 }
 
 impl Events {
@@ -54,7 +56,19 @@ impl Events {
             tx: broadcast::channel(BACKLOG).0,
             diff_wanted: AtomicUsize::new(0),
             baseline: Mutex::new(None),
+            last_change: Mutex::new(None),
         }
+    }
+
+    /// Records that the project may have changed now.
+    pub fn note_change(&self) {
+        *self.last_change.lock().expect("last-change lock poisoned") =
+            Some(std::time::Instant::now());
+    }
+
+    /// When the watcher last reported a change in the project.
+    pub fn last_change(&self) -> Option<std::time::Instant> {
+        *self.last_change.lock().expect("last-change lock poisoned")
     }
 
     /// Publishes `event` with `fields`; never waits.
@@ -157,6 +171,9 @@ pub fn start_pump(
                         "watch_degraded",
                         json!({ "reason": "too many changes at once: some file events were dropped" }),
                     );
+                }
+                if batch.iter().any(|n| matches!(n, WatchNote::Changed(_))) {
+                    pump.events.note_change();
                 }
                 pump.handle(batch);
             }

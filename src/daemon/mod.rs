@@ -6,6 +6,7 @@
 //! project, so a project's operations are serialised while different projects proceed in
 //! parallel.
 
+mod auto;
 mod edit;
 pub mod events;
 mod handlers;

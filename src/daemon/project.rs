@@ -169,6 +169,8 @@ pub struct Project {
     pub edits: std::sync::Mutex<super::edit::Edits>,
     /// Live events for subscribers.
     pub events: Arc<Events>,
+    /// The tree of the checkpoint recorded last (by this daemon), if any.
+    pub last_recorded: std::sync::Mutex<Option<gix::ObjectId>>,
 }
 
 impl Project {
@@ -184,6 +186,7 @@ impl Project {
             progress: Arc::default(),
             edits: std::sync::Mutex::default(),
             events: Arc::new(Events::new(root_for_events)),
+            last_recorded: std::sync::Mutex::new(None),
         }
     }
 
@@ -221,6 +224,14 @@ impl Project {
             }
             if guard.is_none() {
                 *guard = Some(me.open()?);
+                if let Some(interval) = me.config.auto_checkpoint_for(&me.root) {
+                    // Watches are placed by a walk: do it now, not at the first checkpoint.
+                    let opened = guard.as_mut().expect("opened just above");
+                    if let Err(e) = opened.prepare(&me) {
+                        tracing::warn!(root = %me.root.display(), error = %e.message, "cannot read the project");
+                    }
+                    super::auto::start(&me, interval);
+                }
             }
             f(&me, guard.as_mut().expect("opened just above"))
         })

@@ -26,6 +26,17 @@ const MAX_CONNECTIONS: usize = 256;
 /// Serves `listener` until `shutdown` resolves (or a client calls `shutdown`), then waits for
 /// in-flight work and returns. Dropping the listener removes the socket file.
 pub async fn run(daemon: Arc<Daemon>, listener: Listener, shutdown: impl Future<Output = ()>) {
+    // Projects with automatic checkpoints are opened (and watched) now, not at first use.
+    for project in daemon.projects.read().await.values() {
+        if daemon.config.auto_checkpoint_for(&project.root).is_some() {
+            let project = project.clone();
+            tokio::spawn(async move {
+                if let Err(e) = project.run(|_, _| Ok(())).await {
+                    tracing::warn!(root = %project.root.display(), error = %e.message, "cannot open the project");
+                }
+            });
+        }
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut tasks = JoinSet::new();

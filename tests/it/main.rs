@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod auto;
 mod cli;
 mod daemon;
 mod dialogs;

@@ -60,6 +60,39 @@ pub(super) async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -
         .await
 }
 
+/// Records an `auto` checkpoint in the default dialog if the files differ from the checkpoint
+/// recorded last; returns it, or None when nothing changed.
+pub(crate) fn record_auto(
+    project: &Project,
+    opened: &mut crate::daemon::project::Opened,
+) -> Result<Option<crate::store::Checkpoint>, RpcError> {
+    let tree = opened.current_tree(project)?;
+    let known = *project
+        .last_recorded
+        .lock()
+        .expect("last-recorded lock poisoned");
+    let last = match known {
+        Some(t) => Some(t),
+        None => {
+            let repo = opened.store.repo();
+            let newest = opened.store.list(&repo, None).map_err(checkpoint_error)?;
+            newest
+                .first()
+                .map(|c| parse_id(&c.tree))
+                .transpose()
+                .map_err(store_error)?
+        }
+    };
+    if last == Some(tree) {
+        return Ok(None);
+    }
+    let new = NewCheckpoint::new(DEFAULT_DIALOG, "auto", "automatic checkpoint");
+    let c = record(project, opened, tree, new)?;
+    auto_prune(project, opened, DEFAULT_DIALOG);
+    opened.save_index(false);
+    Ok(Some(c))
+}
+
 pub(super) async fn list(daemon: &Arc<Daemon>, params: ListParams) -> Reply {
     let project = find_project(daemon, &params.project).await?;
     project

@@ -30,6 +30,7 @@ use crate::store::{
 type Reply = Result<Value, RpcError>;
 
 mod checkpoints;
+pub(crate) use checkpoints::record_auto;
 mod restores;
 mod timeline;
 
@@ -161,6 +162,10 @@ fn record(
         .store
         .record_checkpoint(tree, opened.index.skipped(), new)
         .map_err(checkpoint_error)?;
+    *project
+        .last_recorded
+        .lock()
+        .expect("last-recorded lock poisoned") = Some(tree);
     project.events.emit(
         "checkpoint_created",
         json!({
