@@ -86,6 +86,14 @@ pub enum Command {
         #[arg(long, value_name = "ID2")]
         against: Option<String>,
     },
+    /// Add the commits a git bundle names (from `ckpt export --bundle` or `git bundle create`)
+    /// as checkpoints of kind `imported`, on dialog `imported` unless --dialog names one.
+    Import {
+        #[arg(long, value_name = "FILE")]
+        bundle: PathBuf,
+        #[arg(long, value_name = "D")]
+        dialog: Option<String>,
+    },
     /// Name a checkpoint (tagged checkpoints are always kept).
     Tag { id: String, name: String },
     /// Attach a note to a checkpoint (searchable with `list --grep`).
@@ -386,7 +394,8 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             against,
         } => {
             if let Some(file) = bundle {
-                let params = json!({ "project": project, "ids": ids, "path": base.join(file) });
+                let params =
+                    json!({ "project": project, "ids": ids, "path": file_path(&base, &file) });
                 let result = connect()?.call("export_bundle", params)?;
                 let path = result["path"].as_str().unwrap_or("").to_string();
                 out.value_or(
@@ -407,6 +416,12 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                     print!("{}", result["patch"].as_str().unwrap_or(""));
                 }
             }
+        }
+        Command::Import { bundle, dialog } => {
+            let params = strip_nulls(
+                json!({ "project": project, "path": file_path(&base, &bundle), "dialog": dialog }),
+            );
+            out.imported(&connect()?.call("import_bundle", params)?);
         }
         Command::Tag { id, name } => {
             let result =
@@ -644,6 +659,19 @@ fn resolve(base: &Path, dir: Option<PathBuf>) -> PathBuf {
     match dir {
         Some(d) => base.join(d),
         None => base.to_path_buf(),
+    }
+}
+
+/// `file` made absolute against `base`, with its folder resolved (`..`, symlinks) when it
+/// exists, so the daemon and the messages see a clean path.
+fn file_path(base: &Path, file: &Path) -> PathBuf {
+    let joined = base.join(file);
+    match (joined.parent(), joined.file_name()) {
+        (Some(dir), Some(name)) => match dir.canonicalize() {
+            Ok(dir) => dir.join(name),
+            Err(_) => joined,
+        },
+        _ => joined.canonicalize().unwrap_or(joined),
     }
 }
 

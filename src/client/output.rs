@@ -226,6 +226,18 @@ impl Out {
         if let Some(m) = c.get("message_id").and_then(Value::as_str) {
             println!("message    {m}");
         }
+        if let Some(i) = c.get("imported").filter(|i| i.is_object()) {
+            let origin = match i.get("dialog").and_then(Value::as_str) {
+                Some(d) => format!("{} checkpoint of dialog {d}", s(i, "kind")),
+                None => s(i, "kind").to_string(),
+            };
+            println!(
+                "imported   from {} ({origin}, {}, made {})",
+                short(s(i, "from")),
+                s(i, "ref_name"),
+                s(i, "created_at")
+            );
+        }
         let parent = c
             .get("parent")
             .and_then(Value::as_str)
@@ -385,6 +397,40 @@ impl Out {
         );
         if let Some(gc) = v.get("gc") {
             self.gc(gc);
+        }
+    }
+
+    pub fn imported(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        let imported = arr(v, "imported");
+        match imported.len() {
+            0 => println!("imported no checkpoints from {}", s(v, "path")),
+            count => println!(
+                "imported {count} checkpoint{} into dialog {} from {} ({} objects)",
+                if count == 1 { "" } else { "s" },
+                s(v, "dialog"),
+                s(v, "path"),
+                n(v, "objects")
+            ),
+        }
+        for c in imported {
+            let from = c["imported"]["from"].as_str().unwrap_or("");
+            println!(
+                "  {}  from {}  {}",
+                short(s(c, "id")),
+                short(from),
+                one_line(s(c, "label"), 60)
+            );
+        }
+        for left in arr(v, "not_imported") {
+            println!(
+                "  not imported: {} ({}): {}",
+                short(s(left, "from")),
+                s(left, "ref_name"),
+                s(left, "reason")
+            );
         }
     }
 

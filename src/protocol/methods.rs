@@ -78,6 +78,18 @@ pub struct ExportBundleParams {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct ImportBundleParams {
+    pub project: PathBuf,
+    /// The bundle to read (absolute).
+    pub path: PathBuf,
+    /// The dialog to add the checkpoints to (created if new); default `imported`, or
+    /// `imported-2`, ... when that exists.
+    #[serde(default)]
+    pub dialog: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TagParams {
     pub project: PathBuf,
     pub id: String,

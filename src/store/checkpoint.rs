@@ -88,6 +88,8 @@ struct Header {
     meta: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     restore: Option<RestoreLink>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    imported: Option<Imported>,
 }
 
 fn first_session() -> u64 {
@@ -103,6 +105,24 @@ pub const SESSION_ENDS: &[&str] = &["approved", "reset"];
 pub struct RestoreLink {
     pub restored_to: String,
     pub undo: String,
+}
+
+/// Where an `imported` checkpoint came from: a commit of a bundle, either another store's
+/// checkpoint (its kind and dialog are kept here) or a plain git commit (kind `commit`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Imported {
+    /// The commit in the bundle.
+    pub from: String,
+    /// The original checkpoint's kind, or `commit`.
+    pub kind: String,
+    /// When the original was recorded (committed).
+    pub created_at: String,
+    /// The original checkpoint's dialog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialog: Option<String>,
+    /// The bundle's name for the commit (e.g. `refs/heads/main`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ref_name: Option<String>,
 }
 
 /// A checkpoint as read back from the store.
@@ -133,6 +153,9 @@ pub struct Checkpoint {
     /// For a `restore` checkpoint: what it restored to and how to undo it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreLink>,
+    /// For an `imported` checkpoint: its origin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported: Option<Imported>,
     /// Client metadata (JSON), when asked for and present.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
@@ -149,6 +172,7 @@ pub struct NewCheckpoint {
     pub message_id: Option<String>,
     pub meta: Option<serde_json::Value>,
     pub restore: Option<RestoreLink>,
+    pub imported: Option<Imported>,
 }
 
 impl NewCheckpoint {
@@ -161,6 +185,7 @@ impl NewCheckpoint {
             message_id: None,
             meta: None,
             restore: None,
+            imported: None,
         }
     }
 }
@@ -244,6 +269,7 @@ impl Store {
             skipped,
             meta: meta_blob.map(|id| id.to_string()),
             restore: new.restore.clone(),
+            imported: new.imported.clone(),
         };
         let header_json =
             serde_json::to_string(&header).map_err(|e| StoreError::git("encoding metadata", e))?;
@@ -337,6 +363,7 @@ impl Store {
             deleted: header.deleted,
             skipped: header.skipped,
             restore: header.restore,
+            imported: header.imported,
             tags: Vec::new(),
             notes: None,
             meta: None,
@@ -346,6 +373,11 @@ impl Store {
                 .and_then(|m| ObjectId::from_hex(m.as_bytes()).ok()),
         };
         Ok(checkpoint)
+    }
+
+    /// The blob holding `checkpoint`'s client metadata, if it has any.
+    pub(crate) fn meta_blob_of(checkpoint: &Checkpoint) -> Option<ObjectId> {
+        checkpoint.meta_blob
     }
 
     /// Loads the client metadata of `checkpoint` into it.
@@ -621,7 +653,7 @@ impl Store {
 }
 
 /// RFC 3339 in UTC with exactly three fractional digits, so that the text sorts by time.
-fn rfc3339_millis(t: jiff::Timestamp) -> String {
+pub(crate) fn rfc3339_millis(t: jiff::Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 

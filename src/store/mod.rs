@@ -11,6 +11,7 @@
 pub mod checkpoint;
 pub mod diff;
 pub mod gc;
+pub mod import;
 pub mod pack;
 pub mod restore;
 pub mod retention;
@@ -23,7 +24,9 @@ use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 use gix::refs::Target;
 use gix::ObjectId;
 
-pub use checkpoint::{Checkpoint, CheckpointError, NewCheckpoint, RestoreLink, SkippedFile};
+pub use checkpoint::{
+    Checkpoint, CheckpointError, Imported, NewCheckpoint, RestoreLink, SkippedFile,
+};
 pub use restore::{RestoreError, RestoreOptions, RestoreReport};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotOptions};
 

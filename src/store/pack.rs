@@ -296,7 +296,8 @@ fn index_bytes(entries: &[Written], pack_sum: ObjectId) -> Result<Vec<u8>, Store
 
 impl super::Store {
     /// Writes a git bundle (v2) to `dest` holding `commits` (named `refs/heads/ckpt-<id>`, the
-    /// first also as HEAD) with every object they reach, so `git clone` and `git fetch` read it.
+    /// first also as HEAD) with every object they reach and their client metadata, so
+    /// `git clone` and `git fetch` read it and `ckpt import` restores the metadata too.
     pub fn export_bundle(&self, commits: &[ObjectId], dest: &Path) -> Result<usize, StoreError> {
         let repo = self.repo();
         let mut header = String::from("# v2 git bundle\n");
@@ -312,9 +313,25 @@ impl super::Store {
         header.push('\n');
         let pack = PackWriter::new(self.dir())?;
         let shallow = self.shallow()?;
+        let mut walked = Vec::new();
         let cut = super::gc::walk_reachable(&repo, commits, &shallow, |id, kind, data| {
+            if kind == gix::objs::Kind::Commit {
+                walked.push(id);
+            }
             pack.add(id, kind, data)
         })?;
+        // Client metadata is named in a commit header, not linked: add it so an import keeps it.
+        for id in walked {
+            let Ok(c) = self.checkpoint(&repo, id) else {
+                continue;
+            };
+            if let Some(blob) = Self::meta_blob_of(&c) {
+                let object = repo
+                    .find_object(blob)
+                    .map_err(|e| StoreError::git("reading metadata", e))?;
+                pack.add(blob, object.kind, &object.data)?;
+            }
+        }
         // History that retention cut away: the bundle names it as a prerequisite.
         for id in cut {
             header.insert_str(

@@ -10,6 +10,7 @@ mod edits;
 mod events;
 mod exactness;
 mod exclusions;
+mod import;
 mod protocol;
 mod restore;
 mod retention;

@@ -31,6 +31,7 @@ pub(super) async fn checkpoint(daemon: &Arc<Daemon>, params: CheckpointParams) -
     }
     let project = find_project(daemon, &params.project).await?;
     let new = NewCheckpoint {
+        imported: None,
         restore: None,
         dialog,
         kind,
@@ -252,6 +253,82 @@ pub(super) async fn export_bundle(daemon: &Arc<Daemon>, params: ExportBundlePara
             Ok(json!({ "path": path, "checkpoints": ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(), "objects": objects }))
         })
         .await
+}
+
+/// Reads a git bundle's objects into the store and records a checkpoint (kind `imported`) for
+/// each commit its refs name, oldest first, on one dialog.
+pub(super) async fn import_bundle(daemon: &Arc<Daemon>, params: ImportBundleParams) -> Reply {
+    let path = absolute(&params.path)?;
+    if let Some(d) = &params.dialog {
+        validate_dialog(d).map_err(checkpoint_error)?;
+    }
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run(move |project, opened| {
+            let store = &opened.store;
+            let objects = store.import_bundle_objects(&path).map_err(|e| {
+                let code = match &e {
+                    ImportError::Store(_) => ErrorCode::StoreError,
+                    _ => ErrorCode::InvalidParams,
+                };
+                RpcError::new(code, format!("cannot import {}: {e}", path.display()))
+            })?;
+            let repo = store.repo();
+            let result = (|| {
+                let (candidates, left) = store
+                    .import_candidates(&repo, &objects.header)
+                    .map_err(checkpoint_error)?;
+                let dialog = match &params.dialog {
+                    Some(d) => d.clone(),
+                    None => free_dialog_name(store, &repo, "imported")?,
+                };
+                let mut imported = Vec::new();
+                for candidate in candidates {
+                    let new = NewCheckpoint {
+                        message_id: candidate.message_id,
+                        meta: candidate.meta,
+                        imported: Some(candidate.imported),
+                        ..NewCheckpoint::new(dialog.clone(), "imported", candidate.label)
+                    };
+                    let c = store
+                        .record_checkpoint(candidate.tree, candidate.skipped, new)
+                        .map_err(checkpoint_error)?;
+                    emit_created(project, &c);
+                    imported.push(c);
+                }
+                Ok(json!({
+                    "path": path,
+                    "dialog": if imported.is_empty() { Value::Null } else { json!(dialog) },
+                    "objects": objects.objects,
+                    "imported": imported,
+                    "not_imported": left,
+                }))
+            })();
+            // The new checkpoints' refs reach what matters now; gc may drop the rest.
+            if let Some(keep) = &objects.keep {
+                let _ = std::fs::remove_file(keep);
+            }
+            result
+        })
+        .await
+}
+
+/// `base` if no dialog has that name, else the first free `base-2`, `base-3`, ...
+fn free_dialog_name(
+    store: &crate::store::Store,
+    repo: &gix::Repository,
+    base: &str,
+) -> Result<String, RpcError> {
+    for n in 1.. {
+        let name = match n {
+            1 => base.to_string(),
+            n => format!("{base}-{n}"),
+        };
+        if !store.dialog_exists(repo, &name).map_err(checkpoint_error)? {
+            return Ok(name);
+        }
+    }
+    unreachable!("some dialog name is free")
 }
 
 pub(super) async fn tag(daemon: &Arc<Daemon>, params: TagParams) -> Reply {

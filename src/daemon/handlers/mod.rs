@@ -21,6 +21,7 @@ use crate::protocol::{
 use crate::store::checkpoint::parse_id;
 use crate::store::checkpoint::validate_dialog;
 use crate::store::diff::diff;
+use crate::store::import::ImportError;
 use crate::store::snapshot::{Snapshot, SnapshotOptions};
 use crate::store::treediff::diff_trees;
 use crate::store::{
@@ -124,6 +125,7 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "tag" => tag(daemon, parse(params)?).await,
         "export_patch" => export_patch(daemon, parse(params)?).await,
         "export_bundle" => export_bundle(daemon, parse(params)?).await,
+        "import_bundle" => import_bundle(daemon, parse(params)?).await,
         "note" => note(daemon, parse(params)?).await,
         "dialog_fork" => dialog_fork(daemon, parse(params)?).await,
         "edit_begin" => edit_begin(daemon, parse(params)?).await,
@@ -166,6 +168,12 @@ fn record(
         .last_recorded
         .lock()
         .expect("last-recorded lock poisoned") = Some(tree);
+    emit_created(project, &c);
+    Ok(c)
+}
+
+/// Tells the project's subscribers about a new checkpoint.
+fn emit_created(project: &Project, c: &crate::store::Checkpoint) {
     project.events.emit(
         "checkpoint_created",
         json!({
@@ -174,7 +182,6 @@ fn record(
             "deleted": c.deleted, "skipped": c.skipped.len(),
         }),
     );
-    Ok(c)
 }
 
 fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
