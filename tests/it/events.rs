@@ -295,6 +295,39 @@ fn a_subscriber_that_does_not_read_is_dropped_and_never_slows_checkpoints() {
 }
 
 #[test]
+fn a_subscription_is_live_when_its_reply_arrives_even_before_any_checkpoint() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "sub/old.txt", "old\n");
+    env.watch();
+    let stream = UnixStream::connect(&env.socket).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let request = json!({ "jsonrpc": "2.0", "id": 1, "method": "subscribe",
+        "params": { "project": p } });
+    writer.write_all(format!("{request}\n").as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let reply: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["id"], 1, "{reply}");
+    // The very first edits after the reply, at the root and in a folder, are reported.
+    write(&p, "first.txt", "one\n");
+    write(&p, "sub/old.txt", "changed\n");
+    let mut seen = Vec::new();
+    while !(seen.contains(&"first.txt".to_string()) && seen.contains(&"sub/old.txt".to_string())) {
+        line.clear();
+        reader
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("no event within {PATIENCE:?} ({e}); saw {seen:?}"));
+        let event: Value = serde_json::from_str(&line).unwrap();
+        if event["params"]["event"] == "file_changed" {
+            seen.push(event["params"]["path"].as_str().unwrap().to_string());
+        }
+    }
+}
+
+#[test]
 fn bad_subscriptions_are_refused() {
     let env = TestEnv::new();
     env.watch();

@@ -220,8 +220,11 @@ async fn subscribe(
     conn: &Conn,
 ) -> Result<(), RpcError> {
     let project = find_project(daemon, &params.project).await?;
-    // Opening the project starts its watcher and event pump.
-    project.run(|_, _| Ok(())).await?;
+    // Opening the project starts its watcher and event pump; watches are placed by a walk,
+    // so bring the index up to date now rather than at the next checkpoint.
+    project
+        .run(|project, opened| opened.prepare(project).map(drop))
+        .await?;
     let mut sub = project.events.subscribe(params.diffs);
     let reply = response_line(
         &id,
