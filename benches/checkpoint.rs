@@ -197,8 +197,6 @@ fn main() {
         "refs/heads/main",
         parent.as_deref().unwrap(),
     ]));
-    run(git(&history_shadow, &root).args(["gc", "--prune=now", "--aggressive", "--quiet"]));
-    let rss = rss.max(daemon.peak_rss_kib());
     let store = std::fs::read_dir(tmp.path().join("data/ckpt/projects"))
         .unwrap()
         .next()
@@ -206,6 +204,20 @@ fn main() {
         .unwrap()
         .path();
     let ours_size = du(&store);
+    // Packing everything: `ckpt gc` against `git gc --prune=now` on the same history.
+    let ours_gc = time(|| {
+        conn.call("gc", json!({ "project": project })).unwrap();
+    });
+    let theirs_gc =
+        time(|| run(git(&history_shadow, &root).args(["gc", "--prune=now", "--quiet"])));
+    rows.push(Row::new(
+        "gc (pack all history)",
+        vec![ours_gc],
+        vec![theirs_gc],
+    ));
+    let ours_gc_size = du(&store);
+    run(git(&history_shadow, &root).args(["gc", "--prune=now", "--aggressive", "--quiet"]));
+    let rss = rss.max(daemon.peak_rss_kib());
     let theirs_size = du(&history_shadow);
 
     println!();
@@ -229,6 +241,13 @@ fn main() {
         ours_size as f64 / 1048576.0,
         theirs_size as f64 / 1048576.0,
         ours_size as f64 / theirs_size.max(1) as f64
+    );
+    println!(
+        "{:<34} {:>9.1} MiB {:>10.1} MiB {:>8.2}x (ckpt/git)",
+        "store after ckpt gc",
+        ours_gc_size as f64 / 1048576.0,
+        theirs_size as f64 / 1048576.0,
+        ours_gc_size as f64 / theirs_size.max(1) as f64
     );
     drop(conn);
     daemon.stop();
@@ -365,6 +384,10 @@ struct Daemon {
 impl Daemon {
     fn start(dir: &Path) -> Daemon {
         let socket = dir.join("run/ckptd.sock");
+        // Keep every checkpoint, as the shadow repository does, so the store sizes compare.
+        let config = dir.join("config/ckpt");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.toml"), "[retention]\nkeep = 1000000\n").unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_ckptd"))
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
