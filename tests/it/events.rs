@@ -363,3 +363,68 @@ fn bad_subscriptions_are_refused() {
     );
     env.assert_serving();
 }
+
+/// Starts ckptd in a user namespace of its own whose inotify watch limit is `limit`, so that
+/// running out of watches can be shown without touching the machine's limits. None when this
+/// machine does not allow unprivileged user namespaces.
+fn daemon_with_watch_limit(env: &mut TestEnv, limit: u32) -> Option<()> {
+    let probe = Command::new("unshare")
+        .args(["-U", "-r", "sh", "-c"])
+        .arg("echo 5 > /proc/sys/user/max_inotify_watches")
+        .stderr(Stdio::null())
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        return None;
+    }
+    let log = std::fs::File::create(env.home.join("ckptd.log")).unwrap();
+    let mut cmd = Command::new("unshare");
+    env.env(&mut cmd);
+    cmd.args(["-U", "-r", "sh", "-c"])
+        .arg(format!(
+            "echo {limit} > /proc/sys/user/max_inotify_watches && exec \"$0\"",
+        ))
+        .arg(CKPTD)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    env.daemon = Some(cmd.spawn().unwrap());
+    env.wait_for_socket();
+    Some(())
+}
+
+#[test]
+fn running_out_of_watches_is_reported_and_checkpoints_stay_exact() {
+    let mut env = TestEnv::without_daemon("");
+    if daemon_with_watch_limit(&mut env, 8).is_none() {
+        eprintln!("skipped: this machine has no unprivileged user namespaces (unshare -U -r)");
+        return;
+    }
+    let p = env.proj();
+    write(&p, "a/x.txt", "x\n");
+    env.watch();
+    env.checkpoint("base");
+    let mut events = Listener::start(&env, false);
+    // More folders than the namespace allows watches for.
+    for i in 0..20 {
+        write(&p, &format!("d{i:02}/f.txt"), &format!("{i}\n"));
+    }
+    let c = env.json(&["checkpoint", "-m", "many folders"]);
+    assert_eq!(c["added"], 20, "{c}");
+    let e = events.seen_or_wait(|e| e["event"] == "watch_degraded");
+    assert!(e["reason"].as_str().unwrap().contains("watch limit"), "{e}");
+    let status = env.json(&["status"]);
+    let mode = status["projects"][0]["mode"].as_str().unwrap();
+    assert!(mode.starts_with("degraded"), "{status}");
+    // Without watches every checkpoint verifies by stat: still exact.
+    write(&p, "d07/f.txt", "changed\n");
+    write(&p, "d19/g.txt", "new\n");
+    let c = env.json(&["checkpoint", "-m", "after"]);
+    assert_eq!(
+        (c["added"].as_u64(), c["modified"].as_u64()),
+        (Some(1), Some(1)),
+        "{c}"
+    );
+    let verify = env.json(&["verify"]);
+    assert_eq!(verify["equal"], true, "{verify}");
+    env.fsck();
+}
