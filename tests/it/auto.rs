@@ -130,4 +130,10 @@ fn automatic_checkpoints_are_off_by_default() {
     write(&p, "a.txt", "two");
     std::thread::sleep(Duration::from_secs(3));
     assert!(autos(&env).is_empty());
+    // Not merely slow: no timer was started at all.
+    assert!(
+        !env.log().contains("automatic checkpoints on"),
+        "{}",
+        env.log()
+    );
 }

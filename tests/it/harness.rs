@@ -137,9 +137,14 @@ impl TestEnv {
 
     /// Runs `ckpt ARGS --json`, asserts success, and parses stdout.
     pub fn json(&self, args: &[&str]) -> Value {
+        self.json_in(&self.proj(), args)
+    }
+
+    /// Like [`TestEnv::json`], run in `cwd` (another project, say).
+    pub fn json_in(&self, cwd: &Path, args: &[&str]) -> Value {
         let mut all = vec!["--json"];
         all.extend_from_slice(args);
-        let out = self.ckpt(&all);
+        let out = self.ckpt_in(cwd, &all);
         assert!(
             out.status.success(),
             "ckpt {args:?} failed: {}\n{}\nlog:\n{}",
@@ -166,6 +171,18 @@ impl TestEnv {
     pub fn store(&self) -> PathBuf {
         let projects = self.json(&["projects"]);
         PathBuf::from(projects[0]["store"].as_str().unwrap())
+    }
+
+    /// The store of the project at `root`.
+    pub fn store_of(&self, root: &Path) -> PathBuf {
+        let projects = self.json(&["projects"]);
+        let p = projects
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["root"].as_str() == Some(root.to_str().unwrap()))
+            .unwrap_or_else(|| panic!("no project {}: {projects}", root.display()));
+        PathBuf::from(p["store"].as_str().unwrap())
     }
 
     /// `git --git-dir STORE ARGS`, asserting success.

@@ -17,30 +17,6 @@ fn other_project(env: &TestEnv, name: &str) -> PathBuf {
     dir
 }
 
-fn json_in(env: &TestEnv, dir: &Path, args: &[&str]) -> Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    let out = env.ckpt_in(dir, &all);
-    assert!(
-        out.status.success(),
-        "ckpt {args:?} failed: {}\nlog:\n{}",
-        stderr(&out),
-        env.log()
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn store_of(env: &TestEnv, root: &Path) -> PathBuf {
-    let projects = env.json(&["projects"]);
-    let p = projects
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["root"].as_str() == Some(root.to_str().unwrap()))
-        .unwrap_or_else(|| panic!("no project {}: {projects}", root.display()));
-    PathBuf::from(p["store"].as_str().unwrap())
-}
-
 /// Runs git in `dir` with a fixed identity, asserting success.
 fn git_work(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -68,7 +44,7 @@ fn pack_files(store: &Path) -> Vec<String> {
 }
 
 fn restore_in(env: &TestEnv, dir: &Path, id: &str) {
-    let r = json_in(env, dir, &["restore", id, "--yes"]);
+    let r = env.json_in(dir, &["restore", id, "--yes"]);
     assert!(r["skipped"].as_array().unwrap().is_empty(), "{r}");
 }
 
@@ -106,7 +82,7 @@ fn checkpoints_exported_by_one_project_import_into_another() {
 
     let other = other_project(&env, "other");
     write(&other, "unrelated.txt", "other project\n");
-    let result = json_in(&env, &other, &["import", "--bundle", b]);
+    let result = env.json_in(&other, &["import", "--bundle", b]);
     assert_eq!(result["dialog"], "imported", "{result}");
     let imported = result["imported"].as_array().unwrap();
     assert_eq!(imported.len(), 3, "{result}");
@@ -120,11 +96,11 @@ fn checkpoints_exported_by_one_project_import_into_another() {
     }
     assert_eq!(imported[1]["label"], "second");
     // The client metadata came along.
-    let shown = json_in(&env, &other, &["show", imported[0]["id"].as_str().unwrap()]);
+    let shown = env.json_in(&other, &["show", imported[0]["id"].as_str().unwrap()]);
     assert_eq!(shown["meta"]["messages"][0], "fix the bug", "{shown}");
-    let listed = json_in(&env, &other, &["list", "--dialog", "imported"]);
+    let listed = env.json_in(&other, &["list", "--dialog", "imported"]);
     assert_eq!(listed.as_array().unwrap().len(), 3, "{listed}");
-    let store = store_of(&env, &other);
+    let store = env.store_of(&other);
     git_in(&store, &["fsck", "--strict", "--no-progress"]);
     assert!(
         !pack_files(&store).iter().any(|f| f.ends_with(".keep")),
@@ -138,7 +114,7 @@ fn checkpoints_exported_by_one_project_import_into_another() {
     }
 
     // Importing again adds nothing; nor does importing into the project it came from.
-    let again = json_in(&env, &other, &["import", "--bundle", b]);
+    let again = env.json_in(&other, &["import", "--bundle", b]);
     assert!(again["imported"].as_array().unwrap().is_empty(), "{again}");
     let reasons: Vec<&str> = again["not_imported"]
         .as_array()
@@ -167,7 +143,7 @@ fn checkpoints_exported_by_one_project_import_into_another() {
     );
 
     // Objects survive ckpt gc and git gc: every imported checkpoint still restores exactly.
-    json_in(&env, &other, &["gc"]);
+    env.json_in(&other, &["gc"]);
     git_in(&store, &["fsck", "--strict", "--no-progress"]);
     git_in(&store, &["gc", "--prune=now", "--quiet"]);
     git_in(&store, &["fsck", "--strict", "--no-progress"]);
@@ -175,7 +151,7 @@ fn checkpoints_exported_by_one_project_import_into_another() {
         restore_in(&env, &other, c["id"].as_str().unwrap());
         assert_eq!(&tree_state(&other), state);
     }
-    let shown = json_in(&env, &other, &["show", imported[0]["id"].as_str().unwrap()]);
+    let shown = env.json_in(&other, &["show", imported[0]["id"].as_str().unwrap()]);
     assert_eq!(shown["meta"]["messages"][0], "fix the bug");
     env.fsck();
 }
@@ -278,8 +254,8 @@ fn git_bundles_with_deltas_tags_and_prerequisites_import() {
     // A project that lacks the prerequisite gets a clear error and keeps nothing.
     let fresh = other_project(&env, "fresh");
     write(&fresh, "f.txt", "f\n");
-    json_in(&env, &fresh, &["checkpoint", "-m", "start"]);
-    let fresh_store = store_of(&env, &fresh);
+    env.json_in(&fresh, &["checkpoint", "-m", "start"]);
+    let fresh_store = env.store_of(&fresh);
     let before = pack_files(&fresh_store);
     let out = env.ckpt_in(&fresh, &["import", "--bundle", inc.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
@@ -437,18 +413,14 @@ fn a_bundle_of_a_pruned_timeline_imports_without_its_cut_history() {
     let state = tree_state(&p);
 
     let other = other_project(&env, "other");
-    let result = json_in(
-        &env,
-        &other,
-        &["import", "--bundle", bundle.to_str().unwrap()],
-    );
+    let result = env.json_in(&other, &["import", "--bundle", bundle.to_str().unwrap()]);
     let imported = result["imported"].as_array().unwrap();
     assert_eq!(imported.len(), 1, "{result}");
     assert_eq!(imported[0]["parent"], Value::Null);
     restore_in(&env, &other, imported[0]["id"].as_str().unwrap());
     assert_eq!(tree_state(&other), state);
     git_in(
-        &store_of(&env, &other),
+        &env.store_of(&other),
         &["fsck", "--strict", "--no-progress"],
     );
 }
