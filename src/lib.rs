@@ -8,6 +8,8 @@
 //! - [`config`]: the TOML configuration and XDG paths.
 //! - [`filter`]: built-in exclusions + git ignore rules, and the walk of a project.
 //! - [`store`]: synchronous gix code: snapshots, checkpoints, diffs, restores.
+//! - [`safe_io`]: opening paths from projects and requests (no FIFO hangs, no symlinked
+//!   parents, no torn reads).
 //! - [`protocol`]: JSON-RPC 2.0 messages, one per line, and their error codes.
 //! - [`daemon`]: the tokio server: accept loop, connections, one lock per project.
 //! - [`client`]: the `ckpt` command line, talking to the daemon over the local socket.
@@ -19,5 +21,6 @@ pub mod daemon;
 pub mod filter;
 pub mod index;
 pub mod protocol;
+pub mod safe_io;
 pub mod store;
 pub mod watch;

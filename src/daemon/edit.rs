@@ -7,14 +7,15 @@
 //! client never commits or aborts (a dead client). They do not survive a daemon restart.
 
 use std::collections::HashMap;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gix::bstr::{BString, ByteSlice};
 
 use crate::filter::rel_to_abs;
+use crate::safe_io::StableRead;
 use crate::store::restore::{replace_with_file, replace_with_symlink};
 use crate::store::SkippedFile;
 
@@ -73,11 +74,21 @@ impl Edits {
                             "an edit transaction holds at most {MAX_EDIT_BYTES} bytes"
                         ));
                     }
-                    let data = std::fs::read(&abs)
-                        .map_err(|e| format!("cannot read {}: {e}", rel.to_str_lossy()))?;
-                    Saved::File {
-                        data,
-                        mode: m.permissions().mode() & 0o7777,
+                    let cannot = |e: String| format!("cannot read {}: {e}", rel.to_str_lossy());
+                    let root_fd =
+                        crate::safe_io::open_dir(root).map_err(|e| cannot(e.to_string()))?;
+                    let file = crate::safe_io::open_beneath(root_fd.as_fd(), rel)
+                        .map_err(|e| cannot(e.to_string()))?;
+                    match crate::safe_io::read_stable(&file, MAX_EDIT_BYTES) {
+                        Ok(StableRead::Data { data, stat }) => Saved::File {
+                            data,
+                            mode: stat.mode & 0o7777,
+                        },
+                        Ok(StableRead::Changing) => {
+                            return Err(cannot("it keeps changing while it is read".into()))
+                        }
+                        Ok(_) => return Err(cannot("not a regular file".into())),
+                        Err(e) => return Err(cannot(e.to_string())),
                     }
                 }
                 Ok(_) => return Err(format!("{} is not a file or symlink", rel.to_str_lossy())),

@@ -11,8 +11,8 @@
 //! checkpoint's tree: unchanged content (a `touch`) is not an event.
 
 use std::collections::{BTreeSet, HashMap};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
 use crate::filter::{Filter, RulesCache};
+use crate::safe_io::StableRead;
 use crate::store::diff::{is_binary, unified};
 use crate::store::Store;
 use crate::watch::{WatchHandle, WatchNote};
@@ -258,16 +259,22 @@ impl Pump {
         if !self.filter.includes_file(&mut self.rules, rel) || meta.len() > self.max_file_size {
             return;
         }
+        let Ok(root) = crate::safe_io::open_dir(self.filter.root()) else {
+            return;
+        };
         let (data, mode) = if meta.file_type().is_symlink() {
-            match std::fs::read_link(&abs) {
-                Ok(t) => (t.as_os_str().as_bytes().to_vec(), "120000"),
+            match crate::safe_io::read_link_beneath(root.as_fd(), rel) {
+                Ok(t) => (t, "120000"),
                 Err(_) => return,
             }
         } else {
-            match std::fs::read(&abs) {
-                Ok(d) if meta.permissions().mode() & 0o111 != 0 => (d, "100755"),
-                Ok(d) => (d, "100644"),
-                Err(_) => return,
+            // Never blocks on a FIFO, never reads a version torn by a concurrent rewrite.
+            let read = crate::safe_io::open_beneath(root.as_fd(), rel)
+                .and_then(|f| crate::safe_io::read_stable(&f, self.max_file_size));
+            match read {
+                Ok(StableRead::Data { data, stat }) if stat.mode & 0o111 != 0 => (data, "100755"),
+                Ok(StableRead::Data { data, .. }) => (data, "100644"),
+                _ => return,
             }
         };
         let id = match gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data)

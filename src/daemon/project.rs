@@ -72,16 +72,23 @@ impl Opened {
                 w.watch_dir(dir);
             }
         };
-        let outcome = self
-            .index
-            .refresh(
-                &self.store,
-                &self.filter,
-                changes.paths,
-                options,
-                &mut on_dir,
-            )
-            .map_err(|e| RpcError::new(ErrorCode::StoreError, e.to_string()))?;
+        let outcome = match self.index.refresh(
+            &self.store,
+            &self.filter,
+            changes.paths,
+            options,
+            &mut on_dir,
+        ) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // The dirty paths are consumed and part of the index may describe reads whose
+                // objects never reached the store: the next attempt verifies everything by
+                // stat, which re-reads every file the index does not vouch for.
+                self.index.invalidate_all();
+                tracing::error!(root = %project.root.display(), error = %e, "reading changes failed; the next checkpoint verifies every file");
+                return Err(RpcError::new(ErrorCode::StoreError, e.to_string()));
+            }
+        };
         let mode = self
             .watcher
             .as_ref()

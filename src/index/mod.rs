@@ -178,7 +178,12 @@ impl FileIndex {
         options: SnapshotOptions,
         on_dir: OnDir<'_>,
     ) -> Result<RefreshOutcome, StoreError> {
+        let racy = self.racy.clone();
         let result = self.refresh_inner(store, filter, dirty, options, on_dir);
+        if result.is_err() {
+            // Entries read in the racy window must still be read again.
+            self.racy.extend(racy);
+        }
         self.progress.start(0, 0);
         result
     }
@@ -389,29 +394,46 @@ impl FileIndex {
                 .min(8)
         };
         let chunk = files.len().div_ceil(threads).max(1);
-        let captured: Vec<(Captured, i128)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = files
-                .chunks(chunk)
-                .map(|part| {
-                    let repo = store.thread_safe();
-                    let pack = pack.as_ref();
-                    scope.spawn(move || {
-                        let repo = repo.to_thread_local();
-                        part.iter()
-                            .map(|e| {
-                                let c = capture(&repo, root, e, options, pack);
-                                progress.step();
-                                (c, read_at)
-                            })
-                            .collect::<Vec<_>>()
+        let root_fd = crate::safe_io::open_dir(root).map_err(|source| StoreError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let captured: Vec<Result<Vec<(Captured, i128)>, StoreError>> =
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = files
+                    .chunks(chunk)
+                    .map(|part| {
+                        let repo = store.thread_safe();
+                        let pack = pack.as_ref();
+                        let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
+                        scope.spawn(move || {
+                            let repo = repo.to_thread_local();
+                            part.iter()
+                                .map(|e| {
+                                    let c = capture(&repo, root_fd, e, options, pack)?;
+                                    progress.step();
+                                    Ok((c, read_at))
+                                })
+                                .collect::<Result<Vec<_>, StoreError>>()
+                        })
                     })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("capture worker panicked"))
-                .collect()
-        });
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("capture worker panicked"))
+                    .collect()
+            });
+        // A store error fails the whole batch: nothing of it reaches the index.
+        let captured: Vec<(Captured, i128)> =
+            match captured.into_iter().collect::<Result<Vec<_>, _>>() {
+                Ok(parts) => parts.into_iter().flatten().collect(),
+                Err(e) => {
+                    if let Some(pack) = pack {
+                        pack.discard();
+                    }
+                    return Err(e);
+                }
+            };
         if let Some(pack) = pack {
             let first = captured.iter().find_map(|(c, _)| match c {
                 Captured::File { state, .. } => Some(state.id),

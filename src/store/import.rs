@@ -17,6 +17,7 @@ use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
 use super::checkpoint::rfc3339_millis;
+use super::error_chain;
 use super::{CheckpointError, Imported, SkippedFile, Store, StoreError};
 
 /// Longest header accepted (git writes a line per ref; this allows ~100,000 refs).
@@ -177,13 +178,18 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
-        let file = std::fs::File::open(path).map_err(read_err)?;
-        if file.metadata().map_err(read_err)?.is_dir() {
-            return Err(ImportError::NotABundle {
+        // Never blocks on a FIFO; a folder, FIFO or device is refused.
+        let file = crate::safe_io::open_regular(path).map_err(|source| match source.kind() {
+            std::io::ErrorKind::InvalidInput => ImportError::NotABundle {
                 path: path.to_path_buf(),
-                reason: "it is a directory".into(),
-            });
-        }
+                reason: if path.is_dir() {
+                    "it is a directory".into()
+                } else {
+                    source.to_string()
+                },
+            },
+            _ => read_err(source),
+        })?;
         let mut reader = BufReader::with_capacity(1 << 16, file);
         let header = read_header(&mut reader, path)?;
         if header.refs.is_empty() {
@@ -453,21 +459,6 @@ fn ancestors_since(
         }
     }
     Ok(seen)
-}
-
-/// An error with its causes, for one line of report.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

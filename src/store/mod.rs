@@ -51,12 +51,29 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn git(what: &'static str, err: impl std::fmt::Display) -> StoreError {
+    /// A git-level failure of `what`, with the whole chain of causes in the message (gix
+    /// wraps the I/O error that names the real cause, e.g. "No space left on device").
+    pub(crate) fn git(what: &'static str, err: impl std::error::Error) -> StoreError {
         StoreError::Git {
             what,
-            message: err.to_string(),
+            message: error_chain(&err),
         }
     }
+}
+
+/// `err` and its causes, as one line.
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
 }
 
 /// One project's store.

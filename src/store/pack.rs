@@ -100,6 +100,12 @@ impl PackWriter {
         Ok(())
     }
 
+    /// Gives up on the pack: its temporary file is removed.
+    pub fn discard(self) {
+        drop(self.state);
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+
     /// Completes, flushes and publishes the pack; returns how many objects it holds. An empty
     /// pack is discarded.
     pub fn finish(self) -> Result<usize, StoreError> {

@@ -7,16 +7,18 @@
 //! reported; the rest of the snapshot goes on.
 
 use std::collections::BTreeMap;
-use std::os::unix::ffi::OsStrExt;
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::{Entry, EntryKind};
 use gix::ObjectId;
 
+use std::os::fd::{AsFd, BorrowedFd};
+
 use super::checkpoint::SkippedFile;
 use super::pack::PackWriter;
 use super::{Store, StoreError};
 use crate::filter::{split_parent, Filter, WalkEntry};
+use crate::safe_io::{open_beneath, open_dir, read_link_beneath, read_stable, StableRead};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -71,20 +73,25 @@ impl Snapshot {
                 .push(SkippedFile::new(skip.rel.to_string(), skip.reason));
         }
 
+        let root = open_dir(filter.root()).map_err(|source| SnapshotError::Root {
+            path: filter.root().to_path_buf(),
+            source,
+        })?;
         let threads = std::thread::available_parallelism()
             .map_or(2, |n| n.get())
             .min(8);
         let chunk = entries.len().div_ceil(threads).max(1);
-        let results: Vec<Vec<Captured>> = std::thread::scope(|scope| {
+        let results: Vec<Result<Vec<Captured>, StoreError>> = std::thread::scope(|scope| {
             let handles: Vec<_> = entries
                 .chunks(chunk)
                 .map(|part| {
                     let repo = store.thread_safe();
+                    let root = root.as_fd();
                     scope.spawn(move || {
                         let repo = repo.to_thread_local();
                         part.iter()
-                            .map(|e| capture(&repo, filter.root(), e, options, None))
-                            .collect::<Vec<_>>()
+                            .map(|e| capture(&repo, root, e, options, None))
+                            .collect::<Result<Vec<_>, _>>()
                     })
                 })
                 .collect();
@@ -93,13 +100,15 @@ impl Snapshot {
                 .map(|h| h.join().expect("snapshot worker panicked"))
                 .collect()
         });
-        for captured in results.into_iter().flatten() {
-            match captured {
-                Captured::File { rel, state, .. } => {
-                    snapshot.files.insert(rel, state);
+        for captured in results {
+            for captured in captured? {
+                match captured {
+                    Captured::File { rel, state, .. } => {
+                        snapshot.files.insert(rel, state);
+                    }
+                    Captured::Skipped(skip) => snapshot.skipped.push(skip),
+                    Captured::Vanished(_) => {}
                 }
-                Captured::Skipped(skip) => snapshot.skipped.push(skip),
-                Captured::Vanished(_) => {}
             }
         }
         snapshot.skipped.sort_by(|a, b| a.path.cmp(&b.path));
@@ -135,75 +144,109 @@ pub(crate) enum Captured {
 
 pub(crate) fn capture(
     repo: &gix::Repository,
-    root: &std::path::Path,
+    root: BorrowedFd<'_>,
     entry: &WalkEntry,
     options: SnapshotOptions,
     pack: Option<&PackWriter>,
-) -> Captured {
-    let skip = |reason: String| Captured::Skipped(SkippedFile::new(entry.rel.to_string(), reason));
-    let (kind, data) = if entry.file_type.is_symlink() {
-        match std::fs::read_link(crate::filter::rel_to_abs(root, &entry.rel)) {
-            Ok(target) => (EntryKind::Link, target.as_os_str().as_bytes().to_vec()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Captured::Vanished(entry.rel.clone())
-            }
+) -> Result<Captured, StoreError> {
+    let skip = |reason: String| {
+        Ok(Captured::Skipped(SkippedFile::new(
+            entry.rel.to_string(),
+            reason,
+        )))
+    };
+    let vanished = || Ok(Captured::Vanished(entry.rel.clone()));
+    let (kind, data, stat) = if entry.file_type.is_symlink() {
+        match read_link_beneath(root, &entry.rel) {
+            Ok(target) => (EntryKind::Link, target, entry.stat),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return vanished(),
             Err(e) => return skip(format!("cannot read symlink: {e}")),
         }
     } else if entry.file_type.is_file() {
         if entry.stat.size > options.max_file_size {
-            return skip(format!(
-                "larger than max_file_size ({} > {} bytes)",
-                entry.stat.size, options.max_file_size
-            ));
+            return skip(too_large(entry.stat.size, options.max_file_size));
         }
-        let data = match std::fs::read(crate::filter::rel_to_abs(root, &entry.rel)) {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Captured::Vanished(entry.rel.clone())
+        let file = match open_beneath(root, &entry.rel) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return vanished(),
+            // Replaced by a symlink since the walk: capture what is there now.
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                return match read_link_beneath(root, &entry.rel) {
+                    Ok(target) => store_captured(
+                        repo,
+                        entry,
+                        EntryKind::Link,
+                        target,
+                        entry.stat,
+                        options,
+                        pack,
+                    ),
+                    Err(_) => vanished(),
+                };
             }
             Err(e) => return skip(format!("cannot read: {e}")),
         };
-        if data.len() as u64 > options.max_file_size {
-            return skip(format!(
-                "larger than max_file_size ({} bytes)",
-                options.max_file_size
-            ));
+        match read_stable(&file, options.max_file_size) {
+            Ok(StableRead::Data { data, stat }) => {
+                let kind = if stat.mode & 0o100 != 0 {
+                    EntryKind::BlobExecutable
+                } else {
+                    EntryKind::Blob
+                };
+                (kind, data, stat)
+            }
+            Ok(StableRead::TooLarge(size)) => return skip(too_large(size, options.max_file_size)),
+            // Replaced by a folder: its files come from the walk of that folder.
+            Ok(StableRead::NotRegular) if file.metadata().is_ok_and(|m| m.is_dir()) => {
+                return vanished()
+            }
+            Ok(StableRead::NotRegular) => {
+                return skip("not a regular file or symlink (socket, fifo or device)".into())
+            }
+            Ok(StableRead::Changing) => return skip(CHANGING_WHILE_READ.into()),
+            Err(e) => return skip(format!("cannot read: {e}")),
         }
-        let exec = entry.stat.mode & 0o100 != 0;
-        (
-            if exec {
-                EntryKind::BlobExecutable
-            } else {
-                EntryKind::Blob
-            },
-            data,
-        )
     } else {
         return skip("not a regular file or symlink (socket, fifo or device)".into());
     };
-    let id = match gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data) {
-        Ok(id) => id,
-        Err(e) => return skip(format!("cannot hash: {e}")),
-    };
+    store_captured(repo, entry, kind, data, stat, options, pack)
+}
+
+/// Why a file that kept changing while it was read is not in a checkpoint.
+pub const CHANGING_WHILE_READ: &str =
+    "changing while read: it was rewritten during every attempt to read one version of it";
+
+fn too_large(size: u64, max: u64) -> String {
+    format!("larger than max_file_size ({size} > {max} bytes)")
+}
+
+/// Hashes `data` and writes it (unless the store has it): a failure to store is an error of
+/// the whole operation, never a skipped file.
+fn store_captured(
+    repo: &gix::Repository,
+    entry: &WalkEntry,
+    kind: EntryKind,
+    data: Vec<u8>,
+    stat: crate::index::Stat,
+    options: SnapshotOptions,
+    pack: Option<&PackWriter>,
+) -> Result<Captured, StoreError> {
+    let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data)
+        .map_err(|e| StoreError::git("hashing a file", e))?;
     if options.write && !repo.objects.exists_without_refresh(&id) {
-        let stored = match pack {
-            Some(pack) => pack
-                .add(id, gix::objs::Kind::Blob, &data)
-                .map_err(|e| e.to_string()),
-            None => repo
-                .write_blob(&data)
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-        };
-        if let Err(e) = stored {
-            return skip(format!("cannot store: {e}"));
+        match pack {
+            Some(pack) => pack.add(id, gix::objs::Kind::Blob, &data)?,
+            None => {
+                repo.write_blob(&data)
+                    .map_err(|e| StoreError::git("writing a file's content", e))?;
+            }
         }
     }
-    Captured::File {
+    Ok(Captured::File {
         rel: entry.rel.clone(),
         state: FileState { kind, id },
-        stat: entry.stat,
-    }
+        stat,
+    })
 }
 
 /// Builds trees bottom-up from a flat, byte-sorted path map, handing each tree to `emit`

@@ -1,0 +1,230 @@
+//! Opening paths that come from a project or a request without being fooled by them.
+//!
+//! A project is a folder other processes change while ckpt reads it, and a request names
+//! paths a client chose. So every open here is non-blocking (a FIFO never hangs a thread),
+//! checks the type on the opened descriptor (not on an earlier `stat`), and, below a project
+//! root, resolves with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: a parent folder
+//! swapped for a symlink cannot lead a read outside the project. A file is read until two
+//! looks agree, so an in-place rewrite is never stored as a mix of two versions.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+
+use crate::filter::Stat;
+
+/// How many times a file that changes while it is read is read again before it is skipped.
+const READ_ATTEMPTS: usize = 4;
+/// A file modified this recently may be written again within the same timestamp tick, which
+/// a stat comparison cannot see: such a file is read twice and the reads compared.
+const RACY_NS: i128 = 50_000_000;
+
+/// Opens the folder `path` (never a FIFO or a symlink to one).
+pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?)
+}
+
+/// Opens `rel` (a `/`-separated path below `root`) for reading: never through a symlink
+/// (parents included), never blocking on a FIFO. A final symlink fails with `ELOOP`.
+pub fn open_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<File> {
+    let rel = std::ffi::OsStr::from_bytes(rel);
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    match rustix::fs::openat2(root, rel, flags, Mode::empty(), resolve) {
+        Ok(fd) => Ok(File::from(fd)),
+        // Kernels before 5.6: the final component is still never followed.
+        Err(rustix::io::Errno::NOSYS) => Ok(File::from(rustix::fs::openat(
+            root,
+            rel,
+            flags,
+            Mode::empty(),
+        )?)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads the target of the symlink `rel` below `root`, without following any parent symlink.
+pub fn read_link_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<Vec<u8>> {
+    let rel = std::ffi::OsStr::from_bytes(rel);
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    let fd = match rustix::fs::openat2(root, rel, flags, Mode::empty(), resolve) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOSYS) => rustix::fs::openat(root, rel, flags, Mode::empty())?,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(rustix::fs::readlinkat(&fd, "", Vec::new())?.into_bytes())
+}
+
+/// Opens `path` (from a request or a config) for reading if it is a regular file; a FIFO,
+/// a device or a folder is refused with `InvalidInput` instead of blocking.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let file = File::from(fd);
+    ensure_regular(&file)?;
+    Ok(file)
+}
+
+/// Reads a small text file (an ignore file, a `.git` pointer) if it is a regular file of at
+/// most `max` bytes; None when it is absent, not regular or too large.
+pub fn read_small(path: &Path, max: u64) -> Option<Vec<u8>> {
+    let file = open_regular(path).ok()?;
+    let mut data = Vec::new();
+    file.take(max + 1).read_to_end(&mut data).ok()?;
+    (data.len() as u64 <= max).then_some(data)
+}
+
+fn ensure_regular(file: &File) -> io::Result<std::fs::Metadata> {
+    let meta = file.metadata()?;
+    if meta.is_file() {
+        Ok(meta)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a folder, FIFO, socket or device)",
+        ))
+    }
+}
+
+/// The outcome of [`read_stable`].
+#[derive(Debug)]
+pub enum StableRead {
+    /// The bytes of one version of the file, and the stat they belong to.
+    Data { data: Vec<u8>, stat: Stat },
+    /// Larger than the limit (its size).
+    TooLarge(u64),
+    /// Not a regular file any more.
+    NotRegular,
+    /// It kept changing while it was read.
+    Changing,
+}
+
+/// Reads the open `file` as one version that existed on disk: the stat before and after the
+/// read must agree (a growing file is fine as long as the bytes read are still its prefix),
+/// and a file modified within the last timestamp tick is read twice and compared. Retries a
+/// few times, then gives up with [`StableRead::Changing`].
+pub fn read_stable(file: &File, max: u64) -> io::Result<StableRead> {
+    for _ in 0..READ_ATTEMPTS {
+        let Ok(meta) = ensure_regular(file) else {
+            return Ok(StableRead::NotRegular);
+        };
+        let before = Stat::of(&meta);
+        if before.size > max {
+            return Ok(StableRead::TooLarge(before.size));
+        }
+        let data = read_at_most(file, before.size)?;
+        if data.len() as u64 != before.size {
+            continue; // It shrank meanwhile.
+        }
+        let after = Stat::of(&file.metadata()?);
+        let same = after.size == before.size
+            && after.mtime_ns == before.mtime_ns
+            && after.ctime_ns == before.ctime_ns;
+        let stable = if same {
+            // A write within the same tick leaves the stat as it was: compare a second read.
+            !is_racy(&after) || read_at_most(file, before.size)? == data
+        } else {
+            // Appends keep what was read: it is a prefix that existed on disk.
+            after.size > before.size && read_at_most(file, before.size)? == data
+        };
+        if stable {
+            return Ok(StableRead::Data { data, stat: before });
+        }
+    }
+    Ok(StableRead::Changing)
+}
+
+/// Reads the first `len` bytes of `file` (fewer if it is shorter now) from offset 0.
+fn read_at_most(file: &File, len: u64) -> io::Result<Vec<u8>> {
+    let mut data = vec![0u8; len as usize];
+    let mut filled = 0;
+    while filled < data.len() {
+        match file.read_at(&mut data[filled..], filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    data.truncate(filled);
+    Ok(data)
+}
+
+fn is_racy(stat: &Stat) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0);
+    stat.mtime_ns + RACY_NS >= now
+}
+
+/// A descriptor usable as the root of [`open_beneath`].
+pub fn as_root(fd: &OwnedFd) -> BorrowedFd<'_> {
+    fd.as_fd()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let err = open_regular(&fifo).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let root = open_dir(dir.path()).unwrap();
+        let file = open_beneath(root.as_fd(), b"pipe").unwrap();
+        assert!(matches!(
+            read_stable(&file, 100).unwrap(),
+            StableRead::NotRegular
+        ));
+        assert!(read_small(&fifo, 100).is_none());
+    }
+
+    #[test]
+    fn symlinked_parents_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        std::fs::write(dir.path().join("plain"), "p").unwrap();
+        let root = open_dir(dir.path()).unwrap();
+        assert!(open_beneath(root.as_fd(), b"link/secret").is_err());
+        assert!(open_beneath(root.as_fd(), b"link").is_err());
+        assert!(open_beneath(root.as_fd(), b"../x").is_err());
+        let file = open_beneath(root.as_fd(), b"plain").unwrap();
+        match read_stable(&file, 100).unwrap() {
+            StableRead::Data { data, stat } => {
+                assert_eq!(data, b"p");
+                assert_eq!(stat.size, 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            read_link_beneath(root.as_fd(), b"link").unwrap(),
+            outside.path().as_os_str().as_bytes()
+        );
+    }
+}
