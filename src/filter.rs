@@ -16,6 +16,31 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
 use crate::config::ExclusionConfig;
+use crate::safe_io::read_small;
+
+/// Whether `name` is a temporary file (or sync cookie) of a ckptd that no longer runs: the
+/// names carry the writer's pid, and that process is gone or is not a ckptd.
+pub fn is_litter(name: &[u8]) -> bool {
+    let Some(rest) = name.strip_prefix(TEMP_PREFIX.as_bytes()) else {
+        return false;
+    };
+    let rest = rest.strip_prefix(b"cookie-").unwrap_or(rest);
+    let Some(pid) = rest
+        .split(|b| *b == b'-')
+        .next()
+        .and_then(|p| std::str::from_utf8(p).ok())
+        .and_then(|p| p.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    if pid == std::process::id() {
+        return false;
+    }
+    match std::fs::read(format!("/proc/{pid}/comm")) {
+        Ok(comm) => comm.trim_ascii() != b"ckptd",
+        Err(_) => true,
+    }
+}
 
 /// The default exclusion list, in gitignore syntax. Directory patterns match at any depth.
 pub const BUILT_IN_EXCLUSIONS: &[&str] = &[
@@ -219,6 +244,10 @@ impl Filter {
                 };
                 let file_type = metadata.file_type();
                 let is_dir = file_type.is_dir();
+                if !is_dir && is_litter(name.as_bytes()) {
+                    result.litter.push(rel);
+                    continue;
+                }
                 if self.is_excluded(&abs, name.as_bytes(), is_dir, &rules) {
                     continue;
                 }
@@ -258,6 +287,32 @@ impl Filter {
         };
         cache.map.insert(rel.to_owned(), rules.clone());
         rules
+    }
+
+    /// Whether the file or symlink at `rel` would be excluded if every folder's `.gitignore`
+    /// were what `gitignore_at(folder)` returns (the content in a checkpoint's tree, say);
+    /// nested repositories, `info/exclude` and the global rules are as on disk. A restore asks
+    /// this about what it would delete: a path ignored under the restored rules is left alone.
+    pub fn excludes_file_with(
+        &self,
+        rel: &BStr,
+        gitignore_at: &mut dyn FnMut(&BStr) -> Option<Vec<u8>>,
+    ) -> bool {
+        let (parent, name) = split_parent(rel);
+        let mut rules =
+            IgnoreRules::for_repository_root_with(&self.root, gitignore_at(b"".as_bstr()));
+        let mut dir = BString::default();
+        if !parent.is_empty() {
+            for comp in parent.split(|b| *b == b'/') {
+                dir = join_rel(&dir, comp);
+                let abs = rel_to_abs(&self.root, &dir);
+                if self.is_excluded(&abs, comp, true, &rules) {
+                    return true;
+                }
+                rules = rules.enter_with(&abs, gitignore_at(dir.as_bstr()));
+            }
+        }
+        self.is_excluded(&rel_to_abs(&self.root, rel), name, false, &rules)
     }
 
     /// Whether the file or symlink at `rel` belongs in a checkpoint.
@@ -305,6 +360,9 @@ pub struct WalkResult {
     /// Included folders that are repository roots (hold a `.git`).
     pub repos: Vec<BString>,
     pub skips: Vec<WalkSkip>,
+    /// Temporary files of a ckptd that is gone (killed mid-restore, say): removed by the
+    /// caller, since nobody else will.
+    pub litter: Vec<BString>,
 }
 
 /// Memoised rules per folder (relative path); None for an excluded folder or a non-folder.
@@ -366,34 +424,46 @@ pub struct IgnoreRules {
 
 impl IgnoreRules {
     fn for_repository_root(dir: &Path) -> IgnoreRules {
-        let info_exclude = git_dir(dir)
-            .map(|g| g.join("info").join("exclude"))
-            .filter(|p| p.is_file())
-            .map(|p| Arc::new(load_ignore_file(dir, &p)));
+        Self::for_repository_root_with(dir, read_gitignore(dir))
+    }
+
+    /// The rules of a repository (or project) root whose `.gitignore` holds `gitignore`.
+    fn for_repository_root_with(dir: &Path, gitignore: Option<Vec<u8>>) -> IgnoreRules {
+        let info_exclude = git_dir(dir).and_then(|g| {
+            let path = g.join("info").join("exclude");
+            read_small(&path, MAX_IGNORE_FILE_BYTES)
+                .map(|data| Arc::new(parse_ignore_file(dir, &path, &data)))
+        });
         let mut rules = IgnoreRules {
             gitignores: Vec::new(),
             info_exclude,
         };
-        rules.push_dir(dir);
+        rules.push_gitignore(dir, gitignore);
         rules
     }
 
     /// The rules inside `dir`, a child folder of the folder these rules belong to: a nested
     /// repository starts afresh, any other folder adds its own `.gitignore`.
     pub fn enter(&self, dir: &Path) -> IgnoreRules {
+        self.enter_with(dir, read_gitignore(dir))
+    }
+
+    /// Like [`IgnoreRules::enter`], with `gitignore` as the content of the folder's
+    /// `.gitignore` (from a checkpoint's tree, say) instead of the file on disk.
+    fn enter_with(&self, dir: &Path, gitignore: Option<Vec<u8>>) -> IgnoreRules {
         if dir.join(".git").symlink_metadata().is_ok() {
-            return IgnoreRules::for_repository_root(dir);
+            return IgnoreRules::for_repository_root_with(dir, gitignore);
         }
         let mut rules = self.clone();
-        rules.push_dir(dir);
+        rules.push_gitignore(dir, gitignore);
         rules
     }
 
-    fn push_dir(&mut self, dir: &Path) {
-        let file = dir.join(".gitignore");
-        if file.is_file() {
+    fn push_gitignore(&mut self, dir: &Path, gitignore: Option<Vec<u8>>) {
+        if let Some(data) = gitignore {
+            let file = dir.join(".gitignore");
             self.gitignores
-                .insert(0, Arc::new(load_ignore_file(dir, &file)));
+                .insert(0, Arc::new(parse_ignore_file(dir, &file, &data)));
         }
     }
 
@@ -415,10 +485,33 @@ impl IgnoreRules {
     }
 }
 
-fn load_ignore_file(root: &Path, file: &Path) -> Gitignore {
+/// Ignore files larger than this are not read (no real one comes close).
+const MAX_IGNORE_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The `.gitignore` of `dir` on disk, if it is a regular file (never a FIFO).
+fn read_gitignore(dir: &Path) -> Option<Vec<u8>> {
+    read_small(&dir.join(".gitignore"), MAX_IGNORE_FILE_BYTES)
+}
+
+/// Parses the content of an ignore file exactly as the `ignore` crate reads one from disk
+/// (line by line, a leading BOM dropped, stopping at the first line that is not UTF-8), so
+/// rules from a checkpoint's tree and from the disk always agree.
+fn parse_ignore_file(root: &Path, file: &Path, data: &[u8]) -> Gitignore {
+    use std::io::BufRead;
     let mut builder = GitignoreBuilder::new(root);
-    if let Some(err) = builder.add(file) {
-        tracing::warn!(path = %file.display(), error = %err, "ignore file has errors; using what parsed");
+    for (i, line) in std::io::Cursor::new(data).lines().enumerate() {
+        let Ok(line) = line else {
+            tracing::warn!(path = %file.display(), line = i + 1, "ignore file is not UTF-8 from here on; using what came before");
+            break;
+        };
+        let line = if i == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            &line
+        };
+        if let Err(err) = builder.add_line(Some(file.to_path_buf()), line) {
+            tracing::warn!(path = %file.display(), error = %err, "ignore file has errors; using what parsed");
+        }
     }
     builder.build().unwrap_or_else(|err| {
         tracing::warn!(path = %file.display(), error = %err, "ignore file unusable; ignoring it");
@@ -433,7 +526,8 @@ fn git_dir(dir: &Path) -> Option<PathBuf> {
     if meta.is_dir() {
         return Some(dot_git);
     }
-    let text = std::fs::read_to_string(&dot_git).ok()?;
+    let text = read_small(&dot_git, 4096)?;
+    let text = String::from_utf8(text).ok()?;
     let target = text.strip_prefix("gitdir:")?.trim();
     Some(dir.join(target))
 }

@@ -65,6 +65,27 @@ pub fn read_link_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<Vec<u8>
     Ok(rustix::fs::readlinkat(&fd, "", Vec::new())?.into_bytes())
 }
 
+/// Removes the file `rel` below `root` without following any symlink on the way.
+pub fn remove_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<()> {
+    let (parent, name) = match rel.iter().rposition(|b| *b == b'/') {
+        Some(i) => (&rel[..i], &rel[i + 1..]),
+        None => (&b"."[..], rel),
+    };
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let dir = rustix::fs::openat2(
+        root,
+        std::ffi::OsStr::from_bytes(parent),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        resolve,
+    )?;
+    Ok(rustix::fs::unlinkat(
+        &dir,
+        std::ffi::OsStr::from_bytes(name),
+        rustix::fs::AtFlags::empty(),
+    )?)
+}
+
 /// Opens `path` (from a request or a config) for reading if it is a regular file; a FIFO,
 /// a device or a folder is refused with `InvalidInput` instead of blocking.
 pub fn open_regular(path: &Path) -> io::Result<File> {

@@ -40,6 +40,7 @@ pub struct Daemon {
 impl Daemon {
     /// Loads the registered projects (their stores open lazily, on first use).
     pub fn new(config: Config, paths: Paths) -> Daemon {
+        let _ = *project::DAEMON_STARTED;
         let roots = project::load_registry(&paths.registry_file());
         let projects = roots
             .into_iter()

@@ -159,6 +159,10 @@ impl Opened {
     }
 }
 
+/// When this process started (first asked for by [`Daemon::new`](super::Daemon::new)).
+pub(crate) static DAEMON_STARTED: std::sync::LazyLock<std::time::SystemTime> =
+    std::sync::LazyLock::new(std::time::SystemTime::now);
+
 /// Keeps the tree the saved stat cache describes reachable.
 const INDEX_REF: &str = "refs/ckpt/index";
 
@@ -178,6 +182,8 @@ pub struct Project {
     pub events: Arc<Events>,
     /// The tree of the checkpoint recorded last (by this daemon), if any.
     pub last_recorded: std::sync::Mutex<Option<gix::ObjectId>>,
+    /// When this daemon started: lock files in the store older than that are stale.
+    started: std::time::SystemTime,
 }
 
 impl Project {
@@ -194,6 +200,7 @@ impl Project {
             edits: std::sync::Mutex::default(),
             events: Arc::new(Events::new(root_for_events)),
             last_recorded: std::sync::Mutex::new(None),
+            started: *DAEMON_STARTED,
         }
     }
 
@@ -252,6 +259,7 @@ impl Project {
     }
 
     fn open(&self) -> Result<Opened, RpcError> {
+        Store::remove_stale_files(&self.store_dir, self.started);
         let store = Store::open_or_init(&self.store_dir, &self.root)
             .map_err(|e| RpcError::new(ErrorCode::StoreError, e.to_string()))?;
         // The data directory is never part of a project, even when it lives inside one.

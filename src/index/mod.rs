@@ -360,6 +360,7 @@ impl FileIndex {
         for skip in walk.skips {
             self.note_skip(skip.rel, skip.reason);
         }
+        remove_litter(filter.root(), &walk.litter);
         self.repos.extend(walk.repos);
         self.attach(start.as_bstr(), node);
         let captured = self.capture_changed(store, filter.root(), to_read, options)?;
@@ -588,6 +589,24 @@ impl FileIndex {
         if let Some(dir) = node_at(&mut self.root, parent, true) {
             dir.files.remove(name);
             dir.dirs.insert(name.to_owned(), node);
+        }
+    }
+}
+
+/// Removes what a killed ckptd left behind (temporary files of a restore, sync cookies).
+fn remove_litter(root: &Path, litter: &[BString]) {
+    if litter.is_empty() {
+        return;
+    }
+    let Ok(root_fd) = crate::safe_io::open_dir(root) else {
+        return;
+    };
+    for rel in litter {
+        match crate::safe_io::remove_beneath(std::os::fd::AsFd::as_fd(&root_fd), rel) {
+            Ok(()) => tracing::info!(path = %rel, "removed a temporary file a stopped ckptd left"),
+            Err(e) => {
+                tracing::warn!(path = %rel, error = %e, "cannot remove a temporary file a stopped ckptd left")
+            }
         }
     }
 }

@@ -140,6 +140,42 @@ impl Store {
         }
     }
 
+    /// Removes what a killed writer left in the store: ref and config locks (which would
+    /// refuse every later update of that ref) and temporary pack files, if they are older than
+    /// `before` (the daemon's start: only one daemon serves a store, so they are nobody's).
+    pub fn remove_stale_files(dir: &Path, before: std::time::SystemTime) {
+        // `below_refs`: every folder is walked; otherwise only `refs` is entered.
+        fn visit(path: &Path, before: std::time::SystemTime, below_refs: bool) {
+            let Ok(entries) = std::fs::read_dir(path) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let Ok(meta) = entry.metadata() else { continue };
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if meta.is_dir() {
+                    if below_refs || name == "refs" {
+                        visit(&entry.path(), before, true);
+                    }
+                    continue;
+                }
+                let stale = meta.modified().is_ok_and(|m| m < before);
+                if stale && (name.ends_with(".lock") || name.starts_with("tmp_ckpt_")) {
+                    match std::fs::remove_file(entry.path()) {
+                        Ok(()) => {
+                            tracing::info!(path = %entry.path().display(), "removed a lock or temporary file a stopped writer left")
+                        }
+                        Err(e) => {
+                            tracing::warn!(path = %entry.path().display(), error = %e, "cannot remove a stale lock or temporary file")
+                        }
+                    }
+                }
+            }
+        }
+        visit(dir, before, false);
+        visit(&dir.join("objects").join("pack"), before, false);
+    }
+
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
         let repo =
             gix::open_opts(dir, gix::open::Options::isolated()).map_err(|e| StoreError::Open {
@@ -273,7 +309,7 @@ fn apply_ref_edit(repo: &gix::Repository, edit: RefEdit, doing: &str) -> Result<
     let sig = signature();
     let mut time_buf = gix::date::parse::TimeBuf::default();
     repo.edit_references_as(Some(edit), Some(sig.to_ref(&mut time_buf)))
-        .map_err(|e| StoreError::Concurrent(format!("{doing} {name}: {e}")))?;
+        .map_err(|e| StoreError::Concurrent(format!("{doing} {name}: {}", error_chain(&e))))?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 //! through a symlink; tree entries with `..`, `.git` or empty components are refused. A path
 //! that cannot be written is skipped, reported, and the rest goes on.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -91,6 +91,9 @@ impl Store {
         let mut run = Run {
             repo: &repo,
             root: filter.root(),
+            filter,
+            target_tree,
+            target_ignores: HashMap::new(),
             index,
             dry_run: options.dry_run,
             report: RestoreReport {
@@ -125,6 +128,10 @@ impl Store {
 struct Run<'a> {
     repo: &'a gix::Repository,
     root: &'a Path,
+    filter: &'a Filter,
+    target_tree: gix::ObjectId,
+    /// The `.gitignore` content of each folder in the target tree, as looked up so far.
+    target_ignores: HashMap<BString, Option<Vec<u8>>>,
     index: &'a mut FileIndex,
     dry_run: bool,
     report: RestoreReport,
@@ -171,7 +178,36 @@ impl Run<'_> {
         self.index.get(path.as_bstr()).map(|e| e.stat)
     }
 
+    /// Whether `path` is ignored or excluded under the rules the restore brings back: such a
+    /// file is outside the checkpoint, so it is left alone like every ignored file (an undo
+    /// of a restore that had to leave it must not delete it either).
+    fn ignored_after(&mut self, path: &BString) -> bool {
+        let (repo, tree, cache) = (self.repo, self.target_tree, &mut self.target_ignores);
+        let mut lookup = |dir: &BStr| -> Option<Vec<u8>> {
+            cache
+                .entry(dir.to_owned())
+                .or_insert_with(|| {
+                    let file = crate::filter::join_rel(&dir.to_owned(), b".gitignore");
+                    let entry = repo
+                        .find_tree(tree)
+                        .ok()?
+                        .lookup_entry_by_path(file.to_path_lossy())
+                        .ok()??;
+                    if !entry.mode().is_blob() {
+                        return None;
+                    }
+                    Some(entry.object().ok()?.detach().data)
+                })
+                .clone()
+        };
+        self.filter.excludes_file_with(path.as_bstr(), &mut lookup)
+    }
+
     fn delete(&mut self, path: &BString) {
+        if self.ignored_after(path) {
+            tracing::debug!(path = %path, "left in place: ignored under the restored rules");
+            return;
+        }
         let abs = rel_to_abs(self.root, path);
         if let Err(reason) = self.check_parents(path.as_bstr(), false) {
             return self.skip(path, reason);

@@ -291,3 +291,99 @@ fn hostile_tree_entries_are_refused() {
         "safe entries are still restored"
     );
 }
+
+/// A file ignored before a restore whose `.gitignore` rule the restore removes is left alone
+/// by the restore (reported), and the undo, which brings the rule back, leaves it alone too.
+#[test]
+fn undo_keeps_a_file_the_restore_left_alone() {
+    let env = TestEnv::new();
+    let proj = env.proj();
+    write(&proj, ".gitignore", "");
+    write(&proj, "a.txt", "a1\n");
+    env.watch();
+    let before_rule = env.checkpoint("no rule yet");
+    write(&proj, ".gitignore", "secret.txt\n");
+    write(&proj, "secret.txt", "the user's own notes\n");
+    write(&proj, "a.txt", "a2\n");
+    env.checkpoint("rule added");
+
+    let out = env.ckpt(&["restore", &before_rule, "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(stdout(&out).contains("secret.txt"), "{}", stdout(&out));
+    assert_eq!(
+        std::fs::read_to_string(proj.join("secret.txt")).unwrap(),
+        "the user's own notes\n"
+    );
+
+    let undo = env.json(&["undo", "--yes"]);
+    assert!(undo["skipped"].as_array().unwrap().is_empty(), "{undo}");
+    assert!(
+        !undo["deleted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "secret.txt"),
+        "{undo}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.join("secret.txt")).unwrap(),
+        "the user's own notes\n",
+        "undo deleted a file the restore had left alone"
+    );
+    assert_eq!(std::fs::read_to_string(proj.join("a.txt")).unwrap(), "a2\n");
+    assert_eq!(
+        std::fs::read_to_string(proj.join(".gitignore")).unwrap(),
+        "secret.txt\n"
+    );
+    env.fsck();
+}
+
+/// A file another process writes while a restore runs is left in place and reported as such,
+/// not as a file that was ignored before the restore.
+#[test]
+fn files_written_during_a_restore_are_reported_for_what_they_are() {
+    let env = TestEnv::new();
+    let proj = env.proj();
+    for i in 0..1500 {
+        write(&proj, &format!("d{}/f{i}.txt", i % 30), "old\n");
+    }
+    env.watch();
+    let old = env.checkpoint("old");
+    for i in 0..1500 {
+        write(&proj, &format!("d{}/f{i}.txt", i % 30), "new\n");
+    }
+    env.checkpoint("new");
+    for attempt in 0..5 {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (dir, flag) = (proj.clone(), stop.clone());
+        let writer = std::thread::spawn(move || {
+            let mut n = 0;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                std::fs::write(dir.join(format!("late-{attempt}-{n}.txt")), "agent\n").unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let out = env.ckpt(&["--json", "restore", "--yes", &old]);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        writer.join().unwrap();
+        let late: Vec<&serde_json::Value> = report["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["path"].as_str().unwrap().starts_with("late-"))
+            .collect();
+        for s in &late {
+            assert!(
+                s["reason"].as_str().unwrap().contains("another process"),
+                "{s}"
+            );
+        }
+        if !late.is_empty() {
+            return;
+        }
+    }
+    panic!("no file was written during any restore: the test proves nothing");
+}

@@ -108,6 +108,10 @@ pub(super) fn restore_to(
     dry_run: bool,
     end_kind: &str,
 ) -> Reply {
+    // File timestamps come from the kernel's coarse clock, which lags the precise one: compare
+    // them with that clock, or a write just after this moment could look older.
+    let started = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    let started = started.tv_sec as i128 * 1_000_000_000 + started.tv_nsec as i128;
     opened.prepare(project)?;
     let options = RestoreOptions {
         paths: paths.clone(),
@@ -128,7 +132,7 @@ pub(super) fn restore_to(
         );
     }
     if let (false, Some(undo)) = (dry_run, report.undo_checkpoint.clone()) {
-        let now = report_leftovers(project, opened, target, &paths, &mut report)?;
+        let now = report_leftovers(project, opened, target, &paths, started, &mut report)?;
         let scope = if paths.is_empty() {
             String::new()
         } else {
@@ -181,8 +185,15 @@ pub(super) fn report_leftovers(
     opened: &mut crate::daemon::project::Opened,
     target: &crate::store::Checkpoint,
     paths: &[BString],
+    started_ns: i128,
     report: &mut crate::store::RestoreReport,
 ) -> Result<gix::ObjectId, RpcError> {
+    use std::os::unix::fs::MetadataExt;
+    // The restore's own writes match the target; a later status change is someone else's.
+    let changed_since_start = |rel: &[u8]| {
+        std::fs::symlink_metadata(crate::filter::rel_to_abs(&project.root, rel))
+            .is_ok_and(|m| m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128 >= started_ns)
+    };
     let now = opened.current_tree(project)?;
     let repo = opened.store.repo();
     let wanted = parse_id(&target.tree).map_err(store_error)?;
@@ -191,7 +202,10 @@ pub(super) fn report_leftovers(
         if report.skipped.iter().any(|s| s.path == path) {
             continue;
         }
-        let reason = if change.old.is_some() && change.new.is_none() {
+        let touched = report.written.contains(&path) || report.deleted.contains(&path);
+        let reason = if touched || changed_since_start(&change.path) {
+            "written by another process while the restore ran; left as it is"
+        } else if change.old.is_some() && change.new.is_none() {
             "left in place: it was not captured before the restore (ignored or excluded then), so it is not deleted"
         } else {
             "still differs from the checkpoint after the restore (it was not captured before: ignored or excluded then)"
