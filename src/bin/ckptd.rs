@@ -29,6 +29,8 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // Stores hold copies of the user's files: nothing ckptd writes is readable by others.
+    ckpt::safe_io::private_umask();
     let config = Config::load(args.config.as_deref()).context("loading configuration")?;
     init_logging(&config, args.verbose);
     let paths = Paths::resolve(&config, args.socket.as_deref()).context("resolving paths")?;

@@ -85,6 +85,9 @@ pub enum Command {
         /// With --patch: against this checkpoint instead of the parent.
         #[arg(long, value_name = "ID2")]
         against: Option<String>,
+        /// With --bundle: replace FILE if it exists.
+        #[arg(long)]
+        force: bool,
     },
     /// Add the commits a git bundle names (from `ckpt export --bundle` or `git bundle create`)
     /// as checkpoints of kind `imported`, on dialog `imported` unless --dialog names one.
@@ -392,10 +395,11 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             patch,
             bundle,
             against,
+            force,
         } => {
             if let Some(file) = bundle {
-                let params =
-                    json!({ "project": project, "ids": ids, "path": file_path(&base, &file) });
+                let params = json!({ "project": project, "ids": ids,
+                    "path": file_path(&base, &file), "force": force });
                 let result = connect()?.call("export_bundle", params)?;
                 let path = result["path"].as_str().unwrap_or("").to_string();
                 out.value_or(

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use interprocess::local_socket::traits::Stream as _;
+use interprocess::local_socket::traits::{Stream as _, StreamCommon as _};
 use interprocess::local_socket::{GenericFilePath, Stream, ToFsName};
 use serde_json::Value;
 
@@ -53,6 +53,18 @@ impl Connection {
             socket: socket.to_path_buf(),
             detail: Some(e.to_string()),
         })?;
+        // Whoever can put a socket there must not receive our requests.
+        let me = rustix::process::geteuid().as_raw();
+        match stream.peer_creds().ok().and_then(|c| c.euid()) {
+            Some(uid) if uid == me => {}
+            other => {
+                return Err(ClientError::Protocol(format!(
+                    "the process serving {} runs as {}, not as this user (uid {me}); refusing to talk to it",
+                    socket.display(),
+                    other.map_or("an unknown user".to_string(), |u| format!("uid {u}"))
+                )))
+            }
+        }
         let mut conn = Connection {
             stream: BufReader::new(stream),
             next_id: 1,
@@ -166,11 +178,21 @@ fn spawn_daemon(socket: &Path, log_dir: &Path) -> Result<std::process::Child, Cl
         .map(|e| e.with_file_name("ckptd"))
         .filter(|p| p.exists());
     let program = beside.unwrap_or_else(|| PathBuf::from("ckptd"));
-    std::fs::create_dir_all(log_dir)?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log_dir.join("ckptd.log"))?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(log_dir)?;
+    }
+    let log = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(log_dir.join("ckptd.log"))?
+    };
     let child = std::process::Command::new(&program)
         .arg("--socket")
         .arg(socket)

@@ -16,7 +16,7 @@ use gix::bstr::{BString, ByteSlice};
 
 use crate::filter::rel_to_abs;
 use crate::safe_io::StableRead;
-use crate::store::restore::{replace_with_file, replace_with_symlink};
+use crate::store::restore::{replace_with_file, replace_with_symlink, safe_tree_path};
 use crate::store::SkippedFile;
 
 /// How long an open transaction is kept.
@@ -57,6 +57,7 @@ impl Edits {
             if rel.is_empty() {
                 return Err("the project root itself cannot be an edit path".into());
             }
+            safe_tree_path(rel.as_bstr())?;
             check_parents(root, rel)?;
             let abs = rel_to_abs(root, rel);
             let state = match std::fs::symlink_metadata(&abs) {
@@ -136,6 +137,7 @@ impl Edits {
 }
 
 fn put_back(root: &Path, rel: &BString, state: &Saved) -> Result<(), String> {
+    safe_tree_path(rel.as_bstr())?;
     check_parents(root, rel)?;
     let abs = rel_to_abs(root, rel);
     if let Ok(m) = std::fs::symlink_metadata(&abs) {
@@ -149,10 +151,7 @@ fn put_back(root: &Path, rel: &BString, state: &Saved) -> Result<(), String> {
             _ => Ok(()),
         },
         Saved::File { data, mode } => {
-            if let Some(parent) = abs.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("cannot create its folder: {e}"))?;
-            }
+            create_parents(root, rel).map_err(|e| format!("cannot create its folder: {e}"))?;
             replace_with_file(&abs, data, *mode)
         }
         Saved::Symlink(target) => replace_with_symlink(&abs, target),
@@ -175,6 +174,20 @@ fn check_parents(root: &Path, rel: &BString) -> Result<(), String> {
                 ))
             }
             Err(_) => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+/// Creates the missing folders above `rel` (whose existing parents `check_parents` vouched
+/// for) with the user's permissions.
+fn create_parents(root: &Path, rel: &BString) -> std::io::Result<()> {
+    let mut cur = root.to_path_buf();
+    let parts: Vec<&[u8]> = rel.split(|b| *b == b'/').collect();
+    for part in &parts[..parts.len() - 1] {
+        cur.push(std::ffi::OsStr::from_bytes(part));
+        if std::fs::symlink_metadata(&cur).is_err() {
+            crate::safe_io::create_project_dir(&cur)?;
         }
     }
     Ok(())

@@ -41,6 +41,13 @@ impl Daemon {
     /// Loads the registered projects (their stores open lazily, on first use).
     pub fn new(config: Config, paths: Paths) -> Daemon {
         let _ = *project::DAEMON_STARTED;
+        // Installs from before stores were private: tighten what is there.
+        for dir in [paths.data_dir.clone(), paths.data_dir.join("projects")] {
+            crate::safe_io::make_private(&dir, false);
+        }
+        for file in ["projects.json", "ckptd.log"] {
+            crate::safe_io::make_private(&paths.data_dir.join(file), false);
+        }
         let roots = project::load_registry(&paths.registry_file());
         let projects = roots
             .into_iter()

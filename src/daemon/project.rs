@@ -260,6 +260,12 @@ impl Project {
 
     fn open(&self) -> Result<Opened, RpcError> {
         Store::remove_stale_files(&self.store_dir, self.started);
+        if std::fs::symlink_metadata(&self.store_dir)
+            .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o077 != 0)
+        {
+            tracing::info!(store = %self.store_dir.display(), "making the store private to this user");
+            crate::safe_io::make_private(&self.store_dir, true);
+        }
         let store = Store::open_or_init(&self.store_dir, &self.root)
             .map_err(|e| RpcError::new(ErrorCode::StoreError, e.to_string()))?;
         // The data directory is never part of a project, even when it lives inside one.

@@ -2,7 +2,7 @@
 //! race for one path, a stale socket (nobody answering) replaced, a live one never stolen.
 
 use std::fs::File;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use interprocess::local_socket::tokio::Listener;
@@ -39,10 +39,7 @@ pub fn bind(path: &Path) -> Result<(Listener, SocketGuard), BindError> {
         path: dir.to_path_buf(),
         source,
     };
-    if !dir.exists() {
-        std::fs::create_dir_all(dir).map_err(dir_err)?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(dir_err)?;
-    }
+    private_dir(dir).map_err(dir_err)?;
     let lock_path = path.with_extension("lock");
     let lock = std::fs::OpenOptions::new()
         .create(true)
@@ -53,12 +50,25 @@ pub fn bind(path: &Path) -> Result<(Listener, SocketGuard), BindError> {
     if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
         return Err(BindError::AlreadyRunning(path.to_path_buf()));
     }
-    if path.exists() {
-        if is_answering(path) {
-            return Err(BindError::AlreadyRunning(path.to_path_buf()));
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if is_answering(path) {
+                return Err(BindError::AlreadyRunning(path.to_path_buf()));
+            }
+            tracing::info!(path = %path.display(), "removing stale socket left by a dead daemon");
+            let _ = std::fs::remove_file(path);
         }
-        tracing::info!(path = %path.display(), "removing stale socket left by a dead daemon");
-        let _ = std::fs::remove_file(path);
+        // Only a socket nobody answers on may be replaced: anything else is someone's file.
+        Ok(_) => {
+            return Err(BindError::Listen {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "something other than a socket is there; refusing to replace it",
+                ),
+            })
+        }
+        Err(_) => {}
     }
     let listen_err = |source| BindError::Listen {
         path: path.to_path_buf(),
@@ -71,6 +81,46 @@ pub fn bind(path: &Path) -> Result<(Listener, SocketGuard), BindError> {
         .create_tokio()
         .map_err(listen_err)?;
     Ok((listener, SocketGuard { _lock: lock }))
+}
+
+/// Makes sure `dir` is a private folder of ours: created 0700 when missing; a folder of ours
+/// with looser permissions is tightened; a symlink, a non-folder or a folder of another user
+/// is refused (its owner could swap the socket and read every request).
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |why: String| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
+        ))
+    };
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() {
+        return refuse("it is not a folder (a symlink or a file); refusing to use it".into());
+    }
+    if meta.uid() != me {
+        return refuse(format!(
+            "it belongs to uid {}, not to this user (uid {me}); refusing to use it",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        tracing::warn!(path = %dir.display(), mode = format!("{:o}", meta.mode() & 0o777), "tightening the socket folder to 0700");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 /// True when something accepts connections on `path`.

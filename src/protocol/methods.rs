@@ -74,6 +74,9 @@ pub struct ExportBundleParams {
     pub ids: Vec<String>,
     /// Where to write the bundle (absolute).
     pub path: PathBuf,
+    /// Replace an existing file (by default an existing path is refused).
+    #[serde(default)]
+    pub force: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -183,10 +183,23 @@ impl PackWriter {
 impl PackWriter {
     /// Completes the pack and writes `header` followed by it to `dest` (a git bundle, say);
     /// no index is written and nothing enters the store.
-    pub fn finish_into(self, header: &[u8], dest: &Path) -> Result<usize, StoreError> {
+    /// The file is written beside `dest` and renamed into place, so a symlink at `dest` is
+    /// replaced, never written through; an existing `dest` is refused unless `replace`.
+    pub fn finish_into(
+        self,
+        header: &[u8],
+        dest: &Path,
+        replace: bool,
+    ) -> Result<usize, StoreError> {
         let state = self.state.into_inner().expect("pack lock poisoned");
         let count = state.entries.len();
         let tmp = self.tmp.clone();
+        let out_tmp = dest.with_file_name(format!(
+            "{}{}-bundle-{}",
+            crate::filter::TEMP_PREFIX,
+            std::process::id(),
+            unique()
+        ));
         let result = (|| {
             let io = |source| StoreError::Io {
                 path: dest.to_path_buf(),
@@ -195,12 +208,24 @@ impl PackWriter {
             let mut file = state.file.into_inner().map_err(|e| io(e.into_error()))?;
             seal(&mut file, count, &tmp)?;
             file.seek(SeekFrom::Start(0)).map_err(io)?;
-            let mut out = File::create(dest).map_err(io)?;
+            let mut out = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&out_tmp)
+                .map_err(io)?;
             out.write_all(header).map_err(io)?;
             std::io::copy(&mut file, &mut out).map_err(io)?;
-            out.sync_all().map_err(io)
+            out.sync_all().map_err(io)?;
+            drop(out);
+            let flags = match replace {
+                true => rustix::fs::RenameFlags::empty(),
+                false => rustix::fs::RenameFlags::NOREPLACE,
+            };
+            rustix::fs::renameat_with(rustix::fs::CWD, &out_tmp, rustix::fs::CWD, dest, flags)
+                .map_err(|e| io(e.into()))
         })();
         let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_file(&out_tmp);
         result.map(|()| count)
     }
 }
@@ -304,7 +329,12 @@ impl super::Store {
     /// Writes a git bundle (v2) to `dest` holding `commits` (named `refs/heads/ckpt-<id>`, the
     /// first also as HEAD) with every object they reach and their client metadata, so
     /// `git clone` and `git fetch` read it and `ckpt import` restores the metadata too.
-    pub fn export_bundle(&self, commits: &[ObjectId], dest: &Path) -> Result<usize, StoreError> {
+    pub fn export_bundle(
+        &self,
+        commits: &[ObjectId],
+        dest: &Path,
+        replace: bool,
+    ) -> Result<usize, StoreError> {
         let repo = self.repo();
         let mut header = String::from("# v2 git bundle\n");
         for (i, id) in commits.iter().enumerate() {
@@ -345,7 +375,7 @@ impl super::Store {
                 &format!("-{id} pruned by ckpt retention\n"),
             );
         }
-        pack.finish_into(header.as_bytes(), dest)
+        pack.finish_into(header.as_bytes(), dest, replace)
     }
 }
 

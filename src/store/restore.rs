@@ -355,7 +355,7 @@ impl Run<'_> {
                     if self.dry_run {
                         return Ok(());
                     }
-                    std::fs::create_dir(&cur).map_err(|e| {
+                    crate::safe_io::create_project_dir(&cur).map_err(|e| {
                         format!("cannot create folder `{}`: {e}", rel.to_str_lossy())
                     })?;
                 }
@@ -368,7 +368,7 @@ impl Run<'_> {
 }
 
 /// Refuses tree paths that could escape the root or reach into a repository.
-fn safe_tree_path(path: &BStr) -> Result<(), String> {
+pub(crate) fn safe_tree_path(path: &BStr) -> Result<(), String> {
     for comp in path.split(|b| *b == b'/') {
         let bad = comp.is_empty()
             || comp == b"."

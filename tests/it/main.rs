@@ -17,3 +17,4 @@ mod races;
 mod restore;
 mod retention;
 mod roundtrip;
+mod security;

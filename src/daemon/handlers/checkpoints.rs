@@ -247,8 +247,14 @@ pub(super) async fn export_bundle(daemon: &Arc<Daemon>, params: ExportBundlePara
             for id in &params.ids {
                 ids.push(parse_id(&store.resolve(&repo, id).map_err(checkpoint_error)?.id).map_err(store_error)?);
             }
+            if !params.force && std::fs::symlink_metadata(&path).is_ok() {
+                return Err(RpcError::new(
+                    ErrorCode::InvalidParams,
+                    format!("{} exists; pass --force (`force`) to replace it", path.display()),
+                ));
+            }
             let objects = store
-                .export_bundle(&ids, &path)
+                .export_bundle(&ids, &path, params.force)
                 .map_err(|e| RpcError::new(ErrorCode::InvalidParams, format!("cannot write the bundle: {e}")))?;
             Ok(json!({ "path": path, "checkpoints": ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(), "objects": objects }))
         })
