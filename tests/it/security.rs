@@ -162,10 +162,19 @@ fn the_client_talks_only_to_a_daemon_of_its_own_user() {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let socket = dir.join("impostor.sock");
     let server = format!(
-        "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.bind({:?})\ns.listen(1)\n\
-         print('ready',flush=True)\nc,_=s.accept()\ntry:\n c.recv(65536)\n\
-         c.sendall(b'{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"protocol\":1}}}}\\n')\n c.recv(65536)\n\
-         except OSError:\n pass\n",
+        r#"import socket
+s = socket.socket(socket.AF_UNIX)
+s.bind({:?})
+s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+try:
+    c.recv(65536)
+    c.sendall(b'{{"jsonrpc":"2.0","id":1,"result":{{"protocol":1}}}}\n')
+    c.recv(65536)
+except OSError:
+    pass
+"#,
         socket.to_str().unwrap()
     );
     let mut impostor = Command::new("setpriv")
