@@ -39,13 +39,16 @@ fn main() -> anyhow::Result<()> {
         .thread_name("ckptd")
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         let (listener, _guard) = daemon::bind(&paths.socket).context("binding the socket")?;
         tracing::info!(socket = %paths.socket.display(), data = %paths.data_dir.display(), pid = std::process::id(), "ckptd ready");
         let daemon = Arc::new(Daemon::new(config, paths));
         daemon::run(daemon, listener, shutdown_signal()).await;
         Ok(())
-    })
+    });
+    // A blocking thread stuck in the kernel (a dead network mount) must not keep the process.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    result
 }
 
 fn init_logging(config: &Config, verbose: u8) {

@@ -346,6 +346,8 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                     eprintln!("restore cancelled; nothing changed");
                     return Ok(1);
                 }
+                // The daemon closes connections left idle while a person reads the plan.
+                conn = connect()?;
             }
             let params =
                 json!({ "project": project, "id": id, "paths": paths, "dry_run": dry_run });
@@ -373,6 +375,8 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                     eprintln!("undo cancelled; nothing changed");
                     return Ok(1);
                 }
+                // The daemon closes connections left idle while a person reads the plan.
+                conn = connect()?;
             }
             let report = with_progress(&socket, &base, !cli.json, || {
                 conn.call("undo", params(dry_run))
@@ -486,6 +490,8 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                             eprintln!("reset cancelled; nothing changed");
                             return Ok(1);
                         }
+                        // The daemon closes connections left idle while a person reads the plan.
+                        conn = connect()?;
                     }
                     let params = base_params(json!({ "dry_run": dry_run }));
                     let report = with_progress(&socket, &base, !cli.json, || {

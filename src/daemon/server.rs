@@ -1,18 +1,26 @@
 //! The accept loop and the connections.
 //!
-//! A connection reads one line at a time (capped), spawns a task per request and sends replies
-//! through a writer task, so requests pipeline. On shutdown the loop stops accepting, each
-//! connection stops reading, and every request already started runs to completion.
+//! Each connection has a reader task that reads one line at a time (capped in size, and a
+//! started line must finish within [`LINE_TIMEOUT`]) and a serve loop that spawns a task per
+//! request and sends replies through a writer task, so requests pipeline. A connection with
+//! nothing in flight and no subscription is closed after [`IDLE_TIMEOUT`]; when
+//! [`MAX_CONNECTIONS`] are open, the one idle longest makes room for a new one, so stalled
+//! or idle clients can never lock a well-behaved one out. On shutdown the loop stops
+//! accepting, each connection stops reading, and every request already started runs to
+//! completion (within [`SHUTDOWN_GRACE`]).
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use interprocess::local_socket::tokio::{Listener, Stream};
 use interprocess::local_socket::traits::tokio::Listener as _;
 use interprocess::local_socket::traits::StreamCommon as _;
 use serde_json::Value;
 use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use tokio::task::JoinSet;
 
 use super::{handlers, Daemon};
@@ -20,8 +28,80 @@ use crate::protocol::{error_line, read_frame, ErrorCode, FrameError, RpcError};
 
 /// Requests one connection may have in flight at once.
 const MAX_IN_FLIGHT_PER_CONNECTION: usize = 32;
-/// Connections served at once; further ones wait in the kernel's backlog.
-const MAX_CONNECTIONS: usize = 256;
+/// Connections open at once; past this, the connection idle longest is closed to make room.
+pub const MAX_CONNECTIONS: usize = 256;
+/// A connection with nothing in flight and no subscription is closed after this long.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Once a request line has started, the rest of it must arrive within this long.
+pub const LINE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long shutdown waits for in-flight requests before it gives up on them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// The open connections, and which of them are idle (and since when).
+#[derive(Default)]
+struct Connections {
+    next: AtomicU64,
+    open: Mutex<HashMap<u64, Slot>>,
+}
+
+struct Slot {
+    idle_since: Option<Instant>,
+    evict: Arc<Notify>,
+}
+
+impl Connections {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Slot>> {
+        self.open.lock().expect("connection table poisoned")
+    }
+
+    fn register(&self) -> (u64, Arc<Notify>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let evict = Arc::new(Notify::new());
+        self.lock().insert(
+            id,
+            Slot {
+                idle_since: None,
+                evict: evict.clone(),
+            },
+        );
+        (id, evict)
+    }
+
+    fn set_idle(&self, id: u64, idle: bool) {
+        if let Some(slot) = self.lock().get_mut(&id) {
+            match (idle, slot.idle_since) {
+                (true, None) => slot.idle_since = Some(Instant::now()),
+                (false, Some(_)) => slot.idle_since = None,
+                _ => {}
+            }
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Makes room for one more connection: false when all are busy.
+    fn make_room(&self) -> bool {
+        let mut open = self.lock();
+        if open.len() < MAX_CONNECTIONS {
+            return true;
+        }
+        let oldest = open
+            .iter()
+            .filter_map(|(id, s)| s.idle_since.map(|t| (t, *id)))
+            .min();
+        match oldest {
+            Some((_, id)) => {
+                if let Some(slot) = open.remove(&id) {
+                    slot.evict.notify_one();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 /// Serves `listener` until `shutdown` resolves (or a client calls `shutdown`), then waits for
 /// in-flight work and returns. Dropping the listener removes the socket file.
@@ -38,34 +118,36 @@ pub async fn run(daemon: Arc<Daemon>, listener: Listener, shutdown: impl Future<
         }
     }
     let (stop_tx, stop_rx) = watch::channel(false);
-    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let connections = Arc::new(Connections::default());
     let mut tasks = JoinSet::new();
     tokio::pin!(shutdown);
     let mut client_stop = stop_rx.clone();
     loop {
-        let permit = tokio::select! {
-            _ = &mut shutdown => break,
-            _ = client_stop.changed() => break,
-            permit = connections.clone().acquire_owned() => permit.expect("semaphore never closed"),
-        };
         let stream = tokio::select! {
             _ = &mut shutdown => break,
             _ = client_stop.changed() => break,
             accepted = listener.accept() => accepted,
         };
         match stream {
-            Ok(stream) => {
+            Ok(stream) if connections.make_room() => {
                 let daemon = daemon.clone();
                 let stop_rx = stop_rx.clone();
                 let stop_tx = stop_tx.clone();
+                let connections = connections.clone();
                 tasks.spawn(async move {
-                    serve(daemon, stream, stop_rx, stop_tx).await;
-                    drop(permit);
+                    serve(daemon, stream, stop_rx, stop_tx, connections).await;
                 });
+            }
+            Ok(stream) => {
+                tracing::warn!(
+                    limit = MAX_CONNECTIONS,
+                    "refusing a connection: every open one is busy"
+                );
+                tasks.spawn(refuse(stream));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
         // Reap finished connections so the set does not grow without bound.
@@ -74,11 +156,35 @@ pub async fn run(daemon: Arc<Daemon>, listener: Listener, shutdown: impl Future<
     tracing::info!("shutting down: no new connections; finishing in-flight requests");
     let _ = stop_tx.send(true);
     drop(listener);
-    while tasks.join_next().await.is_some() {}
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::error!(grace = ?SHUTDOWN_GRACE, "in-flight requests did not finish in time; stopping anyway");
+        tasks.abort_all();
+    }
     for project in daemon.projects.read().await.values() {
-        project.save_index().await;
+        let saved = tokio::time::timeout(SHUTDOWN_GRACE, project.save_index()).await;
+        if saved.is_err() {
+            tracing::warn!(root = %project.root.display(), "the project is still busy; its stat cache is not saved");
+        }
     }
     tracing::info!("shutdown complete");
+}
+
+/// Tells a client there is no room (every connection is busy) and closes.
+async fn refuse(stream: Stream) {
+    let err = RpcError::new(
+        ErrorCode::ShuttingDown,
+        format!("ckptd is busy: {MAX_CONNECTIONS} connections are in use; try again"),
+    );
+    let (_, mut write_half) = tokio::io::split(stream);
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        write_half.write_all(&error_line(&Value::Null, &err)),
+    )
+    .await;
 }
 
 async fn serve(
@@ -86,6 +192,7 @@ async fn serve(
     stream: Stream,
     mut stop: watch::Receiver<bool>,
     stop_tx: watch::Sender<bool>,
+    connections: Arc<Connections>,
 ) {
     let peer = stream.peer_creds().ok().and_then(|c| c.euid());
     let (read_half, mut write_half) = tokio::io::split(stream);
@@ -111,28 +218,63 @@ async fn serve(
         return;
     }
 
+    let (slot, evicted) = connections.register();
     let (closed_tx, closed_rx) = watch::channel(false);
     let conn = Arc::new(handlers::Conn {
         tx: tx.clone(),
         closed: closed_rx,
+        subscribed: Default::default(),
     });
+    // The reader is never cancelled in the middle of a line; it ends with the connection.
     let limit = daemon.config.max_request_bytes();
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
-    let mut requests = JoinSet::new();
-    let mut reader = BufReader::new(read_half);
-    loop {
-        let frame = tokio::select! {
-            _ = stop.changed() => {
-                let _ = closed_tx.send(true);
+    let (frames_tx, mut frames) = mpsc::channel(1);
+    let reader = tokio::spawn(async move {
+        let mut reader = BufReader::new(read_half);
+        loop {
+            let frame = read_frame(&mut reader, limit, LINE_TIMEOUT).await;
+            let last = !matches!(frame, Ok(Some(_)));
+            if frames_tx.send(frame).await.is_err() || last {
                 break;
             }
-            frame = read_frame(&mut reader, limit) => frame,
+        }
+    });
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
+    let mut requests = JoinSet::new();
+    let fail = |err: RpcError| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(error_line(&Value::Null, &err)).await;
+        }
+    };
+    loop {
+        while requests.try_join_next().is_some() {}
+        let idle = requests.is_empty() && !conn.subscribed.load(Ordering::Relaxed);
+        connections.set_idle(slot, idle);
+        let idle_timer = async {
+            match idle {
+                true => tokio::time::sleep(IDLE_TIMEOUT).await,
+                false => std::future::pending().await,
+            }
+        };
+        let frame = tokio::select! {
+            _ = stop.changed() => break,
+            _ = evicted.notified(), if idle => {
+                tracing::debug!("closing the connection idle longest to make room for a new one");
+                fail(RpcError::new(ErrorCode::ShuttingDown, "closed: idle while every connection was in use")).await;
+                break;
+            }
+            _ = idle_timer => {
+                tracing::debug!(timeout = ?IDLE_TIMEOUT, "closing an idle connection");
+                break;
+            }
+            Some(_) = requests.join_next(), if !requests.is_empty() => continue,
+            frame = frames.recv() => frame,
         };
         match frame {
             // The client is done sending; subscriptions keep streaming until writes fail.
-            Ok(None) => break,
-            Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => continue,
-            Ok(Some(line)) => {
+            None | Some(Ok(None)) => break,
+            Some(Ok(Some(line))) if line.iter().all(u8::is_ascii_whitespace) => continue,
+            Some(Ok(Some(line))) => {
                 let permit = in_flight
                     .clone()
                     .acquire_owned()
@@ -153,23 +295,32 @@ async fn serve(
                     drop(permit);
                 });
             }
-            Err(FrameError::TooLarge { limit }) => {
-                let err = RpcError::new(
+            Some(Err(FrameError::TooLarge { limit })) => {
+                fail(RpcError::new(
                     ErrorCode::RequestTooLarge,
                     format!("request line exceeds {limit} bytes; the connection is closed"),
-                );
-                let _ = tx.send(error_line(&Value::Null, &err)).await;
-                let _ = closed_tx.send(true);
+                ))
+                .await;
                 break;
             }
-            Err(FrameError::Io(e)) => {
+            Some(Err(e @ FrameError::Stalled(_))) => {
+                tracing::debug!(error = %e, "closing a stalled connection");
+                fail(RpcError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("{e}; the connection is closed"),
+                ))
+                .await;
+                break;
+            }
+            Some(Err(FrameError::Io(e))) => {
                 tracing::debug!(error = %e, "connection read failed");
-                let _ = closed_tx.send(true);
                 break;
             }
         }
-        while requests.try_join_next().is_some() {}
     }
+    let _ = closed_tx.send(!conn.subscribed.load(Ordering::Relaxed) || *stop.borrow());
+    connections.remove(slot);
+    reader.abort();
     while requests.join_next().await.is_some() {}
     drop(conn);
     drop(tx);

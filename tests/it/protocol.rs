@@ -272,3 +272,61 @@ fn the_socket_is_private() {
     assert_eq!(sock_mode, 0o600);
     assert_eq!(dir_mode, 0o700);
 }
+
+/// Runs `ckpt ARGS` and fails the test if it does not finish within `limit`.
+fn ckpt_within(env: &TestEnv, args: &[&str], limit: std::time::Duration) -> std::process::Output {
+    let mut cmd = std::process::Command::new(CKPT);
+    env.env(&mut cmd);
+    let mut child = cmd
+        .current_dir(env.proj())
+        .arg("--no-spawn")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    if wait_timeout(&mut child, limit).is_none() {
+        let _ = child.kill();
+        panic!("ckpt {args:?} did not finish within {limit:?}");
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Hundreds of idle clients and clients that send half a line and stall never lock out a
+/// well-behaved one; a stalled line is cut off with an error.
+#[test]
+fn idle_and_stalled_clients_never_lock_others_out() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    let env = TestEnv::new();
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    let mut held = Vec::new();
+    for i in 0..600 {
+        let mut s = UnixStream::connect(&env.socket).unwrap();
+        if i % 2 == 1 {
+            s.write_all(br#"{"jsonrpc":"2.0","id":1,"meth"#).unwrap();
+        }
+        held.push(s);
+    }
+    let limit = std::time::Duration::from_secs(15);
+    let out = ckpt_within(&env, &["status"], limit);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = ckpt_within(&env, &["checkpoint", "-m", "still served"], limit);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // A stalled line is answered with an error and the connection is closed.
+    let mut stalled = UnixStream::connect(&env.socket).unwrap();
+    stalled
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    stalled.write_all(br#"{"jsonrpc":"2.0","id":7,"#).unwrap();
+    let started = std::time::Instant::now();
+    let mut reply = String::new();
+    stalled.read_to_string(&mut reply).unwrap();
+    assert!(reply.contains("not finished within"), "{reply}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(25));
+    drop(held);
+    env.assert_serving();
+}

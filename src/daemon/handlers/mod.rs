@@ -45,6 +45,8 @@ pub struct Conn {
     pub tx: tokio::sync::mpsc::Sender<Vec<u8>>,
     /// Becomes true when the connection is closing (daemon shutdown, framing error).
     pub closed: tokio::sync::watch::Receiver<bool>,
+    /// Set once the connection streams events: it is never idle from then on.
+    pub subscribed: std::sync::atomic::AtomicBool,
 }
 
 /// Handles one request line; returns the reply line (none for notifications) and whether the
@@ -226,6 +228,8 @@ async fn subscribe(
         .run(|project, opened| opened.prepare(project).map(drop))
         .await?;
     let mut sub = project.events.subscribe(params.diffs);
+    conn.subscribed
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let reply = response_line(
         &id,
         &json!({ "subscribed": project.root, "diffs": params.diffs }),
