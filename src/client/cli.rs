@@ -177,6 +177,13 @@ pub enum Command {
     Status,
     /// Check that the index (what checkpoints record) equals a fresh full scan right now.
     Verify,
+    /// Read every object of the store: what is unreadable, and which checkpoints it affects.
+    Fsck {
+        /// Salvage what can be read from damaged packs and set the damage aside, so that
+        /// checkpoints work again (files whose content was lost are read again).
+        #[arg(long)]
+        repair: bool,
+    },
     /// Make the next checkpoint verify every file by stat (as after a watcher overflow).
     Rescan,
     /// Stop the daemon (in-flight work finishes first).
@@ -580,6 +587,18 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             let result = connect()?.call("verify", json!({ "project": project }))?;
             out.verify(&result);
             return Ok(if result["equal"] == true { 0 } else { 1 });
+        }
+        Command::Fsck { repair } => {
+            let socket = paths.socket.clone();
+            let mut conn = connect()?;
+            let params = json!({ "project": project, "repair": repair });
+            let report = with_progress(&socket, &base, !cli.json, || conn.call("fsck", params))?;
+            out.fsck(&report);
+            let damaged = report["unreadable_count"].as_u64().unwrap_or(0) > 0
+                || report["damaged_packs"]
+                    .as_array()
+                    .is_some_and(|p| !p.is_empty());
+            return Ok(if damaged && !repair { 1 } else { 0 });
         }
         Command::Rescan => {
             let result = connect()?.call("rescan", json!({ "project": project }))?;

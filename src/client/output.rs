@@ -434,6 +434,48 @@ impl Out {
         }
     }
 
+    pub fn fsck(&self, v: &Value) {
+        if self.json(v) {
+            return;
+        }
+        let packs = arr(v, "damaged_packs");
+        println!(
+            "{} objects read; {} unreadable; {} damaged pack{}",
+            n(v, "objects"),
+            n(v, "unreadable_count"),
+            packs.len(),
+            if packs.len() == 1 { "" } else { "s" }
+        );
+        for p in packs {
+            println!("  damaged  objects/pack/{}.pack", p.as_str().unwrap_or(""));
+        }
+        if n(v, "affected_count") > 0 {
+            println!(
+                "{} checkpoints or refs cannot be restored whole:",
+                n(v, "affected_count")
+            );
+            for a in arr(v, "affected") {
+                println!(
+                    "  {}  {}  ({} objects missing)",
+                    short(s(a, "id")),
+                    s(a, "ref_name"),
+                    n(a, "missing")
+                );
+            }
+        }
+        if let Some(r) = v.get("repair") {
+            println!(
+                "repaired: {} objects salvaged; {} packs and {} refs set aside in {}",
+                n(r, "salvaged"),
+                arr(r, "packs_set_aside").len(),
+                arr(r, "refs_set_aside").len(),
+                s(r, "damaged_dir")
+            );
+        } else if n(v, "unreadable_count") > 0 || !packs.is_empty() {
+            println!("run `ckpt fsck --repair` to set the damage aside; see the README");
+        }
+    }
+
     pub fn gc(&self, v: &Value) {
         if self.json(v) {
             return;

@@ -224,6 +224,23 @@ impl Project {
         T: Send + 'static,
         F: FnOnce(&Project, &mut Opened) -> Result<T, RpcError> + Send + 'static,
     {
+        self.run_checked(true, f).await
+    }
+
+    /// Like [`Project::run`], also on a damaged store (for `fsck`, which reports and repairs).
+    pub async fn run_on_damaged<T, F>(self: &Arc<Self>, f: F) -> Result<T, RpcError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Project, &mut Opened) -> Result<T, RpcError> + Send + 'static,
+    {
+        self.run_checked(false, f).await
+    }
+
+    async fn run_checked<T, F>(self: &Arc<Self>, refuse_damage: bool, f: F) -> Result<T, RpcError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Project, &mut Opened) -> Result<T, RpcError> + Send + 'static,
+    {
         let mut guard = self.state.clone().lock_owned().await;
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
@@ -236,7 +253,16 @@ impl Project {
                     ),
                 ));
             }
+            if guard.is_some() && std::fs::symlink_metadata(&me.store_dir).is_err() {
+                // Gone whole (deleted under the daemon): start a new store, never write into
+                // a half-made folder. Everything is read again into it.
+                tracing::error!(store = %me.store_dir.display(), "the store vanished; creating it afresh (earlier checkpoints are gone)");
+                *guard = None;
+            }
             if guard.is_none() {
+                if !refuse_damage {
+                    Store::repair_layout(&me.store_dir);
+                }
                 *guard = Some(me.open()?);
                 if let Some(interval) = me.config.auto_checkpoint_for(&me.root) {
                     // Watches are placed by a walk: do it now, not at the first checkpoint.
@@ -247,7 +273,21 @@ impl Project {
                     super::auto::start(&me, interval);
                 }
             }
-            f(&me, guard.as_mut().expect("opened just above"))
+            let opened = guard.as_mut().expect("opened just above");
+            let damage = opened.store.damage();
+            if refuse_damage && !damage.is_empty() {
+                tracing::error!(store = %me.store_dir.display(), damage = ?damage, "refusing to use a damaged store");
+                return Err(RpcError::new(
+                    ErrorCode::StoreError,
+                    format!(
+                        "the store at {} is damaged: {}; `ckpt fsck` lists what is affected, \
+                         `ckpt fsck --repair` sets the damage aside (see the README)",
+                        me.store_dir.display(),
+                        damage.join("; ")
+                    ),
+                ));
+            }
+            f(&me, opened)
         })
         .await
         .map_err(|e| RpcError::new(ErrorCode::Internal, format!("project task failed: {e}")))?

@@ -488,6 +488,27 @@ impl FileIndex {
         }
     }
 
+    /// Forgets every entry whose object is in `lost` (the store cannot give it back) and asks
+    /// for a full verify: those files are read again at the next refresh.
+    pub fn forget_objects(&mut self, lost: &std::collections::HashSet<ObjectId>) {
+        fn visit(node: &mut DirNode, lost: &std::collections::HashSet<ObjectId>) {
+            let before = node.files.len();
+            node.files.retain(|_, e| !lost.contains(&e.state.id));
+            let mut changed = node.files.len() != before;
+            for child in node.dirs.values_mut() {
+                visit(child, lost);
+                changed |= child.tree.is_none();
+            }
+            if changed {
+                node.tree = None;
+            }
+        }
+        visit(&mut self.root, lost);
+        self.stale.retain(|_, e| !lost.contains(&e.state.id));
+        self.last_root = None;
+        self.invalidate_all();
+    }
+
     /// Forgets `path`, a file or a whole folder.
     pub fn remove(&mut self, path: &BStr) {
         self.skipped.remove(path);

@@ -234,6 +234,15 @@ pub struct ProjectParams {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct FsckParams {
+    pub project: PathBuf,
+    /// Salvage damaged packs and set the damage aside (in `<store>/damaged/`).
+    #[serde(default)]
+    pub repair: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PruneParams {
     pub project: PathBuf,
     /// Only this dialog (all dialogs when absent).

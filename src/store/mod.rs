@@ -10,6 +10,7 @@
 
 pub mod checkpoint;
 pub mod diff;
+pub mod fsck;
 pub mod gc;
 pub mod import;
 pub mod pack;
@@ -80,7 +81,12 @@ pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
 pub struct Store {
     dir: PathBuf,
     repo: gix::ThreadSafeRepository,
+    /// Packs found whole, with the stat of their index and data file when checked.
+    checked_packs: std::sync::Mutex<std::collections::HashMap<String, PackStamp>>,
 }
+
+/// (size, mtime, mtime nsec, inode) of a pack's index and of its data file.
+type PackStamp = (Option<(u64, i64, i64, u64)>, Option<(u64, i64, i64, u64)>);
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -185,6 +191,7 @@ impl Store {
         Ok(Store {
             dir: dir.to_path_buf(),
             repo: repo.into_sync(),
+            checked_packs: Default::default(),
         })
     }
 

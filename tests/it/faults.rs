@@ -186,3 +186,142 @@ fn stale_locks_of_a_killed_daemon_are_removed() {
     assert!(!store.join("objects/pack/tmp_ckpt_1_1.pack").exists());
     env.fsck();
 }
+
+fn error_of(out: &std::process::Output) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(out)));
+    v["error"].clone()
+}
+
+/// Every blob of checkpoint `id` can be read, and each file equals the one on disk.
+fn assert_whole_and_equal_to_disk(env: &TestEnv, id: &str) {
+    for path in env.ls_tree(id) {
+        let blob = env.git(&["show", &format!("{id}:{path}")]);
+        let disk = std::fs::read_to_string(env.proj().join(&path)).unwrap();
+        assert_eq!(blob, disk, "{path}");
+    }
+}
+
+/// A truncated pack is found before it is used: checkpoints refuse with what is damaged,
+/// fsck lists it, fsck --repair salvages what it can, and the next checkpoint reads again
+/// every file whose content was lost (never naming an unreadable blob).
+#[test]
+fn a_truncated_pack_is_reported_and_repaired() {
+    let env = TestEnv::new();
+    let proj = env.proj();
+    for i in 0..300 {
+        write(
+            &proj,
+            &format!("src/f{i:03}.txt"),
+            &format!("content {i}\n"),
+        );
+    }
+    env.watch();
+    env.checkpoint("first");
+    let pack_dir = env.store().join("objects/pack");
+    let pack = std::fs::read_dir(&pack_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "pack"))
+        .expect("the first checkpoint wrote a pack");
+    let len = std::fs::metadata(&pack).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&pack)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    write(&proj, "src/f000.txt", "changed\n");
+
+    let out = env.ckpt(&["--json", "checkpoint", "-m", "on a damaged store"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = error_of(&out);
+    assert_eq!(err["data"]["kind"], "store_error", "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not match its index"),
+        "{err}"
+    );
+    let out = env.ckpt(&["verify"]);
+    assert_eq!(out.status.code(), Some(1), "verify checks the store too");
+
+    let out = env.ckpt(&["--json", "fsck"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["damaged_packs"].as_array().unwrap().len(),
+        1,
+        "{report}"
+    );
+    assert!(report["unreadable_count"].as_u64().unwrap() > 0, "{report}");
+    assert!(report["affected_count"].as_u64().unwrap() > 0, "{report}");
+
+    let repaired = env.json(&["fsck", "--repair"]);
+    assert!(
+        repaired["repair"]["salvaged"].as_u64().unwrap() > 0,
+        "{repaired}"
+    );
+    assert!(env.store().join("damaged").is_dir());
+    let c = env.json(&["checkpoint", "-m", "after the repair"]);
+    assert_whole_and_equal_to_disk(&env, c["id"].as_str().unwrap());
+    env.assert_serving();
+}
+
+/// The store deleted under the daemon: the next checkpoint goes into a whole new store that a
+/// restarted daemon opens, with that checkpoint in it.
+#[test]
+fn a_store_deleted_under_the_daemon_is_recreated_whole() {
+    let mut env = TestEnv::new();
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    env.checkpoint("first");
+    let store = env.store();
+    std::fs::remove_dir_all(&store).unwrap();
+    write(&env.proj(), "b.txt", "b\n");
+    let id = env.checkpoint("into a new store");
+    env.fsck();
+    env.stop_daemon();
+    env.start_daemon();
+    let list = env.json(&["list"]);
+    assert_eq!(list[0]["id"], id.as_str(), "{list}");
+    assert_whole_and_equal_to_disk(&env, &id);
+}
+
+/// objects/ deleted: a store error that says so (not "unknown checkpoint"), and a repair
+/// that lets the project record checkpoints again.
+#[test]
+fn a_store_without_objects_says_so_and_is_repaired() {
+    let env = TestEnv::new();
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    env.checkpoint("first");
+    std::fs::remove_dir_all(env.store().join("objects")).unwrap();
+    for args in [&["checkpoint", "-m", "x"][..], &["list"][..]] {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = env.ckpt(&all);
+        assert_eq!(out.status.code(), Some(1));
+        let err = error_of(&out);
+        assert_eq!(err["data"]["kind"], "store_error", "{args:?}: {err}");
+        assert!(
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains("objects is missing"),
+            "{err}"
+        );
+    }
+    let repaired = env.json(&["fsck", "--repair"]);
+    assert!(
+        !repaired["repair"]["refs_set_aside"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{repaired}"
+    );
+    let c = env.json(&["checkpoint", "-m", "after the repair"]);
+    assert_whole_and_equal_to_disk(&env, c["id"].as_str().unwrap());
+    env.fsck();
+}

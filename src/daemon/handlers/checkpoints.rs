@@ -414,3 +414,19 @@ pub(super) async fn rescan(daemon: &Arc<Daemon>, params: ProjectParams) -> Reply
         })
         .await
 }
+
+/// Reads every object the store's refs reach and reports what is unreadable and which
+/// checkpoints it affects; with `repair`, salvages damaged packs and sets the damage aside.
+/// Files whose content the store lost are read again at the next checkpoint.
+pub(super) async fn fsck(daemon: &Arc<Daemon>, params: FsckParams) -> Reply {
+    let project = find_project(daemon, &params.project).await?;
+    project
+        .run_on_damaged(move |_, opened| {
+            let report = opened.store.fsck(params.repair).map_err(store_error)?;
+            if params.repair || report.unreadable_count > 0 {
+                opened.index.forget_objects(&report.unreadable_ids);
+            }
+            Ok(to_value(&report))
+        })
+        .await
+}

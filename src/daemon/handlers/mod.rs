@@ -143,6 +143,7 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         "prune" => prune(daemon, parse(params)?).await,
         "gc" => gc(daemon, parse(params)?).await,
         "verify" => verify(daemon, parse(params)?).await,
+        "fsck" => fsck(daemon, parse(params)?).await,
         "rescan" => rescan(daemon, parse(params)?).await,
         "shutdown" => {
             parse::<NoParams>(params)?;

@@ -1,0 +1,362 @@
+//! Damage: the cheap checks made before every operation (the store's layout, every pack's
+//! trailer against its index), and `fsck`, which reads every object a ref reaches and says
+//! which checkpoints lost what.
+//!
+//! A damaged store is never used silently: operations refuse with what is damaged until
+//! `fsck --repair` has salvaged every object that can still be read out of a damaged pack
+//! into a new pack and set the damaged files aside (in `<store>/damaged/`, never deleted).
+//! Refs whose commits are gone are set aside there too. After a repair the daemon re-reads
+//! every file whose object the store lost, so new checkpoints never name an unreadable blob.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use gix::ObjectId;
+use serde::Serialize;
+
+use super::pack::PackWriter;
+use super::{Store, StoreError};
+
+/// Affected checkpoints listed in a report (the count is always complete).
+const MAX_LISTED: usize = 100;
+
+/// What `fsck` found (and, with `repair`, did).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FsckReport {
+    /// Objects read (every object some ref reaches).
+    pub objects: usize,
+    /// Objects a ref reaches that cannot be read (first 100).
+    pub unreadable: Vec<String>,
+    pub unreadable_count: usize,
+    /// Packs whose file does not match its index (truncated, overwritten).
+    pub damaged_packs: Vec<String>,
+    /// Checkpoints (commits) that cannot be restored whole: `{id, ref_name, missing}`.
+    pub affected: Vec<Affected>,
+    pub affected_count: usize,
+    /// With `repair`: objects salvaged from damaged packs, refs set aside, where things went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repair: Option<Repair>,
+    /// Every unreadable object (the daemon reads again the files that named one).
+    #[serde(skip)]
+    pub unreadable_ids: HashSet<ObjectId>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Affected {
+    pub id: String,
+    /// The ref through which it was reached.
+    pub ref_name: String,
+    /// How many of its objects (its files, trees, or the commit itself) cannot be read.
+    pub missing: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Repair {
+    pub salvaged: usize,
+    pub packs_set_aside: Vec<String>,
+    pub refs_set_aside: Vec<String>,
+    pub damaged_dir: PathBuf,
+}
+
+impl Store {
+    /// Puts back the parts of a store's layout that a bare repository needs to open (HEAD,
+    /// `objects/`, `refs/`), so that `fsck --repair` can look at what is left.
+    pub fn repair_layout(dir: &Path) {
+        if !dir.is_dir() {
+            return;
+        }
+        for sub in ["objects/pack", "objects/info", "refs/heads", "refs/tags"] {
+            let _ = std::fs::create_dir_all(dir.join(sub));
+        }
+        if !dir.join("HEAD").is_file() {
+            let _ =
+                super::retention::write_atomically(&dir.join("HEAD"), b"ref: refs/heads/main\n");
+        }
+        if !dir.join("config").is_file() {
+            let _ = super::retention::write_atomically(
+                &dir.join("config"),
+                b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n\tlogallrefupdates = always\n[gc]\n\tauto = 0\n",
+            );
+        }
+    }
+
+    /// Cheap checks of the store's layout and of every pack (its trailer must be the checksum
+    /// its index names): what is damaged, in words; empty when nothing is.
+    pub fn damage(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for (name, dir) in [
+            ("HEAD", false),
+            ("config", false),
+            ("objects", true),
+            ("refs", true),
+        ] {
+            let ok = std::fs::symlink_metadata(self.dir().join(name)).is_ok_and(|m| {
+                if dir {
+                    m.is_dir()
+                } else {
+                    m.is_file()
+                }
+            });
+            if !ok {
+                found.push(format!("{name} is missing"));
+            }
+        }
+        for pack in self.damaged_packs() {
+            found.push(format!("objects/pack/{pack}.pack does not match its index"));
+        }
+        found
+    }
+
+    /// Packs whose data file does not end with the checksum their index names (a pack
+    /// without its index is one being written, not damage). Results are cached by stat.
+    fn damaged_packs(&self) -> Vec<String> {
+        let pack_dir = self.dir().join("objects").join("pack");
+        let Ok(entries) = std::fs::read_dir(&pack_dir) else {
+            return Vec::new();
+        };
+        let mut checked = self.checked_packs.lock().expect("pack cache poisoned");
+        let mut damaged = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(stem) = name.strip_suffix(".idx") else {
+                continue;
+            };
+            let pack = pack_dir.join(format!("{stem}.pack"));
+            let stamp = |p: &Path| {
+                std::fs::symlink_metadata(p).ok().map(|m| {
+                    use std::os::unix::fs::MetadataExt;
+                    (m.len(), m.mtime(), m.mtime_nsec(), m.ino())
+                })
+            };
+            let key = (stamp(&entry.path()), stamp(&pack));
+            if checked.get(stem) == Some(&key) {
+                continue;
+            }
+            if pack_matches_index(&pack, &entry.path()) {
+                checked.insert(stem.to_string(), key);
+            } else {
+                checked.remove(stem);
+                damaged.push(stem.to_string());
+            }
+        }
+        damaged.sort();
+        damaged
+    }
+
+    /// Reads every object a ref reaches; with `repair`, first salvages damaged packs and
+    /// afterwards sets aside refs whose commits are gone.
+    #[tracing::instrument(skip_all, fields(store = %self.dir().display(), repair))]
+    pub fn fsck(&mut self, repair: bool) -> Result<FsckReport, StoreError> {
+        let mut report = FsckReport {
+            damaged_packs: self.damaged_packs(),
+            ..FsckReport::default()
+        };
+        let damaged_dir = self.dir().join("damaged");
+        if repair {
+            Self::repair_layout(self.dir());
+            let mut done = Repair {
+                damaged_dir: damaged_dir.clone(),
+                ..Repair::default()
+            };
+            for pack in &report.damaged_packs {
+                done.salvaged += self.salvage(pack, &damaged_dir)?;
+                done.packs_set_aside.push(pack.clone());
+            }
+            *self = Store::open(self.dir())?;
+            report.repair = Some(done);
+        }
+        let repo = self.repo();
+        let refs = self.refs_under(&repo, "refs/")?;
+        let mut readable: HashMap<ObjectId, bool> = HashMap::new();
+        let mut unreadable: HashSet<ObjectId> = HashSet::new();
+        let shallow = self.shallow().unwrap_or_default();
+        for (name, id) in &refs {
+            let missing = count_missing(&repo, *id, &shallow, &mut readable, &mut unreadable);
+            if missing > 0 {
+                report.affected_count += 1;
+                if report.affected.len() < MAX_LISTED {
+                    report.affected.push(Affected {
+                        id: id.to_string(),
+                        ref_name: format!("refs/{name}"),
+                        missing,
+                    });
+                }
+            }
+        }
+        report.objects = readable.len();
+        report.unreadable_count = unreadable.len();
+        report.unreadable_ids = unreadable.clone();
+        let mut listed: Vec<String> = unreadable.iter().map(ToString::to_string).collect();
+        listed.sort();
+        listed.truncate(MAX_LISTED);
+        report.unreadable = listed;
+        if let Some(done) = report.repair.as_mut() {
+            // A ref whose own object is gone leads nowhere: set it aside (listed, not lost).
+            let mut lines = String::new();
+            for (name, id) in &refs {
+                if unreadable.contains(id) {
+                    let full = format!("refs/{name}");
+                    self.delete_ref(&repo, &full, *id)?;
+                    lines.push_str(&format!("{id} {full}\n"));
+                    done.refs_set_aside.push(full);
+                }
+            }
+            if !lines.is_empty() {
+                std::fs::create_dir_all(&damaged_dir).map_err(|source| StoreError::Io {
+                    path: damaged_dir.clone(),
+                    source,
+                })?;
+                let file =
+                    damaged_dir.join(format!("refs-{}.txt", jiff::Timestamp::now().as_second()));
+                super::retention::write_atomically(&file, lines.as_bytes())?;
+            }
+        }
+        tracing::info!(
+            objects = report.objects,
+            unreadable = report.unreadable_count,
+            affected = report.affected_count,
+            damaged_packs = report.damaged_packs.len(),
+            "fsck done"
+        );
+        Ok(report)
+    }
+
+    /// Copies every object that can still be read out of the damaged pack `stem` into a new
+    /// pack, then moves the damaged pack and its index into `damaged_dir`.
+    fn salvage(&self, stem: &str, damaged_dir: &Path) -> Result<usize, StoreError> {
+        let pack_dir = self.dir().join("objects").join("pack");
+        let idx_path = pack_dir.join(format!("{stem}.idx"));
+        let ids: Vec<ObjectId> = match gix_pack::index::File::at(&idx_path, gix::hash::Kind::Sha1) {
+            Ok(index) => index.iter().map(|e| e.oid).collect(),
+            Err(e) => {
+                tracing::warn!(pack = stem, error = %e, "the damaged pack's index is unreadable too");
+                Vec::new()
+            }
+        };
+        // A fresh handle maps the files as they are now (never past their end).
+        let fresh = Store::open(self.dir())?;
+        let repo = fresh.repo();
+        let pack = PackWriter::new(self.dir())?;
+        let mut salvaged = 0;
+        for id in ids {
+            if let Some(object) = read(&repo, id) {
+                pack.add(id, object.kind, &object.data)?;
+                salvaged += 1;
+            }
+        }
+        drop(repo);
+        drop(fresh);
+        pack.finish()?;
+        self.sync()?;
+        std::fs::create_dir_all(damaged_dir).map_err(|source| StoreError::Io {
+            path: damaged_dir.to_path_buf(),
+            source,
+        })?;
+        // The index first, so that no reader finds an index without its pack.
+        for ext in ["idx", "pack", "rev", "keep"] {
+            let from = pack_dir.join(format!("{stem}.{ext}"));
+            if from.exists() {
+                let to = damaged_dir.join(format!("{stem}.{ext}"));
+                std::fs::rename(&from, &to)
+                    .map_err(|source| StoreError::Io { path: from, source })?;
+            }
+        }
+        tracing::warn!(
+            pack = stem,
+            salvaged,
+            "set a damaged pack aside after salvaging what could be read"
+        );
+        Ok(salvaged)
+    }
+}
+
+/// The object `id`, if it can be read at all (a damaged pack may make the reader panic on a
+/// slice past its end: that is unreadable too).
+fn read(repo: &gix::Repository, id: ObjectId) -> Option<gix::ObjectDetached> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        repo.find_object(id).ok().map(|o| o.detach())
+    }))
+    .ok()
+    .flatten()
+}
+
+/// How many objects below `id` (itself included) cannot be read; memoised per object.
+fn count_missing(
+    repo: &gix::Repository,
+    id: ObjectId,
+    shallow: &HashSet<ObjectId>,
+    readable: &mut HashMap<ObjectId, bool>,
+    unreadable: &mut HashSet<ObjectId>,
+) -> usize {
+    let mut missing = 0;
+    let mut todo = vec![id];
+    let mut seen = HashSet::new();
+    while let Some(next) = todo.pop() {
+        if !seen.insert(next) {
+            continue;
+        }
+        if unreadable.contains(&next) {
+            missing += 1;
+            continue;
+        }
+        let Some(object) = read(repo, next) else {
+            unreadable.insert(next);
+            missing += 1;
+            continue;
+        };
+        readable.insert(next, true);
+        match object.kind {
+            gix::objs::Kind::Commit => {
+                match gix::objs::CommitRef::from_bytes(&object.data, gix::hash::Kind::Sha1) {
+                    Ok(commit) => {
+                        todo.push(commit.tree());
+                        if !shallow.contains(&next) {
+                            todo.extend(commit.parents());
+                        }
+                    }
+                    Err(_) => {
+                        unreadable.insert(next);
+                        missing += 1;
+                    }
+                }
+            }
+            gix::objs::Kind::Tree => {
+                match gix::objs::TreeRef::from_bytes(&object.data, gix::hash::Kind::Sha1) {
+                    Ok(tree) => todo.extend(
+                        tree.entries
+                            .iter()
+                            .filter(|e| !e.mode.is_commit())
+                            .map(|e| e.oid.to_owned()),
+                    ),
+                    Err(_) => {
+                        unreadable.insert(next);
+                        missing += 1;
+                    }
+                }
+            }
+            gix::objs::Kind::Blob | gix::objs::Kind::Tag => {}
+        }
+    }
+    missing
+}
+
+/// Whether the pack file ends with the pack checksum recorded in its index.
+fn pack_matches_index(pack: &Path, idx: &Path) -> bool {
+    let tail = |path: &Path, from_end: i64| -> Option<[u8; 20]> {
+        let mut file = crate::safe_io::open_regular(path).ok()?;
+        if file.metadata().ok()?.len() < 32 {
+            return None;
+        }
+        file.seek(SeekFrom::End(from_end)).ok()?;
+        let mut sum = [0u8; 20];
+        file.read_exact(&mut sum).ok()?;
+        Some(sum)
+    };
+    // An index ends with the pack's checksum, then its own.
+    match (tail(idx, -40), tail(pack, -20)) {
+        (Some(expected), Some(found)) => expected == found,
+        // No pack beside the index: damage too (every object it lists is gone).
+        _ => false,
+    }
+}
