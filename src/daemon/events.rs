@@ -35,6 +35,8 @@ pub const BACKLOG: usize = 1024;
 pub const MAX_DIFF_BYTES: usize = 256 * 1024;
 /// Text kept in memory as the "before" side of the next diff, across all files.
 const MAX_REMEMBERED_TEXT: usize = 64 * 1024 * 1024;
+/// Paths the pump remembers beyond those that differ from the baseline.
+const MAX_SEEN: usize = 100_000;
 /// How long the pump gathers notes before reading the paths (coalesces editor bursts).
 const BATCH_WINDOW: Duration = Duration::from_millis(20);
 
@@ -157,6 +159,7 @@ pub fn start_pump(
                 watch,
                 rules: RulesCache::default(),
                 seen: HashMap::new(),
+                last_baseline: None,
                 remembered: 0,
             };
             while let Ok(first) = notes.recv() {
@@ -193,11 +196,44 @@ struct Pump {
     watch: WatchHandle,
     rules: RulesCache,
     seen: HashMap<BString, Seen>,
+    /// The baseline when `seen` was last trimmed.
+    last_baseline: Option<ObjectId>,
     remembered: usize,
 }
 
 impl Pump {
+    /// After a checkpoint the baseline holds what the pump remembered: keep only ids (the
+    /// text is read back from the store when a diff needs it), and past [`MAX_SEEN`] paths
+    /// keep only those that differ from the baseline. The pump's memory so follows what
+    /// changed since the last checkpoint, not how long someone has been subscribed.
+    fn on_new_baseline(&mut self) {
+        let baseline = self.events.baseline();
+        if baseline == self.last_baseline {
+            return;
+        }
+        self.last_baseline = baseline;
+        for seen in self.seen.values_mut() {
+            seen.text = None;
+        }
+        self.remembered = 0;
+        if self.seen.len() <= MAX_SEEN {
+            return;
+        }
+        let files = match (baseline, self.store()) {
+            (Some(tree), Some(store)) => {
+                crate::store::snapshot::read_tree(&store.repo(), tree).unwrap_or_default()
+            }
+            _ => Default::default(),
+        };
+        self.seen
+            .retain(|path, seen| files.get(path).map(|f| f.id) != seen.id);
+        if self.seen.len() > MAX_SEEN {
+            self.seen.clear();
+        }
+    }
+
     fn handle(&mut self, batch: Vec<WatchNote>) {
+        self.on_new_baseline();
         if !self.events.listening() {
             // Nobody listens: what we saw goes stale, so forget it.
             self.seen.clear();
