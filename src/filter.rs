@@ -65,6 +65,14 @@ pub const BUILT_IN_EXCLUSIONS: &[&str] = &[
     "!.env.example",
     "!.env.sample",
     "!.env.template",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+    "id_ecdsa_sk",
+    "id_ed25519_sk",
+    "*.pem",
+    "*.key",
 ];
 
 /// Names the restore machinery uses for its temporary files; never part of a checkpoint.

@@ -38,9 +38,19 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Register a project (DIR or the current directory) and create its store.
-    Watch { dir: Option<PathBuf> },
+    Watch {
+        // Its own id: `-C DIR` is global and must not receive this value too.
+        #[arg(id = "watch_dir", value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Also watch `/`, your home folder itself, or a folder that holds it.
+        #[arg(long)]
+        force: bool,
+    },
     /// Forget a project; its store stays on disk.
-    Unwatch { dir: Option<PathBuf> },
+    Unwatch {
+        #[arg(id = "unwatch_dir", value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// List registered projects.
     Projects,
     /// Record a checkpoint of the project now.
@@ -274,8 +284,9 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
     let connect = || Connection::connect_or_spawn(&paths.socket, spawn, &paths.data_dir);
     let project = json!(base);
     match cli.command {
-        Command::Watch { dir } => {
-            let result = connect()?.call("watch", json!({ "path": resolve(&base, dir) }))?;
+        Command::Watch { dir, force } => {
+            let params = json!({ "path": resolve(&base, dir), "force": force });
+            let result = connect()?.call("watch", params)?;
             out.watched(&result);
         }
         Command::Unwatch { dir } => {

@@ -25,6 +25,16 @@ pub struct PathParams {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct WatchParams {
+    pub path: PathBuf,
+    /// Watch `/`, the home folder itself, or a folder holding it (refused otherwise: one slip
+    /// would copy SSH keys and every other project into the store).
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckpointParams {
     pub project: PathBuf,
     #[serde(default)]

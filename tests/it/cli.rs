@@ -1,5 +1,7 @@
 //! The command line: global options anywhere, human output, -C, exit codes.
 
+use std::path::PathBuf;
+
 use crate::harness::*;
 
 #[test]
@@ -268,4 +270,40 @@ fn a_long_checkpoint_shows_progress() {
         env.json(&["status"])["projects"][0]["progress"],
         serde_json::Value::Null
     );
+}
+
+/// `/`, the home folder and a folder holding it need --force; a mistyped watch is refused
+/// with a reason and registers nothing.
+#[test]
+fn dangerous_roots_need_force() {
+    let env = TestEnv::new();
+    let home = env.home.join("home");
+    write(&home, "notes.txt", "n\n");
+    for dir in [PathBuf::from("/"), home.clone(), env.home.clone()] {
+        let out = env.ckpt(&["watch", dir.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{}", dir.display());
+        assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
+    }
+    assert_eq!(env.json(&["projects"]), serde_json::json!([]));
+    let watched = env.json(&["watch", home.to_str().unwrap(), "--force"]);
+    assert_eq!(watched["root"], home.to_str().unwrap());
+}
+
+/// A relative DIR is resolved once, against the current directory (or -C).
+#[test]
+fn watch_resolves_a_relative_dir_once() {
+    let env = TestEnv::new();
+    let proj = env.proj();
+    std::fs::create_dir_all(proj.join("rel/a/b")).unwrap();
+    std::fs::create_dir_all(proj.join("other/sub")).unwrap();
+    let out = env.ckpt_in(&proj.join("rel/a/b"), &["--json", "watch", ".."]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["root"], proj.join("rel/a").to_str().unwrap());
+    let out = env.ckpt_in(&proj.join("other"), &["--json", "watch", "sub"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["root"], proj.join("other/sub").to_str().unwrap());
+    let out = env.ckpt_in(&proj.join("other"), &["--json", "unwatch", "sub"]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }

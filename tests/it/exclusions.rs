@@ -348,3 +348,36 @@ fn bad_config_is_a_clear_error() {
     env.start_daemon();
     env.assert_serving();
 }
+
+/// Private keys by name are secrets like `.env`: never captured unless allowed (their public
+/// halves are).
+#[test]
+fn private_keys_are_never_captured() {
+    let env = TestEnv::new();
+    let proj = env.proj();
+    for f in [
+        "id_rsa",
+        "keys/id_ed25519",
+        "deploy/id_ecdsa",
+        "tls/server.pem",
+        "tls/server.key",
+    ] {
+        write(&proj, f, "PRIVATE\n");
+    }
+    for f in ["id_rsa.pub", "keys/id_ed25519.pub", "README.md"] {
+        write(&proj, f, "public\n");
+    }
+    env.watch();
+    let id = env.checkpoint("keys");
+    let mut files = env.ls_tree(&id);
+    files.sort();
+    assert_eq!(
+        files,
+        vec!["README.md", "id_rsa.pub", "keys/id_ed25519.pub"]
+    );
+    let objects = env.git(&["cat-file", "--batch-all-objects", "--batch"]);
+    assert!(
+        !objects.contains("PRIVATE"),
+        "a private key reached the store"
+    );
+}

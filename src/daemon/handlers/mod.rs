@@ -334,7 +334,7 @@ async fn project_list(projects: &[Arc<Project>]) -> Result<Vec<Value>, RpcError>
     .await
 }
 
-async fn watch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
+async fn watch(daemon: &Arc<Daemon>, params: WatchParams) -> Reply {
     let root = absolute(&params.path)?;
     let root = blocking(move || std::fs::canonicalize(&root).map_err(|e| (root, e)))
         .await?
@@ -364,6 +364,16 @@ async fn watch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
         return Err(RpcError::new(
             ErrorCode::InvalidParams,
             "cannot watch ckpt's own data directory",
+        ));
+    }
+    if let Some(why) = dangerous_root(&root).filter(|_| !params.force) {
+        return Err(RpcError::new(
+            ErrorCode::InvalidParams,
+            format!(
+                "{} is {why}: its checkpoints would copy SSH keys, other projects and \
+                 everything else there into the store; pass --force (`force`) if you mean it",
+                root.display()
+            ),
         ));
     }
     let _registry = daemon.registry_lock.lock().await;
@@ -407,6 +417,22 @@ async fn watch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
         })
         .await?;
     Ok(json!({ "root": project.root, "store": project.store_dir, "dialogs": dialogs.len() }))
+}
+
+/// Why watching `root` is most likely a slip: `/`, the home folder, or a folder holding it.
+fn dangerous_root(root: &Path) -> Option<&'static str> {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .map(|h| std::fs::canonicalize(&h).unwrap_or(h));
+    if root == Path::new("/") {
+        Some("the root of the filesystem")
+    } else if home.as_deref() == Some(root) {
+        Some("your home folder")
+    } else if home.as_deref().is_some_and(|h| h.starts_with(root)) {
+        Some("a folder that holds your home folder")
+    } else {
+        None
+    }
 }
 
 async fn unwatch(daemon: &Arc<Daemon>, params: PathParams) -> Reply {
