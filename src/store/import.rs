@@ -75,6 +75,18 @@ pub struct ImportedObjects {
     pub keep: Option<PathBuf>,
 }
 
+impl ImportedObjects {
+    /// Removes the pack the import wrote (nothing refers to it yet): a refused bundle leaves
+    /// nothing behind.
+    pub fn discard(&self) {
+        if let Some(keep) = &self.keep {
+            for ext in ["idx", "pack", "rev", "keep"] {
+                let _ = std::fs::remove_file(keep.with_extension(ext));
+            }
+        }
+    }
+}
+
 /// Reads a bundle header (v2, or v3 with the sha1 object format) up to the blank line, leaving
 /// `r` at the start of the pack.
 pub fn read_header(r: &mut impl BufRead, path: &Path) -> Result<BundleHeader, ImportError> {
@@ -402,6 +414,47 @@ impl Store {
         order_ties(repo, &mut out)?;
         Ok((out, left))
     }
+}
+
+/// Paths below tree `id` that no checkout should ever write: entries named `.`, `..`, `.git`
+/// in any case, empty, holding `/` or NUL, and names that appear twice in one tree (at most
+/// `limit` of them). Trees already looked at (`seen`) are skipped.
+pub fn unsafe_paths(
+    repo: &gix::Repository,
+    id: ObjectId,
+    seen: &mut HashSet<ObjectId>,
+    limit: usize,
+) -> Result<Vec<String>, StoreError> {
+    let mut found = Vec::new();
+    let mut todo = vec![(String::new(), id)];
+    while let Some((prefix, tree_id)) = todo.pop() {
+        if found.len() >= limit || !seen.insert(tree_id) {
+            continue;
+        }
+        let object = repo
+            .find_object(tree_id)
+            .map_err(|e| StoreError::git("reading an imported tree", e))?;
+        let tree = gix::objs::TreeRef::from_bytes(&object.data, gix::hash::Kind::Sha1)
+            .map_err(|e| StoreError::git("decoding an imported tree", e))?;
+        let mut names = HashSet::new();
+        for entry in &tree.entries {
+            let name: &[u8] = entry.filename.as_ref();
+            let path = format!("{prefix}{}", name.to_str_lossy());
+            let bad = name.is_empty()
+                || name == b"."
+                || name == b".."
+                || name.eq_ignore_ascii_case(b".git")
+                || name.contains(&b'/')
+                || name.contains(&0);
+            if bad || !names.insert(name) {
+                found.push(path);
+            } else if entry.mode.is_tree() {
+                todo.push((format!("{path}/"), entry.oid.to_owned()));
+            }
+        }
+    }
+    found.truncate(limit);
+    Ok(found)
 }
 
 /// Puts candidates recorded in the same second (git's clock) in history order: among a run

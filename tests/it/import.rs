@@ -424,3 +424,95 @@ fn a_bundle_of_a_pruned_timeline_imports_without_its_cut_history() {
         &["fsck", "--strict", "--no-progress"],
     );
 }
+
+/// Bundles whose trees hold `..`, `.git` in any case, a name with `/`, or a name twice are
+/// refused whole at import, naming the path, and leave nothing in the store.
+#[test]
+fn crafted_bundles_with_unsafe_paths_are_refused_at_import() {
+    let env = TestEnv::new();
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    env.checkpoint("first");
+    let packs_before = std::fs::read_dir(env.store().join("objects/pack"))
+        .unwrap()
+        .count();
+    let crafted = env.home.join("crafted.git");
+    let git = |args: &[&str], input: &[u8]| -> String {
+        let mut child = std::process::Command::new("git")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &crafted)
+            .env("GIT_AUTHOR_NAME", "a")
+            .env("GIT_AUTHOR_EMAIL", "a@a")
+            .env("GIT_COMMITTER_NAME", "a")
+            .env("GIT_COMMITTER_EMAIL", "a@a")
+            .arg("--git-dir")
+            .arg(&crafted)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        stdout(&out).trim().to_string()
+    };
+    git(&["init", "--bare", "-q"], b"");
+    let blob = git(&["hash-object", "-w", "--stdin"], b"payload\n");
+    let tree_of = |entries: &[(&str, &str, &str)]| {
+        let mut raw = Vec::new();
+        for (mode, name, id) in entries {
+            raw.extend(tree_entry(mode, name, id));
+        }
+        git(
+            &["hash-object", "-w", "--literally", "-t", "tree", "--stdin"],
+            &raw,
+        )
+    };
+    let inner_dotdot = tree_of(&[("100644", "..", &blob)]);
+    let cases: Vec<(&str, String)> = vec![
+        ("..", tree_of(&[("100644", "..", &blob)])),
+        (
+            ".git",
+            tree_of(&[("40000", ".git", &tree_of(&[("100644", "config", &blob)]))]),
+        ),
+        (
+            ".GiT",
+            tree_of(&[("40000", ".GiT", &tree_of(&[("100644", "hooks", &blob)]))]),
+        ),
+        ("a/b", tree_of(&[("100644", "a/b", &blob)])),
+        (
+            "dup",
+            tree_of(&[("100644", "dup", &blob), ("100644", "dup", &blob)]),
+        ),
+        ("sub/..", tree_of(&[("40000", "sub", &inner_dotdot)])),
+    ];
+    for (name, tree) in cases {
+        let commit = git(&["commit-tree", &tree, "-m", name], b"");
+        git(&["update-ref", "refs/heads/crafted", &commit], b"");
+        let bundle = env.home.join("crafted.bundle");
+        let _ = std::fs::remove_file(&bundle);
+        git(
+            &[
+                "bundle",
+                "create",
+                "-q",
+                bundle.to_str().unwrap(),
+                "refs/heads/crafted",
+            ],
+            b"",
+        );
+        let out = env.ckpt(&["import", "--bundle", bundle.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains("no checkout may write"), "{name}: {err}");
+        assert!(err.contains(name), "{name}: {err}");
+        let packs = std::fs::read_dir(env.store().join("objects/pack"))
+            .unwrap()
+            .count();
+        assert_eq!(packs, packs_before, "{name}: the refused pack stayed");
+    }
+    assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 1);
+    env.fsck();
+    env.assert_serving();
+}

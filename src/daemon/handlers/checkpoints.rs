@@ -284,6 +284,24 @@ pub(super) async fn import_bundle(daemon: &Arc<Daemon>, params: ImportBundlePara
                 let (candidates, left) = store
                     .import_candidates(&repo, &objects.header)
                     .map_err(checkpoint_error)?;
+                // A tree no restore could write is refused here, not found out later.
+                let mut seen = std::collections::HashSet::new();
+                for candidate in &candidates {
+                    let bad = crate::store::import::unsafe_paths(&repo, candidate.tree, &mut seen, 10)
+                        .map_err(store_error)?;
+                    if !bad.is_empty() {
+                        objects.discard();
+                        return Err(RpcError::new(
+                            ErrorCode::InvalidParams,
+                            format!(
+                                "cannot import {}: commit {} holds paths no checkout may write ({}); nothing was imported",
+                                path.display(),
+                                candidate.commit,
+                                bad.join(", ")
+                            ),
+                        ));
+                    }
+                }
                 let dialog = match &params.dialog {
                     Some(d) => d.clone(),
                     None => free_dialog_name(store, &repo, "imported")?,
