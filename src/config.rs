@@ -52,13 +52,15 @@ pub struct Config {
     pub projects: std::collections::BTreeMap<PathBuf, ProjectConfig>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetentionConfig {
     /// Checkpoints kept in a dialog's active session (default 50).
     pub keep: Option<usize>,
     /// Automatic checkpoints kept (default 20).
     pub auto_keep: Option<usize>,
+    /// A disk budget for each store: past it, the oldest checkpoints go first (off by default).
+    pub max_store_bytes: Option<ByteSize>,
 }
 
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]
@@ -67,6 +69,7 @@ pub struct ProjectConfig {
     pub auto_checkpoint: Option<Interval>,
     pub keep: Option<usize>,
     pub auto_keep: Option<usize>,
+    pub max_store_bytes: Option<ByteSize>,
 }
 
 /// A duration written as `"500ms"`, `"30s"`, `"5m"`, `"1h"`, or `"off"`.
@@ -264,6 +267,15 @@ impl Config {
                 .or(self.retention.auto_keep)
                 .unwrap_or(default.auto_keep),
         }
+    }
+
+    /// The disk budget of `root`'s store, if any.
+    pub fn max_store_bytes_for(&self, root: &Path) -> Option<u64> {
+        self.projects
+            .get(root)
+            .and_then(|p| p.max_store_bytes)
+            .or(self.retention.max_store_bytes)
+            .map(|b| b.0)
     }
 
     /// How long changes in `root` must settle before an automatic checkpoint (None: off).

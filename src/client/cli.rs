@@ -174,6 +174,9 @@ pub enum Command {
         /// Also remove the pruned objects from disk (`ckpt gc`).
         #[arg(long)]
         gc: bool,
+        /// Only list what would be pruned.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Remove objects no checkpoint reaches and pack the rest into one pack.
     Gc,
@@ -559,10 +562,14 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                 &format!("dialog {name} keeps {} checkpoints", result["keep"]),
             );
         }
-        Command::Prune { keep, dialog, gc } => {
-            let params = strip_nulls(
-                json!({ "project": project, "keep": keep, "dialog": dialog, "gc": gc }),
-            );
+        Command::Prune {
+            keep,
+            dialog,
+            gc,
+            dry_run,
+        } => {
+            let params = strip_nulls(json!({ "project": project, "keep": keep,
+                "dialog": dialog, "gc": gc, "dry_run": dry_run }));
             let socket = paths.socket.clone();
             let mut conn = connect()?;
             let result = with_progress(&socket, &base, !cli.json, || conn.call("prune", params))?;

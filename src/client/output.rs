@@ -390,13 +390,38 @@ impl Out {
         if self.json(v) {
             return;
         }
+        let verb = if v["dry_run"] == true {
+            "would prune"
+        } else {
+            "pruned"
+        };
         println!(
-            "pruned {} checkpoints, kept {}",
+            "{verb} {} checkpoints, kept {}",
             arr(v, "pruned").len(),
             n(v, "kept")
         );
+        for c in arr(v, "pruned_checkpoints") {
+            println!(
+                "  {}  {} #{} {}  {}  {}",
+                short(s(c, "id")),
+                s(c, "dialog"),
+                n(c, "seq"),
+                s(c, "kind"),
+                relative_time(s(c, "created_at")),
+                one_line(s(c, "label"), 60)
+            );
+        }
         if let Some(gc) = v.get("gc") {
             self.gc(gc);
+        }
+        if let Some(b) = v.get("budget") {
+            println!(
+                "over the disk budget ({}): pruned {} more of the oldest; store {} -> {}",
+                human_bytes(n(b, "max_store_bytes")),
+                arr(b, "pruned").len(),
+                human_bytes(n(b, "bytes_before")),
+                human_bytes(n(b, "bytes_after"))
+            );
         }
     }
 

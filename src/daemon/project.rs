@@ -213,6 +213,11 @@ impl Project {
         r
     }
 
+    /// The store's disk budget, if the configuration sets one.
+    pub fn max_store_bytes(&self) -> Option<u64> {
+        self.config.max_store_bytes_for(&self.root)
+    }
+
     pub fn max_file_size(&self) -> u64 {
         self.config.max_file_size()
     }

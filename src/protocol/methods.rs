@@ -264,6 +264,9 @@ pub struct PruneParams {
     /// Also run `gc` afterwards.
     #[serde(default)]
     pub gc: bool,
+    /// Only report what would be pruned.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

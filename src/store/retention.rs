@@ -26,7 +26,7 @@ pub const DEFAULT_AUTO_KEEP: usize = 20;
 /// How many checkpoints of a dialog to keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retention {
-    /// Checkpoints (other than automatic ones) kept in the active session, newest first.
+    /// Checkpoints (other than automatic ones) kept in each dialog, newest first.
     pub keep: usize,
     /// Automatic checkpoints kept, newest first, whatever their session.
     pub auto_keep: usize,
@@ -41,13 +41,27 @@ impl Default for Retention {
     }
 }
 
-/// What a prune did.
+/// What a prune did (or, with `dry_run`, would do).
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct PruneReport {
     /// Checkpoints cut from their timelines (their objects go at the next gc).
     pub pruned: Vec<String>,
+    /// The same checkpoints, described: what a person needs to see what went.
+    pub pruned_checkpoints: Vec<PrunedCheckpoint>,
     /// Checkpoints that remain in the pruned dialogs.
     pub kept: usize,
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PrunedCheckpoint {
+    pub id: String,
+    pub dialog: String,
+    pub seq: u64,
+    pub kind: String,
+    pub created_at: String,
+    /// The first line of the label.
+    pub label: String,
 }
 
 /// Per-dialog retention chosen with `dialog keep`, stored beside the store's objects.
@@ -130,6 +144,7 @@ impl Store {
         repo: &gix::Repository,
         dialog: Option<&str>,
         retention: &dyn Fn(&str) -> Retention,
+        dry_run: bool,
     ) -> Result<PruneReport, CheckpointError> {
         let chains = self.chains(repo, dialog)?;
         let mut keep: HashSet<String> = HashSet::new();
@@ -149,7 +164,10 @@ impl Store {
         let mut shallow = self.shallow()?;
         let mut new_shallow = Vec::new();
         let mut wanted_refs: HashSet<String> = HashSet::new();
-        let mut report = PruneReport::default();
+        let mut report = PruneReport {
+            dry_run,
+            ..PruneReport::default()
+        };
         for (name, chain) in &chains {
             // Runs of consecutive kept checkpoints, oldest first.
             let mut runs: Vec<Vec<&Checkpoint>> = Vec::new();
@@ -157,6 +175,14 @@ impl Store {
             for c in chain {
                 if !keep.contains(&c.id) {
                     report.pruned.push(c.id.clone());
+                    report.pruned_checkpoints.push(PrunedCheckpoint {
+                        id: c.id.clone(),
+                        dialog: c.dialog.clone(),
+                        seq: c.seq,
+                        kind: c.kind.clone(),
+                        created_at: c.created_at.clone(),
+                        label: c.label.lines().next().unwrap_or("").to_string(),
+                    });
                     previous = None;
                     continue;
                 }
@@ -180,7 +206,7 @@ impl Store {
                 }
             }
         }
-        if report.pruned.is_empty() {
+        if report.pruned.is_empty() || dry_run {
             return Ok(report);
         }
 
@@ -221,7 +247,8 @@ fn kept_by_policy(chain: &[Checkpoint], retention: Retention) -> HashSet<String>
     };
     keep.insert(oldest.id.clone());
     keep.insert(newest.id.clone());
-    let active = newest.session;
+    // The newest `keep` of the dialog whatever their session: approving a session must not
+    // make its history disappear at the next prune.
     let mut in_session = 0;
     let mut autos = 0;
     let mut newest_restore = None;
@@ -234,7 +261,7 @@ fn kept_by_policy(chain: &[Checkpoint], retention: Retention) -> HashSet<String>
             if autos <= retention.auto_keep {
                 keep.insert(c.id.clone());
             }
-        } else if c.session == active {
+        } else {
             in_session += 1;
             if in_session <= retention.keep {
                 keep.insert(c.id.clone());

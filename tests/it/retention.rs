@@ -303,3 +303,110 @@ fn retention_config_is_validated() {
         assert!(err.contains(needle), "{config}: {err}");
     }
 }
+
+/// The probe's case: 19 checkpoints across an approved, a reset and an active session. The
+/// default retention keeps all of them (an approval never makes history vanish), a dry run
+/// changes nothing, and a prune says exactly what it removed.
+#[test]
+fn retention_never_surprises() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "0");
+    env.watch();
+    for i in 1..=6 {
+        write(&p, "a.txt", &format!("s1-{i}"));
+        env.checkpoint(&format!("session one, message {i}"));
+    }
+    env.json(&["session", "approve", "-m", "good"]);
+    for i in 1..=5 {
+        write(&p, "a.txt", &format!("s2-{i}"));
+        env.checkpoint(&format!("session two, message {i}"));
+    }
+    let out = env.ckpt(&["session", "reset", "--yes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for i in 1..=4 {
+        write(&p, "a.txt", &format!("s3-{i}"));
+        env.checkpoint(&format!("session three, message {i}"));
+    }
+    let all = |env: &TestEnv| {
+        env.json(&["list", "--all-sessions"])
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let before = all(&env);
+    assert_eq!(before, 18, "6 + approved + 5 + pre-restore + reset + 4");
+
+    let report = env.json(&["prune"]);
+    assert_eq!(report["pruned"].as_array().unwrap().len(), 0, "{report}");
+    assert_eq!(all(&env), before);
+
+    let dry = env.json(&["prune", "--keep", "3", "--dry-run"]);
+    let would = dry["pruned_checkpoints"].as_array().unwrap().clone();
+    assert!(!would.is_empty(), "{dry}");
+    assert_eq!(all(&env), before, "a dry run pruned something");
+    let text = stdout(&env.ckpt(&["prune", "--keep", "3", "--dry-run"]));
+    assert!(text.starts_with("would prune"), "{text}");
+    let first = would[0]["id"].as_str().unwrap();
+    assert!(text.contains(&first[..12]), "{text}");
+    assert!(would
+        .iter()
+        .all(|c| c["dialog"] == "default" && c["seq"].as_u64().is_some()));
+
+    let done = env.json(&["prune", "--keep", "3"]);
+    assert_eq!(done["pruned_checkpoints"], serde_json::Value::Array(would));
+    assert_eq!(all(&env), before - done["pruned"].as_array().unwrap().len());
+    env.fsck();
+}
+
+/// Past `max_store_bytes`, the oldest checkpoints go first until the store fits; the newest
+/// keep restoring exactly.
+#[test]
+fn a_disk_budget_removes_the_oldest_first() {
+    let env = TestEnv::with_config("[retention]\nmax_store_bytes = \"200KiB\"\n");
+    let p = env.proj();
+    write(&p, "keep.txt", "stays\n");
+    env.watch();
+    let mut ids = Vec::new();
+    for i in 0..20u32 {
+        // Incompressible, so that every checkpoint adds ~30 KiB.
+        let mut x = 0x9e3779b9u32.wrapping_mul(i + 1);
+        let data: Vec<u8> = (0..30_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x as u8
+            })
+            .collect();
+        std::fs::write(p.join("data.bin"), &data).unwrap();
+        ids.push(env.checkpoint(&format!("turn {i}")));
+    }
+    let listed: Vec<String> = env
+        .json(&["list", "--all-sessions"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(listed.len() < ids.len(), "nothing was pruned");
+    assert!(listed.contains(ids.last().unwrap()), "the newest went");
+    assert!(
+        !listed.contains(&ids[1]),
+        "an old one stayed while newer ones went"
+    );
+    let bytes = env.json(&["status"])["projects"][0]["store_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(bytes <= 200 * 1024, "store is {bytes} bytes");
+    let newest = ids.last().unwrap();
+    std::fs::write(p.join("data.bin"), "scribbled").unwrap();
+    env.json(&["restore", newest, "--yes"]);
+    assert_eq!(
+        env.git(&["rev-parse", &format!("{newest}:data.bin")])
+            .trim(),
+        env.git(&["hash-object", p.join("data.bin").to_str().unwrap()])
+            .trim()
+    );
+    env.fsck();
+}

@@ -328,12 +328,17 @@ pub(super) async fn prune(daemon: &Arc<Daemon>, params: PruneParams) -> Reply {
             };
             let report = opened
                 .store
-                .prune(&repo, params.dialog.as_deref(), &retention)
+                .prune(&repo, params.dialog.as_deref(), &retention, params.dry_run)
                 .map_err(checkpoint_error)?;
             drop(repo);
             let mut value = to_value(&report);
-            if params.gc {
+            if params.gc && !params.dry_run {
                 value["gc"] = to_value(&collect_garbage(project, opened)?);
+            }
+            if !params.dry_run {
+                if let Some(budget) = enforce_budget(project, opened)? {
+                    value["budget"] = budget;
+                }
             }
             Ok(value)
         })
@@ -358,15 +363,83 @@ fn collect_garbage(
     Ok(report)
 }
 
-/// Prunes `dialog` with its configured retention after a checkpoint; failures are logged only.
+/// Prunes `dialog` with its configured retention after a checkpoint, then holds the store to
+/// its disk budget; failures are logged only.
 pub(super) fn auto_prune(
     project: &crate::daemon::project::Project,
-    opened: &crate::daemon::project::Opened,
+    opened: &mut crate::daemon::project::Opened,
     dialog: &str,
 ) {
     let repo = opened.store.repo();
     let retention = |d: &str| project.retention(&opened.store, d);
-    if let Err(e) = opened.store.prune(&repo, Some(dialog), &retention) {
+    if let Err(e) = opened.store.prune(&repo, Some(dialog), &retention, false) {
         tracing::warn!(dialog, error = %e, "automatic prune failed");
     }
+    drop(repo);
+    if let Err(e) = enforce_budget(project, opened) {
+        tracing::warn!(error = %e.message, "holding the store to its disk budget failed");
+    }
+}
+
+/// When the store is larger than `max_store_bytes`, prunes the oldest checkpoints of every
+/// dialog (halving how many each keeps, round by round) and collects garbage until it fits or
+/// only what retention always keeps is left. Returns what it did, or None when within budget.
+fn enforce_budget(
+    project: &crate::daemon::project::Project,
+    opened: &mut crate::daemon::project::Opened,
+) -> Result<Option<Value>, RpcError> {
+    let Some(budget) = project.max_store_bytes() else {
+        return Ok(None);
+    };
+    let before = opened.store.objects_size();
+    if before <= budget {
+        return Ok(None);
+    }
+    let longest = {
+        let repo = opened.store.repo();
+        let chains = opened.store.chains(&repo, None).map_err(checkpoint_error)?;
+        chains.iter().map(|(_, c)| c.len()).max().unwrap_or(1)
+    };
+    let mut keep = (longest / 2).max(1);
+    let mut pruned = Vec::new();
+    loop {
+        let repo = opened.store.repo();
+        let retention = |d: &str| {
+            let r = project.retention(&opened.store, d);
+            crate::store::retention::Retention {
+                keep: r.keep.min(keep),
+                auto_keep: r.auto_keep.min(keep),
+            }
+        };
+        let report = opened
+            .store
+            .prune(&repo, None, &retention, false)
+            .map_err(checkpoint_error)?;
+        drop(repo);
+        pruned.extend(report.pruned_checkpoints);
+        collect_garbage(project, opened)?;
+        if opened.store.objects_size() <= budget || keep == 1 {
+            break;
+        }
+        keep = (keep / 2).max(1);
+    }
+    let after = opened.store.objects_size();
+    tracing::warn!(
+        budget,
+        before,
+        after,
+        pruned = pruned.len(),
+        "the store was over its disk budget: pruned the oldest checkpoints"
+    );
+    if after > budget {
+        tracing::warn!(
+            budget,
+            after,
+            "the store is still over budget: what is left is always kept"
+        );
+    }
+    Ok(Some(json!({
+        "max_store_bytes": budget, "bytes_before": before, "bytes_after": after,
+        "pruned": pruned,
+    })))
 }
