@@ -330,3 +330,83 @@ fn idle_and_stalled_clients_never_lock_others_out() {
     drop(held);
     env.assert_serving();
 }
+
+/// Thousands of malformed, truncated, oversized, deeply nested, wrongly typed and invalid
+/// UTF-8 requests interleaved with good ones: each bad one gets its error (an oversized one
+/// also closes its connection), each good one its result, and the daemon keeps serving.
+#[test]
+fn a_storm_of_bad_requests_interleaved_with_good_ones() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::net::UnixStream;
+    let env = TestEnv::with_config("max_request_bytes = 4096\n");
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    env.checkpoint("first");
+    let project = env.proj().to_str().unwrap().to_string();
+    let connect = || {
+        let s = UnixStream::connect(&env.socket).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        (s.try_clone().unwrap(), BufReader::new(s))
+    };
+    let (mut w, mut r) = connect();
+    let nested = format!("{}{}", "[".repeat(1500), "]".repeat(1500));
+    let mut seed = 0x2545f491u32;
+    let (mut good, mut bad) = (0, 0);
+    for i in 0..3000u32 {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        let (line, expect): (Vec<u8>, &str) = match seed % 10 {
+            0 => (b"{\"jsonrpc\":\"2.0\",\"id\":1,\"meth".to_vec(), "parse_error"),
+            1 => (vec![0xff, 0xfe, b'{', 0x80], "parse_error"),
+            2 => (nested.clone().into_bytes(), "parse_error"),
+            3 => (
+                format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"checkpoint","params":{{"project":5}}}}"#).into_bytes(),
+                "invalid_params",
+            ),
+            4 => (
+                format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"no_such_method"}}"#).into_bytes(),
+                "method_not_found",
+            ),
+            5 => (format!(r#"{{"jsonrpc":"1.0","id":{i},"method":"hello"}}"#).into_bytes(), "invalid_request"),
+            6 => (format!(r#"[{i}, "not an object"]"#).into_bytes(), "invalid_request"),
+            7 => (vec![b'x'; 5000], "request_too_large"),
+            8 => (
+                format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"list","params":{{"project":"{project}","limit":1}}}}"#).into_bytes(),
+                "",
+            ),
+            _ => (
+                format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"hello","params":{{"client":"storm"}}}}"#).into_bytes(),
+                "",
+            ),
+        };
+        // The daemon closes a connection as soon as a line passes the cap: the rest of an
+        // oversized line may meet a closed socket.
+        let sent = w.write_all(&line).and_then(|()| w.write_all(b"\n"));
+        if expect != "request_too_large" {
+            sent.unwrap();
+        }
+        let mut reply = String::new();
+        r.read_line(&mut reply).unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&reply)
+            .unwrap_or_else(|e| panic!("request {i}: bad reply ({e}): {reply:?}"));
+        if expect.is_empty() {
+            assert!(reply.get("result").is_some(), "request {i}: {reply}");
+            good += 1;
+        } else {
+            assert_eq!(
+                reply["error"]["data"]["kind"], expect,
+                "request {i}: {reply}"
+            );
+            bad += 1;
+        }
+        if expect == "request_too_large" {
+            (w, r) = connect();
+        }
+    }
+    assert!(good > 300 && bad > 2000, "{good} good, {bad} bad");
+    env.assert_serving();
+    let c = env.json(&["checkpoint", "-m", "after the storm"]);
+    assert_eq!(c["seq"], 2);
+}
