@@ -70,14 +70,7 @@ impl TestEnv {
 
     /// Applies the test environment (cleared, with temp HOME and XDG dirs) to `cmd`.
     pub fn env(&self, cmd: &mut Command) {
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home.join("home"))
-            .env("XDG_DATA_HOME", self.home.join("data"))
-            .env("XDG_CONFIG_HOME", self.home.join("config"))
-            .env("XDG_RUNTIME_DIR", self.home.join("run"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("RUST_LOG", "ckpt=debug,info");
+        env_for(&self.home, cmd);
     }
 
     pub fn start_daemon(&mut self) {
@@ -242,6 +235,19 @@ impl Drop for TestEnv {
             .stderr(Stdio::null())
             .status();
     }
+}
+
+/// The environment of the test whose temporary root is `home`, applied to `cmd` (for threads
+/// that outlive a borrow of the [`TestEnv`]).
+pub fn env_for(home: &Path, cmd: &mut Command) {
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.join("home"))
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_RUNTIME_DIR", home.join("run"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("RUST_LOG", "ckpt=debug,info");
 }
 
 pub fn git_in(git_dir: &Path, args: &[&str]) -> String {

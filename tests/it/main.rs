@@ -4,6 +4,7 @@ mod harness;
 
 mod auto;
 mod cli;
+mod crash;
 mod daemon;
 mod dialogs;
 mod edits;
