@@ -490,21 +490,30 @@ impl FileIndex {
 
     /// Forgets every entry whose object is in `lost` (the store cannot give it back) and asks
     /// for a full verify: those files are read again at the next refresh.
-    pub fn forget_objects(&mut self, lost: &std::collections::HashSet<ObjectId>) {
-        fn visit(node: &mut DirNode, lost: &std::collections::HashSet<ObjectId>) {
+    /// Entries whose object the store does not have are forgotten too (cheap existence
+    /// checks, not re-reads): below a lost commit, fsck cannot even name what was lost.
+    pub fn forget_objects(
+        &mut self,
+        lost: &std::collections::HashSet<ObjectId>,
+        repo: &gix::Repository,
+    ) {
+        // A miss makes the store list its packs once; from then on lookups need no refresh.
+        let _ = repo.has_object(ObjectId::null(gix::hash::Kind::Sha1));
+        let gone = |id: &ObjectId| lost.contains(id) || !repo.objects.exists_without_refresh(id);
+        fn visit(node: &mut DirNode, gone: &dyn Fn(&ObjectId) -> bool) {
             let before = node.files.len();
-            node.files.retain(|_, e| !lost.contains(&e.state.id));
+            node.files.retain(|_, e| !gone(&e.state.id));
             let mut changed = node.files.len() != before;
             for child in node.dirs.values_mut() {
-                visit(child, lost);
+                visit(child, gone);
                 changed |= child.tree.is_none();
             }
             if changed {
                 node.tree = None;
             }
         }
-        visit(&mut self.root, lost);
-        self.stale.retain(|_, e| !lost.contains(&e.state.id));
+        visit(&mut self.root, &gone);
+        self.stale.retain(|_, e| !gone(&e.state.id));
         self.last_root = None;
         self.invalidate_all();
     }

@@ -76,7 +76,7 @@ fn kill_9_during_every_kind_of_operation() {
                 n += 1;
                 match n % 12 {
                     0..=5 => {
-                        for i in (0..FILES).filter(|i| (i + n as usize) % 3 == 0) {
+                        for i in (0..FILES).filter(|i| (i + n as usize).is_multiple_of(3)) {
                             versions[i] = letter(i, n);
                             // Written whole beside the file and renamed, as editors do.
                             let tmp = proj.join(format!(".w{i}"));

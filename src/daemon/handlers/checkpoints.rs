@@ -442,7 +442,8 @@ pub(super) async fn fsck(daemon: &Arc<Daemon>, params: FsckParams) -> Reply {
         .run_on_damaged(move |_, opened| {
             let report = opened.store.fsck(params.repair).map_err(store_error)?;
             if params.repair || report.unreadable_count > 0 {
-                opened.index.forget_objects(&report.unreadable_ids);
+                let repo = opened.store.repo();
+                opened.index.forget_objects(&report.unreadable_ids, &repo);
             }
             Ok(to_value(&report))
         })

@@ -366,16 +366,7 @@ async fn watch(daemon: &Arc<Daemon>, params: WatchParams) -> Reply {
             "cannot watch ckpt's own data directory",
         ));
     }
-    if let Some(why) = dangerous_root(&root).filter(|_| !params.force) {
-        return Err(RpcError::new(
-            ErrorCode::InvalidParams,
-            format!(
-                "{} is {why}: its checkpoints would copy SSH keys, other projects and \
-                 everything else there into the store; pass --force (`force`) if you mean it",
-                root.display()
-            ),
-        ));
-    }
+    let danger = dangerous_root(&root).filter(|_| !params.force);
     let _registry = daemon.registry_lock.lock().await;
     let project = {
         let mut projects = daemon.projects.write().await;
@@ -392,6 +383,16 @@ async fn watch(daemon: &Arc<Daemon>, params: WatchParams) -> Reply {
                         "{} overlaps the watched project {}",
                         root.display(),
                         other.display()
+                    ),
+                ));
+            }
+            if let Some(why) = danger {
+                return Err(RpcError::new(
+                    ErrorCode::InvalidParams,
+                    format!(
+                        "{} is {why}: its checkpoints would copy SSH keys, other projects and \
+                         everything else there into the store; pass --force (`force`) if you mean it",
+                        root.display()
                     ),
                 ));
             }
