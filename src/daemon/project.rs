@@ -258,6 +258,18 @@ impl Project {
                     ),
                 ));
             }
+            // The root was canonical when it was watched: a symlink there now points
+            // somewhere else, which is not this project.
+            if std::fs::symlink_metadata(&me.root).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(RpcError::new(
+                    ErrorCode::ProjectUnavailable,
+                    format!(
+                        "project directory {} was replaced by a symlink; it is not followed \
+                         (move the project back, or watch its new place)",
+                        me.root.display()
+                    ),
+                ));
+            }
             if guard.is_some() && std::fs::symlink_metadata(&me.store_dir).is_err() {
                 // Gone whole (deleted under the daemon): start a new store, never write into
                 // a half-made folder. Everything is read again into it.

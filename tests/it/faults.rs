@@ -325,3 +325,207 @@ fn a_store_without_objects_says_so_and_is_repaired() {
     assert_whole_and_equal_to_disk(&env, c["id"].as_str().unwrap());
     env.fsck();
 }
+
+/// Starts ckptd in a user and mount namespace of its own whose data folder is a tmpfs of
+/// `size`: a real "no space left on device" without touching the machine. Returns the
+/// daemon's pid (to look inside with nsenter), or None where namespaces are not allowed.
+fn daemon_on_small_disk(env: &mut TestEnv, size: &str) -> Option<u32> {
+    let probe = std::process::Command::new("unshare")
+        .args(["-U", "-r", "-m", "--propagation", "private", "true"])
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        return None;
+    }
+    let log = std::fs::File::create(env.home.join("ckptd.log")).unwrap();
+    let mut cmd = std::process::Command::new("unshare");
+    env.env(&mut cmd);
+    cmd.args(["-U", "-r", "-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs -o size={size} tmpfs \"$1\" && exec \"$0\"",
+        ))
+        .arg(CKPTD)
+        .arg(env.home.join("data"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    env.daemon = Some(child);
+    env.wait_for_socket();
+    Some(pid)
+}
+
+/// `git ARGS` run inside the daemon's mount namespace (where its tmpfs is).
+fn git_inside(pid: u32, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("nsenter")
+        .args([
+            "-t",
+            &pid.to_string(),
+            "-U",
+            "-m",
+            "--preserve-credentials",
+            "git",
+        ])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn noise(seed: u32, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// A full disk under the data folder: the checkpoint fails naming the cause, reads keep
+/// working for every project, and once the cause is gone the next checkpoint captures every
+/// change exactly.
+#[test]
+fn a_full_disk_is_a_clear_error_and_nothing_is_lost() {
+    let mut env = TestEnv::without_daemon("");
+    let Some(pid) = daemon_on_small_disk(&mut env, "3m") else {
+        eprintln!("skipped: this machine has no unprivileged user and mount namespaces");
+        return;
+    };
+    let proj = env.proj();
+    let other = env.home.join("other");
+    for i in 0..20 {
+        write(&proj, &format!("src/f{i:02}.txt"), &format!("v1 {i}\n"));
+        write(&other, &format!("g{i:02}.txt"), &format!("other {i}\n"));
+    }
+    env.watch();
+    env.json_in(&other, &["watch"]);
+    env.checkpoint("first");
+    let first_other = env.json_in(&other, &["checkpoint", "-m", "first"]);
+
+    std::fs::write(proj.join("huge.bin"), noise(7, 4 << 20)).unwrap();
+    write(&proj, "src/f03.txt", "v2 3\n");
+    let out = env.ckpt(&["checkpoint", "-m", "too big for the disk"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("No space left"), "{}", stderr(&out));
+    // Reads go on, for this project and the other.
+    assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 1);
+    assert_eq!(env.json_in(&other, &["list"])[0]["id"], first_other["id"]);
+
+    // The cause goes away: the next checkpoint has every change since the last success.
+    std::fs::remove_file(proj.join("huge.bin")).unwrap();
+    write(&proj, "src/f04.txt", "v2 4\n");
+    let c = env.json(&["checkpoint", "-m", "after"]);
+    assert_eq!(
+        (c["added"].as_u64(), c["modified"].as_u64()),
+        (Some(0), Some(2)),
+        "{c}"
+    );
+    let store = env.store_of(&proj);
+    let git_dir = store.to_str().unwrap();
+    let id = c["id"].as_str().unwrap();
+    let show = git_inside(
+        pid,
+        &["--git-dir", git_dir, "show", &format!("{id}:src/f03.txt")],
+    );
+    assert_eq!(stdout(&show), "v2 3\n", "{}", stderr(&show));
+    let fsck = git_inside(
+        pid,
+        &["--git-dir", git_dir, "fsck", "--strict", "--no-progress"],
+    );
+    assert!(fsck.status.success(), "{}", stderr(&fsck));
+    env.assert_serving();
+}
+
+/// The project moved away and a symlink put in its place: the daemon never follows it (it
+/// would snapshot or restore another folder), says so, serves other projects, and works
+/// again once the project is back.
+#[test]
+fn a_project_replaced_by_a_symlink_is_not_followed() {
+    let env = TestEnv::with_config("auto_checkpoint = \"1s\"\n");
+    let proj = env.proj();
+    let other = env.home.join("other");
+    write(&proj, "a.txt", "a\n");
+    write(&other, "b.txt", "b\n");
+    env.watch();
+    env.json_in(&other, &["watch"]);
+    let id = env.checkpoint("first");
+    let elsewhere = env.home.join("elsewhere");
+    write(&elsewhere, "secret.txt", "not this project\n");
+    let moved = env.home.join("moved");
+    std::fs::rename(&proj, &moved).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &proj).unwrap();
+    for args in [
+        &[
+            "--json",
+            "-C",
+            proj.to_str().unwrap(),
+            "checkpoint",
+            "-m",
+            "x",
+        ][..],
+        &[
+            "--json",
+            "-C",
+            proj.to_str().unwrap(),
+            "restore",
+            "--yes",
+            &id,
+        ][..],
+    ] {
+        let out = env.ckpt_in(&env.home, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stdout(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let kind = v["error"]["data"]["kind"].as_str().unwrap();
+        assert!(
+            matches!(kind, "project_unavailable" | "not_a_project"),
+            "{v}"
+        );
+    }
+    // A change in the moved folder (still watched) makes an automatic checkpoint due: it
+    // must neither capture the other folder nor record the project as emptied.
+    write(&moved, "c.txt", "c\n");
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    let store = env.store_of(&proj);
+    for commit in git_in(&store, &["rev-list", "--all"]).lines() {
+        let files = git_in(&store, &["ls-tree", "-r", "--name-only", commit]);
+        if files.is_empty() || !git_in(&store, &["cat-file", "-t", commit]).starts_with("commit") {
+            continue;
+        }
+        assert!(
+            !files.contains("secret.txt"),
+            "{commit} captured the symlink's target"
+        );
+        assert!(
+            files.contains("a.txt"),
+            "{commit} recorded the project without its files"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("secret.txt")).unwrap(),
+        "not this project\n"
+    );
+    assert!(
+        !elsewhere.join("a.txt").exists(),
+        "a restore wrote through the symlink"
+    );
+    env.json_in(&other, &["checkpoint", "-m", "still served"]);
+    std::fs::remove_file(&proj).unwrap();
+    std::fs::rename(&moved, &proj).unwrap();
+    let listed = env.json(&["list"]);
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        1,
+        "recorded through a symlink: {listed}"
+    );
+    let c = env.json(&["checkpoint", "-m", "back"]);
+    assert_eq!(
+        (c["files"].as_u64(), c["added"].as_u64()),
+        (Some(2), Some(1)),
+        "{c}"
+    );
+    env.fsck();
+}
