@@ -19,3 +19,4 @@ mod restore;
 mod retention;
 mod roundtrip;
 mod security;
+mod soak;
