@@ -22,6 +22,7 @@ use std::time::Instant;
 use tokio::sync::RwLock;
 
 use crate::config::{Config, Paths};
+pub use handlers::check_params;
 pub use project::Project;
 pub use server::run;
 pub use socket::{bind, BindError, SocketGuard};

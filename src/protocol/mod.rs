@@ -152,6 +152,34 @@ pub struct Request {
     pub params: Option<Value>,
 }
 
+/// Decodes one request line: JSON, a JSON-RPC 2.0 request object. On failure, the error to
+/// send and the id to send it with (null when the id could not be read).
+pub fn decode_request(line: &[u8]) -> Result<Request, (Value, RpcError)> {
+    let value: Value = serde_json::from_slice(line).map_err(|e| {
+        (
+            Value::Null,
+            RpcError::new(ErrorCode::ParseError, format!("not valid JSON: {e}")),
+        )
+    })?;
+    let id = value.get("id").cloned().unwrap_or(Value::Null);
+    let request: Request = serde_json::from_value(value).map_err(|e| {
+        (
+            id.clone(),
+            RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("not a JSON-RPC 2.0 request: {e}"),
+            ),
+        )
+    })?;
+    if request.jsonrpc != "2.0" {
+        return Err((
+            id,
+            RpcError::new(ErrorCode::InvalidRequest, "`jsonrpc` must be \"2.0\""),
+        ));
+    }
+    Ok(request)
+}
+
 /// Encodes a success response line (with its trailing newline).
 pub fn response_line(id: &Value, result: &Value) -> Vec<u8> {
     line(&serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result }))

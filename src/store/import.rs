@@ -181,6 +181,142 @@ fn truncate(text: &str) -> String {
     text.chars().take(100).collect()
 }
 
+/// Largest object a bundle may hold (ckpt never captures files larger than `max_file_size`;
+/// this leaves room for a larger setting). Anything bigger is refused before it is allocated.
+pub const MAX_BUNDLE_OBJECT_BYTES: u64 = 1 << 30;
+
+/// Reads every entry of the pack that starts at `offset` in `path` before gix-pack does:
+/// each must declare at most `max` bytes (for a delta, also the object it makes), inflate to
+/// exactly what it declares, and there must be as many entries as the pack says, then its
+/// checksum. A crafted size can so never make the reader allocate what the file only claims.
+pub fn scan_pack(path: &Path, offset: u64, max: u64) -> Result<u32, String> {
+    use std::io::{Read, Seek};
+    let file = crate::safe_io::open_regular(path).map_err(|e| e.to_string())?;
+    let mut r = BufReader::with_capacity(1 << 16, file);
+    r.seek(std::io::SeekFrom::Start(offset))
+        .map_err(|e| e.to_string())?;
+    let mut head = [0u8; 12];
+    r.read_exact(&mut head)
+        .map_err(|_| "the pack ends before its header".to_string())?;
+    if &head[..4] != b"PACK" || !matches!(u32::from_be_bytes(head[4..8].try_into().unwrap()), 2 | 3)
+    {
+        return Err("the data after the header is not a version 2 or 3 pack".into());
+    }
+    let count = u32::from_be_bytes(head[8..12].try_into().expect("4 bytes"));
+    let byte = |r: &mut BufReader<std::fs::File>| -> Result<u8, String> {
+        let mut b = [0u8; 1];
+        r.read_exact(&mut b)
+            .map_err(|_| "the pack ends in the middle of an entry".to_string())?;
+        Ok(b[0])
+    };
+    let mut out = vec![0u8; 1 << 16];
+    for n in 0..count {
+        let mut b = byte(&mut r)?;
+        let kind = (b >> 4) & 7;
+        let mut size = u64::from(b & 0x0f);
+        let mut shift = 4;
+        while b & 0x80 != 0 {
+            b = byte(&mut r)?;
+            if shift > 56 {
+                return Err(format!("entry {n} declares an impossible size"));
+            }
+            size |= u64::from(b & 0x7f) << shift;
+            shift += 7;
+        }
+        match kind {
+            1..=4 => {}
+            6 => loop {
+                if byte(&mut r)? & 0x80 == 0 {
+                    break;
+                }
+            },
+            7 => {
+                let mut base = [0u8; 20];
+                r.read_exact(&mut base)
+                    .map_err(|_| "the pack ends in the middle of an entry".to_string())?;
+            }
+            other => return Err(format!("entry {n} has unknown type {other}")),
+        }
+        if size > max {
+            return Err(format!(
+                "entry {n} declares {size} bytes; the largest object accepted is {max}"
+            ));
+        }
+        let mut z = gix::zlib::Decompress::new();
+        let mut first = Vec::new();
+        loop {
+            let input = std::io::BufRead::fill_buf(&mut r).map_err(|e| e.to_string())?;
+            if input.is_empty() {
+                return Err(format!("the pack ends inside entry {n}"));
+            }
+            let (in_before, out_before) = (z.total_in(), z.total_out());
+            let status = z
+                .decompress(input, &mut out, gix::zlib::FlushDecompress::None)
+                .map_err(|e| format!("entry {n} is not valid zlib data: {e}"))?;
+            let consumed = (z.total_in() - in_before) as usize;
+            let produced = (z.total_out() - out_before) as usize;
+            std::io::BufRead::consume(&mut r, consumed);
+            if first.len() < 20 {
+                first.extend_from_slice(&out[..produced.min(20 - first.len())]);
+            }
+            if z.total_out() > size {
+                return Err(format!(
+                    "entry {n} inflates to more than the {size} bytes it declares"
+                ));
+            }
+            if status == gix::zlib::Status::StreamEnd {
+                break;
+            }
+            if consumed == 0 && produced == 0 {
+                return Err(format!("entry {n} does not inflate"));
+            }
+        }
+        if z.total_out() != size {
+            return Err(format!(
+                "entry {n} inflates to {} bytes, not the {size} it declares",
+                z.total_out()
+            ));
+        }
+        if matches!(kind, 6 | 7) {
+            // A delta starts with the size of its base and of the object it makes.
+            let mut rest = first.as_slice();
+            for which in ["base", "result"] {
+                let (mut value, mut shift) = (0u64, 0);
+                loop {
+                    let Some((&b, tail)) = rest.split_first() else {
+                        return Err(format!("entry {n} is a delta without its sizes"));
+                    };
+                    rest = tail;
+                    if shift > 56 {
+                        return Err(format!("entry {n} is a delta with an impossible size"));
+                    }
+                    value |= u64::from(b & 0x7f) << shift;
+                    shift += 7;
+                    if b & 0x80 == 0 {
+                        break;
+                    }
+                }
+                if value > max {
+                    return Err(format!(
+                        "entry {n} is a delta whose {which} is {value} bytes; the largest object accepted is {max}"
+                    ));
+                }
+            }
+        }
+    }
+    let mut trailer = Vec::new();
+    r.take(21)
+        .read_to_end(&mut trailer)
+        .map_err(|e| e.to_string())?;
+    if trailer.len() != 20 {
+        return Err(format!(
+            "the pack's {count} entries are followed by {} bytes, not its 20-byte checksum",
+            trailer.len()
+        ));
+    }
+    Ok(count)
+}
+
 impl Store {
     /// Indexes the pack of the bundle at `path` into the store and returns the bundle's header.
     /// Objects become durable before this returns; nothing refers to them yet.
@@ -210,6 +346,8 @@ impl Store {
                 reason: "it names no commits".into(),
             });
         }
+        let offset = std::io::Seek::stream_position(&mut reader).map_err(read_err)?;
+        scan_pack(path, offset, MAX_BUNDLE_OBJECT_BYTES).map_err(ImportError::Pack)?;
         let repo = self.repo();
         let missing: Vec<ObjectId> = header
             .prerequisites

@@ -516,3 +516,33 @@ fn crafted_bundles_with_unsafe_paths_are_refused_at_import() {
     env.fsck();
     env.assert_serving();
 }
+
+/// A pack entry that declares an enormous object (the fuzzer's find: the reader allocated
+/// what the header claimed, ~83 GB, and the daemon died) is refused before anything is
+/// allocated, and the daemon keeps serving.
+#[test]
+fn a_bundle_declaring_an_enormous_object_is_refused() {
+    let env = TestEnv::new();
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    let mut data = format!("# v2 git bundle\n{} refs/heads/x\n\n", "1".repeat(40)).into_bytes();
+    data.extend_from_slice(b"PACK\0\0\0\x02\0\0\0\x01");
+    // A blob of 0x1380008000 bytes: type 3, size in 4 + 7-bit groups.
+    let mut size: u64 = 0x13_8000_8000;
+    let mut b = 0x30 | (size & 0x0f) as u8;
+    size >>= 4;
+    while size != 0 {
+        data.push(b | 0x80);
+        b = (size & 0x7f) as u8;
+        size >>= 7;
+    }
+    data.push(b);
+    data.extend_from_slice(&[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]);
+    data.extend_from_slice(&[0u8; 20]);
+    let bundle = env.home.join("enormous.bundle");
+    std::fs::write(&bundle, data).unwrap();
+    let out = env.ckpt(&["import", "--bundle", bundle.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("declares"), "{}", stderr(&out));
+    env.assert_serving();
+}

@@ -16,7 +16,8 @@ use super::project::{save_registry, Project};
 use super::Daemon;
 use crate::protocol::methods::*;
 use crate::protocol::{
-    error_line, notification_line, response_line, ErrorCode, Request, RpcError, PROTOCOL_VERSION,
+    decode_request, error_line, notification_line, response_line, ErrorCode, RpcError,
+    PROTOCOL_VERSION,
 };
 use crate::store::checkpoint::parse_id;
 use crate::store::checkpoint::validate_dialog;
@@ -56,28 +57,11 @@ pub async fn handle_line(
     line: &[u8],
     conn: &Conn,
 ) -> (Option<Vec<u8>>, bool) {
-    let value: Value = match serde_json::from_slice(line) {
-        Ok(v) => v,
-        Err(e) => {
-            let err = RpcError::new(ErrorCode::ParseError, format!("not valid JSON: {e}"));
-            return (Some(error_line(&Value::Null, &err)), false);
-        }
-    };
-    let id = value.get("id").cloned().unwrap_or(Value::Null);
-    let request: Request = match serde_json::from_value(value) {
+    let request = match decode_request(line) {
         Ok(r) => r,
-        Err(e) => {
-            let err = RpcError::new(
-                ErrorCode::InvalidRequest,
-                format!("not a JSON-RPC 2.0 request: {e}"),
-            );
-            return (Some(error_line(&id, &err)), false);
-        }
+        Err((id, err)) => return (Some(error_line(&id, &err)), false),
     };
-    if request.jsonrpc != "2.0" {
-        let err = RpcError::new(ErrorCode::InvalidRequest, "`jsonrpc` must be \"2.0\"");
-        return (Some(error_line(&id, &err)), false);
-    }
+    let id = request.id.clone().unwrap_or(Value::Null);
     let shutdown = request.method == "shutdown";
     tracing::debug!(method = %request.method, "request");
     if request.method == "subscribe" {
@@ -185,6 +169,48 @@ fn emit_created(project: &Project, c: &crate::store::Checkpoint) {
             "deleted": c.deleted, "skipped": c.skipped.len(),
         }),
     );
+}
+
+/// Decodes `params` as `method`'s parameters, as the dispatch does: what the request fuzz
+/// target drives with arbitrary input.
+pub fn check_params(method: &str, params: Option<Value>) -> Result<(), RpcError> {
+    fn p<T: DeserializeOwned>(params: Option<Value>) -> Result<(), RpcError> {
+        parse::<T>(params).map(drop)
+    }
+    match method {
+        "hello" => p::<HelloParams>(params),
+        "status" | "projects" | "shutdown" => p::<NoParams>(params),
+        "watch" => p::<WatchParams>(params),
+        "unwatch" => p::<PathParams>(params),
+        "checkpoint" => p::<CheckpointParams>(params),
+        "list" => p::<ListParams>(params),
+        "show" => p::<ShowParams>(params),
+        "diff" => p::<DiffParams>(params),
+        "restore" => p::<RestoreParams>(params),
+        "undo" => p::<UndoParams>(params),
+        "tag" => p::<TagParams>(params),
+        "note" => p::<NoteParams>(params),
+        "export_patch" => p::<ExportPatchParams>(params),
+        "export_bundle" => p::<ExportBundleParams>(params),
+        "import_bundle" => p::<ImportBundleParams>(params),
+        "dialog_fork" => p::<ForkParams>(params),
+        "edit_begin" => p::<EditBeginParams>(params),
+        "edit_commit" | "edit_abort" => p::<EditParams>(params),
+        "session_status" => p::<SessionParams>(params),
+        "session_approve" => p::<SessionApproveParams>(params),
+        "session_reset" => p::<SessionResetParams>(params),
+        "dialog_new" => p::<DialogNewParams>(params),
+        "dialog_list" | "verify" | "rescan" | "gc" => p::<ProjectParams>(params),
+        "dialog_rm" => p::<DialogParams>(params),
+        "dialog_keep" => p::<DialogKeepParams>(params),
+        "prune" => p::<PruneParams>(params),
+        "fsck" => p::<FsckParams>(params),
+        "subscribe" => p::<SubscribeParams>(params),
+        other => Err(RpcError::new(
+            ErrorCode::MethodNotFound,
+            format!("unknown method `{other}`"),
+        )),
+    }
 }
 
 fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
