@@ -263,15 +263,32 @@ pub enum DialogCommand {
     },
 }
 
-/// Runs the command line and returns the process exit code (0 ok, 1 error, 2 restore skipped).
+/// Runs the command line and returns the process exit code: 0 ok, 1 error, 2 a restore that
+/// completed but skipped files, 64 a usage error.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
+            out!("{e}");
+            return 0;
+        }
+        Err(e) => {
+            if std::env::args_os().any(|a| a == "--json") {
+                let err = ClientError::Usage(e.kind().to_string());
+                output::error(&err, true);
+            } else {
+                let _ = e.print();
+            }
+            return super::EXIT_USAGE;
+        }
+    };
     let json = cli.json;
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
             output::error(&err, json);
-            1
+            err.exit_code()
         }
     }
 }
@@ -285,15 +302,16 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
     // Starting a daemon only to stop it would be silly.
     let spawn = !cli.no_spawn && !matches!(cli.command, Command::Shutdown);
     let connect = || Connection::connect_or_spawn(&paths.socket, spawn, &paths.data_dir);
-    let project = json!(base);
+    let project = json!(wire(&base)?);
     match cli.command {
         Command::Watch { dir, force } => {
-            let params = json!({ "path": resolve(&base, dir), "force": force });
+            let params = json!({ "path": wire(&resolve(&base, dir))?, "force": force });
             let result = connect()?.call("watch", params)?;
             out.watched(&result);
         }
         Command::Unwatch { dir } => {
-            let result = connect()?.call("unwatch", json!({ "path": resolve(&base, dir) }))?;
+            let result =
+                connect()?.call("unwatch", json!({ "path": wire(&resolve(&base, dir))? }))?;
             out.unwatched(&result);
         }
         Command::Projects => out.projects(&connect()?.call("projects", json!({}))?),
@@ -344,7 +362,7 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             paths,
         } => {
             let params = strip_nulls(json!({ "project": project, "from": id, "to": id2,
-                "paths": paths.iter().map(|p| base.join(p)).collect::<Vec<_>>(),
+                "paths": wire_all(&base, &paths)?,
                 "patch": !stat && !name_only, "counts": !name_only }));
             out.diff(&connect()?.call("diff", params)?, stat, name_only);
         }
@@ -355,7 +373,7 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             paths: restore_paths,
         } => {
             let socket = paths.socket.clone();
-            let paths: Vec<PathBuf> = restore_paths.iter().map(|p| base.join(p)).collect();
+            let paths = wire_all(&base, &restore_paths)?;
             let mut conn = connect()?;
             let ask = !yes && !dry_run && !cli.json && std::io::stdin().is_terminal();
             if ask {
@@ -424,7 +442,7 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         } => {
             if let Some(file) = bundle {
                 let params = json!({ "project": project, "ids": ids,
-                    "path": file_path(&base, &file), "force": force });
+                    "path": wire(&file_path(&base, &file))?, "force": force });
                 let result = connect()?.call("export_bundle", params)?;
                 let path = result["path"].as_str().unwrap_or("").to_string();
                 out.value_or(
@@ -440,15 +458,15 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                     strip_nulls(json!({ "project": project, "id": id, "against": against }));
                 let result = connect()?.call("export_patch", params)?;
                 if cli.json {
-                    println!("{result}");
+                    outln!("{result}");
                 } else {
-                    print!("{}", result["patch"].as_str().unwrap_or(""));
+                    out!("{}", result["patch"].as_str().unwrap_or(""));
                 }
             }
         }
         Command::Import { bundle, dialog } => {
             let params = strip_nulls(
-                json!({ "project": project, "path": file_path(&base, &bundle), "dialog": dialog }),
+                json!({ "project": project, "path": wire(&file_path(&base, &bundle))?, "dialog": dialog }),
             );
             out.imported(&connect()?.call("import_bundle", params)?);
         }
@@ -530,7 +548,7 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             }
         }
         Command::Edit(EditCommand::Begin { paths }) => {
-            let paths: Vec<PathBuf> = paths.iter().map(|p| base.join(p)).collect();
+            let paths = wire_all(&base, &paths)?;
             let result =
                 connect()?.call("edit_begin", json!({ "project": project, "paths": paths }))?;
             out.value_or(&result, result["token"].as_str().unwrap_or(""));
@@ -691,6 +709,22 @@ fn with_progress<T>(socket: &Path, base: &Path, enabled: bool, call: impl FnOnce
     finished.store(true, Ordering::Relaxed);
     let _ = watcher.join();
     result
+}
+
+/// A path as the protocol carries it (JSON text): one that is not UTF-8 is a clear error, never
+/// a panic, and never sent mangled (a lossy name could restore or diff the wrong file).
+fn wire(path: &Path) -> Result<String, ClientError> {
+    path.to_str().map(str::to_string).ok_or_else(|| {
+        ClientError::Usage(format!(
+            "the path {:?} is not valid UTF-8, which ckpt cannot send to the daemon yet",
+            path.as_os_str()
+        ))
+    })
+}
+
+/// `paths` made absolute against `base`, as the protocol carries them.
+fn wire_all(base: &Path, paths: &[PathBuf]) -> Result<Vec<String>, ClientError> {
+    paths.iter().map(|p| wire(&base.join(p))).collect()
 }
 
 fn base_dir(dir: Option<&Path>) -> Result<PathBuf, ClientError> {

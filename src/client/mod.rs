@@ -4,8 +4,39 @@
 //! background when none answers. [`cli`] parses arguments and runs one command; [`output`]
 //! renders results for people (compact, aligned) or for scripts (`--json`).
 
+/// `print!` for the client's standard output: a reader that went away (`ckpt diff | head`,
+/// quitting a pager) ends the client quietly, as git does, instead of a panic.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::client::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` for the client's standard output; see [`out!`].
+macro_rules! outln {
+    () => {
+        $crate::client::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::client::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 pub mod cli;
 mod output;
+
+/// Writes to standard output; exits quietly (status 0) when the reader has gone away.
+pub fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -26,6 +57,8 @@ pub enum ClientError {
         socket: PathBuf,
         detail: Option<String>,
     },
+    #[error("ckptd at {socket} accepted the connection but did not answer within {timeout:?}")]
+    Unresponsive { socket: PathBuf, timeout: Duration },
     #[error("connection to ckptd failed: {0}")]
     Io(#[from] std::io::Error),
     #[error("unexpected reply from ckptd: {0}")]
@@ -33,6 +66,36 @@ pub enum ClientError {
     #[error("{0}")]
     Usage(String),
 }
+
+impl ClientError {
+    /// The process exit status for this error: 64 (sysexits' EX_USAGE) for a command line
+    /// that cannot work, 1 for everything else (2 is a restore that skipped files).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClientError::Usage(_) => EXIT_USAGE,
+            _ => 1,
+        }
+    }
+
+    /// The `{code, message, data: {kind}}` object `--json` prints: the daemon's error as it
+    /// came, or one of the client's own (codes -32100 and below).
+    pub fn to_json(&self) -> Value {
+        let (code, kind) = match self {
+            ClientError::Rpc(e) => return serde_json::json!(e),
+            ClientError::Usage(_) => (-32100, "usage_error"),
+            ClientError::NoDaemon { .. } => (-32101, "no_daemon"),
+            ClientError::Unresponsive { .. } => (-32102, "daemon_unresponsive"),
+            ClientError::Io(_) => (-32103, "connection_error"),
+            ClientError::Protocol(_) => (-32104, "protocol_error"),
+        };
+        serde_json::json!({ "code": code, "message": self.to_string(), "data": { "kind": kind } })
+    }
+}
+
+/// Exit status of a usage error.
+pub const EXIT_USAGE: i32 = 64;
+/// How long a daemon has to answer `hello` before the client gives up on it.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One connection to the daemon.
 pub struct Connection {
@@ -65,14 +128,34 @@ impl Connection {
                 )))
             }
         }
+        // A daemon that accepts but never answers must not hang the client (or an agent's
+        // hook): the handshake has a bound; later requests may take long (a first checkpoint
+        // of a big project), and progress is shown meanwhile.
+        stream.set_recv_timeout(Some(HANDSHAKE_TIMEOUT))?;
         let mut conn = Connection {
             stream: BufReader::new(stream),
             next_id: 1,
         };
-        let hello = conn.call(
-            "hello",
-            serde_json::json!({ "client": "ckpt", "protocol": PROTOCOL_VERSION }),
-        )?;
+        let hello = conn
+            .call(
+                "hello",
+                serde_json::json!({ "client": "ckpt", "protocol": PROTOCOL_VERSION }),
+            )
+            .map_err(|e| match e {
+                ClientError::Io(io)
+                    if matches!(
+                        io.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    ClientError::Unresponsive {
+                        socket: socket.to_path_buf(),
+                        timeout: HANDSHAKE_TIMEOUT,
+                    }
+                }
+                other => other,
+            })?;
+        conn.stream.get_ref().set_recv_timeout(None)?;
         let protocol = hello.get("protocol").and_then(Value::as_u64);
         if protocol != Some(u64::from(PROTOCOL_VERSION)) {
             return Err(ClientError::Protocol(format!(

@@ -83,20 +83,20 @@ fn table(rows: &[Vec<String>]) {
                 line.push_str(&format!("{cell:<w$}  ", w = widths[i]));
             }
         }
-        println!("{}", line.trim_end());
+        outln!("{}", line.trim_end());
     }
 }
 
 fn print_skipped(v: &Value) {
     for skip in arr(v, "skipped") {
-        println!("  skipped  {}: {}", s(skip, "path"), s(skip, "reason"));
+        outln!("  skipped  {}: {}", s(skip, "path"), s(skip, "reason"));
     }
 }
 
 impl Out {
     fn json(&self, v: &Value) -> bool {
         if self.json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(v).expect("values serialise")
             );
@@ -106,19 +106,19 @@ impl Out {
 
     pub fn value_or(&self, v: &Value, text: &str) {
         if !self.json(v) {
-            println!("{text}");
+            outln!("{text}");
         }
     }
 
     pub fn watched(&self, v: &Value) {
         if !self.json(v) {
-            println!("watching {}\n  store {}", s(v, "root"), s(v, "store"));
+            outln!("watching {}\n  store {}", s(v, "root"), s(v, "store"));
         }
     }
 
     pub fn unwatched(&self, v: &Value) {
         if !self.json(v) {
-            println!(
+            outln!(
                 "no longer watching {} (its store stays at {})",
                 s(v, "root"),
                 s(v, "store")
@@ -132,7 +132,7 @@ impl Out {
         }
         let list = v.as_array().map(Vec::as_slice).unwrap_or(&[]);
         if list.is_empty() {
-            println!("no projects are watched (use `ckpt watch DIR`)");
+            outln!("no projects are watched (use `ckpt watch DIR`)");
             return;
         }
         let mut rows = vec![vec!["ROOT".into(), "STATE".into(), "STORE".into()]];
@@ -155,7 +155,7 @@ impl Out {
         if self.json(c) {
             return;
         }
-        println!(
+        outln!(
             "checkpoint {}  #{} {}  {} files ({})",
             short(s(c, "id")),
             n(c, "seq"),
@@ -172,7 +172,7 @@ impl Out {
         }
         let list = v.as_array().map(Vec::as_slice).unwrap_or(&[]);
         if list.is_empty() {
-            println!("no checkpoints yet (record one with `ckpt checkpoint -m TEXT`)");
+            outln!("no checkpoints yet (record one with `ckpt checkpoint -m TEXT`)");
             return;
         }
         let mut rows = vec![[
@@ -211,27 +211,27 @@ impl Out {
         if self.json(c) {
             return;
         }
-        println!("checkpoint {}", s(c, "id"));
-        println!(
+        outln!("checkpoint {}", s(c, "id"));
+        outln!(
             "dialog     {}  #{}  {}",
             s(c, "dialog"),
             n(c, "seq"),
             s(c, "kind")
         );
-        println!(
+        outln!(
             "created    {} ({})",
             s(c, "created_at"),
             relative_time(s(c, "created_at"))
         );
         if let Some(m) = c.get("message_id").and_then(Value::as_str) {
-            println!("message    {m}");
+            outln!("message    {m}");
         }
         if let Some(i) = c.get("imported").filter(|i| i.is_object()) {
             let origin = match i.get("dialog").and_then(Value::as_str) {
                 Some(d) => format!("{} checkpoint of dialog {d}", s(i, "kind")),
                 None => s(i, "kind").to_string(),
             };
-            println!(
+            outln!(
                 "imported   from {} ({origin}, {}, made {})",
                 short(s(i, "from")),
                 s(i, "ref_name"),
@@ -243,40 +243,40 @@ impl Out {
             .and_then(Value::as_str)
             .map(|p| format!(" against {}", short(p)))
             .unwrap_or_default();
-        println!("files      {} ({}{parent})", n(c, "files"), counts(c));
+        outln!("files      {} ({}{parent})", n(c, "files"), counts(c));
         if !s(c, "label").is_empty() {
-            println!("label");
+            outln!("label");
             for line in s(c, "label").lines() {
-                println!("    {line}");
+                outln!("    {line}");
             }
         }
         if !arr(c, "changes").is_empty() {
-            println!("changes");
+            outln!("changes");
             for ch in arr(c, "changes") {
-                println!("  {}  {}", status_letter(s(ch, "status")), s(ch, "path"));
+                outln!("  {}  {}", status_letter(s(ch, "status")), s(ch, "path"));
             }
         }
         if !arr(c, "skipped").is_empty() {
-            println!("skipped");
+            outln!("skipped");
             for skip in arr(c, "skipped") {
-                println!("  {}: {}", s(skip, "path"), s(skip, "reason"));
+                outln!("  {}: {}", s(skip, "path"), s(skip, "reason"));
             }
         }
         let tags: Vec<&str> = arr(c, "tags").iter().filter_map(Value::as_str).collect();
         if !tags.is_empty() {
-            println!("tags       {}", tags.join(", "));
+            outln!("tags       {}", tags.join(", "));
         }
         if let Some(notes) = c.get("notes").and_then(Value::as_str) {
-            println!("notes");
+            outln!("notes");
             for line in notes.lines() {
-                println!("    {line}");
+                outln!("    {line}");
             }
         }
         if let Some(meta) = c.get("meta") {
-            println!("meta       {}", one_line(&meta.to_string(), 100));
+            outln!("meta       {}", one_line(&meta.to_string(), 100));
         }
         for f in arr(c, "file_list") {
-            println!(
+            outln!(
                 "  {} {} {}",
                 s(f, "mode"),
                 short(s(f, "blob")),
@@ -292,7 +292,7 @@ impl Out {
         let files = arr(v, "files");
         if name_only {
             for f in files {
-                println!("{}", s(f, "path"));
+                outln!("{}", s(f, "path"));
             }
         } else if stat {
             let width = files
@@ -315,14 +315,14 @@ impl Out {
                         "-".repeat(r.min(40) as usize)
                     )
                 };
-                println!(" {:<width$} | {bar}", s(f, "path"));
+                outln!(" {:<width$} | {bar}", s(f, "path"));
             }
-            println!(
+            outln!(
                 " {} files changed, {plus} insertions(+), {minus} deletions(-)",
                 files.len()
             );
         } else {
-            print!("{}", s(v, "patch"));
+            out!("{}", s(v, "patch"));
         }
         super::cli::flush();
     }
@@ -334,7 +334,7 @@ impl Out {
         let dry = r.get("dry_run").and_then(Value::as_bool) == Some(true);
         let (w, d, k) = (arr(r, "written"), arr(r, "deleted"), arr(r, "skipped"));
         let verb = if dry { "would restore" } else { "restored" };
-        println!(
+        outln!(
             "{verb} to {}: {} written, {} deleted, {} skipped",
             short(s(r, "restored_to")),
             w.len(),
@@ -342,14 +342,14 @@ impl Out {
             k.len()
         );
         for p in w {
-            println!("  wrote    {}", p.as_str().unwrap_or(""));
+            outln!("  wrote    {}", p.as_str().unwrap_or(""));
         }
         for p in d {
-            println!("  deleted  {}", p.as_str().unwrap_or(""));
+            outln!("  deleted  {}", p.as_str().unwrap_or(""));
         }
         print_skipped(r);
         if let Some(undo) = r.get("undo_checkpoint").and_then(Value::as_str) {
-            println!("undo with: ckpt undo  (or: ckpt restore {})", short(undo));
+            outln!("undo with: ckpt undo  (or: ckpt restore {})", short(undo));
         }
     }
 
@@ -357,17 +357,17 @@ impl Out {
         if self.json(v) {
             return;
         }
-        println!(
+        outln!(
             "{} (pid {}, protocol {}), up {}s",
             s(v, "daemon"),
             n(v, "pid"),
             n(v, "protocol"),
             n(v, "uptime_seconds")
         );
-        println!("socket   {}", s(v, "socket"));
-        println!("data     {}", s(v, "data_dir"));
+        outln!("socket   {}", s(v, "socket"));
+        outln!("data     {}", s(v, "data_dir"));
         let projects = arr(v, "projects");
-        println!("projects {}", projects.len());
+        outln!("projects {}", projects.len());
         for p in projects {
             let state = match (
                 p.get("available").and_then(Value::as_bool),
@@ -377,7 +377,7 @@ impl Out {
                 (_, Some(true)) => "busy",
                 _ => "ok",
             };
-            println!(
+            outln!(
                 "  {}  {state}  {}  store {}",
                 s(p, "root"),
                 s(p, "mode"),
@@ -395,13 +395,13 @@ impl Out {
         } else {
             "pruned"
         };
-        println!(
+        outln!(
             "{verb} {} checkpoints, kept {}",
             arr(v, "pruned").len(),
             n(v, "kept")
         );
         for c in arr(v, "pruned_checkpoints") {
-            println!(
+            outln!(
                 "  {}  {} #{} {}  {}  {}",
                 short(s(c, "id")),
                 s(c, "dialog"),
@@ -415,7 +415,7 @@ impl Out {
             self.gc(gc);
         }
         if let Some(b) = v.get("budget") {
-            println!(
+            outln!(
                 "over the disk budget ({}): pruned {} more of the oldest; store {} -> {}",
                 human_bytes(n(b, "max_store_bytes")),
                 arr(b, "pruned").len(),
@@ -431,8 +431,8 @@ impl Out {
         }
         let imported = arr(v, "imported");
         match imported.len() {
-            0 => println!("imported no checkpoints from {}", s(v, "path")),
-            count => println!(
+            0 => outln!("imported no checkpoints from {}", s(v, "path")),
+            count => outln!(
                 "imported {count} checkpoint{} into dialog {} from {} ({} objects)",
                 if count == 1 { "" } else { "s" },
                 s(v, "dialog"),
@@ -442,7 +442,7 @@ impl Out {
         }
         for c in imported {
             let from = c["imported"]["from"].as_str().unwrap_or("");
-            println!(
+            outln!(
                 "  {}  from {}  {}",
                 short(s(c, "id")),
                 short(from),
@@ -450,7 +450,7 @@ impl Out {
             );
         }
         for left in arr(v, "not_imported") {
-            println!(
+            outln!(
                 "  not imported: {} ({}): {}",
                 short(s(left, "from")),
                 s(left, "ref_name"),
@@ -464,7 +464,7 @@ impl Out {
             return;
         }
         let packs = arr(v, "damaged_packs");
-        println!(
+        outln!(
             "{} objects read; {} unreadable; {} damaged pack{}",
             n(v, "objects"),
             n(v, "unreadable_count"),
@@ -472,15 +472,15 @@ impl Out {
             if packs.len() == 1 { "" } else { "s" }
         );
         for p in packs {
-            println!("  damaged  objects/pack/{}.pack", p.as_str().unwrap_or(""));
+            outln!("  damaged  objects/pack/{}.pack", p.as_str().unwrap_or(""));
         }
         if n(v, "affected_count") > 0 {
-            println!(
+            outln!(
                 "{} checkpoints or refs cannot be restored whole:",
                 n(v, "affected_count")
             );
             for a in arr(v, "affected") {
-                println!(
+                outln!(
                     "  {}  {}  ({} objects missing)",
                     short(s(a, "id")),
                     s(a, "ref_name"),
@@ -489,7 +489,7 @@ impl Out {
             }
         }
         if let Some(r) = v.get("repair") {
-            println!(
+            outln!(
                 "repaired: {} objects salvaged; {} packs and {} refs set aside in {}",
                 n(r, "salvaged"),
                 arr(r, "packs_set_aside").len(),
@@ -497,7 +497,7 @@ impl Out {
                 s(r, "damaged_dir")
             );
         } else if n(v, "unreadable_count") > 0 || !packs.is_empty() {
-            println!("run `ckpt fsck --repair` to set the damage aside; see the README");
+            outln!("run `ckpt fsck --repair` to set the damage aside; see the README");
         }
     }
 
@@ -505,7 +505,7 @@ impl Out {
         if self.json(v) {
             return;
         }
-        println!(
+        outln!(
             "gc: {} objects kept in one pack; removed {} loose objects and {} packs; {} -> {}",
             n(v, "objects"),
             n(v, "loose_removed"),
@@ -538,7 +538,7 @@ impl Out {
             return;
         }
         for p in arr(v, "restored") {
-            println!("put back  {}", p.as_str().unwrap_or(""));
+            outln!("put back  {}", p.as_str().unwrap_or(""));
         }
         print_skipped(v);
     }
@@ -552,18 +552,18 @@ impl Out {
         } else {
             "no unapproved changes"
         };
-        println!(
+        outln!(
             "dialog {}  session {}  {changes}",
             s(v, "dialog"),
             n(v, "active_session")
         );
         match v["last_approved_at"].as_str() {
-            Some(at) => println!(
+            Some(at) => outln!(
                 "approved {} ({})",
                 short(s(v, "approved_commit")),
                 relative_time(at)
             ),
-            None => println!(
+            None => outln!(
                 "never approved; the approved state is the first checkpoint {}",
                 short(s(v, "approved_commit"))
             ),
@@ -572,7 +572,7 @@ impl Out {
 
     pub fn session_approved(&self, v: &Value) {
         if !self.json(v) {
-            println!(
+            outln!(
                 "approved {} ({} checkpoints in session {}); session {} started",
                 short(s(v, "approved_commit")),
                 n(v, "commits_approved"),
@@ -584,7 +584,7 @@ impl Out {
 
     pub fn dialog_new(&self, v: &Value) {
         if !self.json(v) {
-            println!(
+            outln!(
                 "dialog {}  initial checkpoint {}",
                 s(v, "dialog"),
                 short(s(&v["initial"], "id"))
@@ -598,7 +598,7 @@ impl Out {
         }
         let list = v.as_array().map(Vec::as_slice).unwrap_or(&[]);
         if list.is_empty() {
-            println!("no dialogs yet");
+            outln!("no dialogs yet");
             return;
         }
         let mut rows = vec![["DIALOG", "CHECKPOINTS", "LAST", "TITLE"]
@@ -620,13 +620,13 @@ impl Out {
             return;
         }
         if v["equal"] == true {
-            println!(
+            outln!(
                 "index matches a full scan (tree {}, {})",
                 short(s(v, "index_tree")),
                 s(v, "mode")
             );
         } else {
-            println!(
+            outln!(
                 "index tree {} differs from full scan {}: the next checkpoint verifies every file",
                 short(s(v, "index_tree")),
                 short(s(v, "scan_tree"))
@@ -646,7 +646,7 @@ impl Out {
 pub fn graph(list: &Value) {
     let checkpoints = list.as_array().map(Vec::as_slice).unwrap_or(&[]);
     if checkpoints.is_empty() {
-        println!("no checkpoints yet");
+        outln!("no checkpoints yet");
         return;
     }
     let mut dialogs: Vec<&str> = Vec::new();
@@ -664,14 +664,14 @@ pub fn graph(list: &Value) {
         let ended = matches!(s(head, "kind"), "approved" | "reset");
         let active = n(head, "session") + u64::from(ended);
         if i > 0 {
-            println!("|");
+            outln!("|");
         }
         let origin = chain
             .last()
             .filter(|c| s(c, "label").starts_with("forked from "))
             .map(|c| format!("  ({})", s(c, "label")))
             .unwrap_or_default();
-        println!("{dialog}  session {active} active{origin}");
+        outln!("{dialog}  session {active} active{origin}");
         let mut session = active;
         for c in chain {
             let this = n(c, "session");
@@ -681,7 +681,7 @@ pub fn graph(list: &Value) {
                     "reset" => "abandoned (reset)",
                     _ => "ended",
                 };
-                println!("|-- session {this}: {fate}");
+                outln!("|-- session {this}: {fate}");
                 session = this;
             }
             let mark = match s(c, "kind") {
@@ -698,7 +698,7 @@ pub fn graph(list: &Value) {
             } else {
                 format!(" [{}]", tags.join(","))
             };
-            println!(
+            outln!(
                 "| {mark} {}  #{:<3} {:<11} {:>7}  {:<11}  {}{tags}",
                 short(s(c, "id")),
                 n(c, "seq"),
@@ -709,7 +709,7 @@ pub fn graph(list: &Value) {
             );
         }
     }
-    println!("\n(o message, I initial, A approved, X reset, R restore, U undo point)");
+    outln!("\n(o message, I initial, A approved, X reset, R restore, U undo point)");
 }
 
 fn status_letter(status: &str) -> &'static str {
@@ -755,11 +755,7 @@ pub fn confirm_restore(plan: &Value) -> bool {
 /// Prints an error (and a hint) on stderr, or as `{"error": …}` on stdout with `--json`.
 pub fn error(err: &ClientError, json: bool) {
     if json {
-        let value = match err {
-            ClientError::Rpc(e) => serde_json::json!({ "error": e }),
-            other => serde_json::json!({ "error": { "message": other.to_string() } }),
-        };
-        println!("{value}");
+        outln!("{}", serde_json::json!({ "error": err.to_json() }));
         return;
     }
     eprintln!("error: {err}");

@@ -111,12 +111,12 @@ fn errors_exit_1_with_a_message_and_json_errors_are_json() {
     env.watch();
     std::fs::write(p.join("meta.json"), "{not json").unwrap();
     let out = env.ckpt(&["checkpoint", "--meta", "meta.json"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(64), "a usage error");
     assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
     assert_eq!(env.json(&["list"]), serde_json::json!([]));
     // Unknown flags are usage errors from clap.
     let out = env.ckpt(&["list", "--frobnicate"]);
-    assert_ne!(out.status.code(), Some(0));
+    assert_eq!(out.status.code(), Some(64));
 }
 
 /// Runs `ckpt ARGS` on a pseudo-terminal (via `script`), typing `input`.
@@ -306,4 +306,132 @@ fn watch_resolves_a_relative_dir_once() {
     assert_eq!(v["root"], proj.join("other/sub").to_str().unwrap());
     let out = env.ckpt_in(&proj.join("other"), &["--json", "unwatch", "sub"]);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Usage errors exit 64, never 2 (a restore that skipped files), and `--json` prints them in
+/// the same `{error: {code, message, data: {kind}}}` shape as the daemon's errors.
+#[test]
+fn usage_errors_have_their_own_exit_code_and_json_shape() {
+    let env = TestEnv::new();
+    for args in [&["--frobnicate"][..], &["restore"][..], &["diff"][..]] {
+        let out = env.ckpt(args);
+        assert_eq!(out.status.code(), Some(64), "{args:?}: {}", stderr(&out));
+        let mut json = vec!["--json"];
+        json.extend_from_slice(args);
+        let out = env.ckpt(&json);
+        assert_eq!(out.status.code(), Some(64), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", stdout(&out)));
+        assert_eq!(v["error"]["data"]["kind"], "usage_error", "{v}");
+        assert_eq!(v["error"]["code"], -32100, "{v}");
+    }
+    let out = env.ckpt(&["--json", "--socket", "/nonexistent/ckptd.sock", "status"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["data"]["kind"], "no_daemon", "{v}");
+    assert_eq!(env.ckpt(&["--help"]).status.code(), Some(0));
+}
+
+/// `ckpt diff | head`, `ckpt show --files | head`, `ckpt export --patch | head`: the client
+/// ends quietly when its reader goes away.
+#[test]
+fn a_closed_pipe_ends_the_client_quietly() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let long: String = (0..5000).map(|i| format!("line {i}\n")).collect();
+    for i in 0..300 {
+        write(&p, &format!("f{i}.txt"), "a\n");
+    }
+    write(&p, "long.txt", "");
+    env.watch();
+    let a = env.checkpoint("a");
+    write(&p, "long.txt", &long);
+    let b = env.checkpoint("b");
+    for cmd in [
+        format!("diff {a} {b}"),
+        format!("show {b} --files"),
+        format!("export {b} --patch"),
+    ] {
+        let mut sh = std::process::Command::new("bash");
+        env.env(&mut sh);
+        let out = sh
+            .current_dir(&p)
+            .arg("-c")
+            .arg(format!(
+                "{CKPT} --no-spawn {cmd} | head -n 1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\""
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&out).trim(), "status 0", "{cmd}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{cmd}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// A path that is not UTF-8 is a clear usage error, never a panic (nor a lossy name that
+/// would restore or diff another file).
+#[test]
+fn a_path_that_is_not_utf8_is_a_clear_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = TestEnv::new();
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    let id = env.checkpoint("a");
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    for sub in ["diff", "restore"] {
+        let mut cmd = std::process::Command::new(CKPT);
+        env.env(&mut cmd);
+        let out = cmd
+            .current_dir(env.proj())
+            .args(["--no-spawn", sub, &id, "--"])
+            .arg(name)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(64), "{sub}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("not valid UTF-8"),
+            "{sub}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{sub}: {}",
+            stderr(&out)
+        );
+    }
+    env.assert_serving();
+}
+
+/// A daemon that accepts connections but never answers: the client gives up after its
+/// handshake timeout with a clear message, instead of waiting forever.
+#[test]
+fn an_unresponsive_daemon_is_given_up_on() {
+    let env = TestEnv::without_daemon("");
+    let socket = env.home.join("silent.sock");
+    let server = format!(
+        "import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.bind({:?})\ns.listen(8)\n\
+         print('ready', flush=True)\nc, _ = s.accept()\ntime.sleep(60)\n",
+        socket.to_str().unwrap()
+    );
+    let mut silent = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", &server])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(silent.stdout.as_mut().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = env.ckpt(&["--socket", socket.to_str().unwrap(), "status"]);
+    let _ = silent.kill();
+    let _ = silent.wait();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("did not answer"), "{}", stderr(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
 }
