@@ -28,6 +28,9 @@ pub struct Cli {
     /// Fail instead of starting ckptd when none answers.
     #[arg(long, global = true)]
     pub no_spawn: bool,
+    /// Print every line of long lists (a restore of thousands of files) on a terminal too.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
     /// Act on the project containing DIR instead of the current directory.
     #[arg(short = 'C', global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -298,7 +301,10 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
     let paths = Paths::resolve(&config, cli.socket.as_deref())
         .map_err(|e| ClientError::Usage(e.to_string()))?;
     let base = base_dir(cli.dir.as_deref())?;
-    let out = Out { json: cli.json };
+    let out = Out {
+        json: cli.json,
+        verbose: cli.verbose,
+    };
     // Starting a daemon only to stop it would be silly.
     let spawn = !cli.no_spawn && !matches!(cli.command, Command::Shutdown);
     let connect = || Connection::connect_or_spawn(&paths.socket, spawn, &paths.data_dir);

@@ -9,6 +9,21 @@ use super::ClientError;
 
 pub struct Out {
     pub json: bool,
+    /// Every line, even thousands of them on a terminal.
+    pub verbose: bool,
+}
+
+/// Lines of a long list printed on a terminal without --verbose.
+const TERMINAL_LINES: usize = 50;
+
+/// A path on one line: control characters (a newline in a file name) shown escaped, so
+/// line-oriented output stays one entry a line.
+fn one_path(path: &str) -> std::borrow::Cow<'_, str> {
+    if path.chars().any(char::is_control) {
+        std::borrow::Cow::Owned(path.escape_default().to_string())
+    } else {
+        std::borrow::Cow::Borrowed(path)
+    }
 }
 
 fn s<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -301,6 +316,20 @@ impl Out {
                 .max()
                 .unwrap_or(0);
             let (mut plus, mut minus) = (0, 0);
+            // Bars scale to the largest change, as git's do, within 40 columns.
+            let largest = files
+                .iter()
+                .map(|f| n(f, "lines_added") + n(f, "lines_removed"))
+                .max()
+                .unwrap_or(0)
+                .max(1);
+            let scale = |x: u64| -> usize {
+                if largest <= 40 {
+                    x as usize
+                } else {
+                    ((x * 40).div_ceil(largest)) as usize
+                }
+            };
             for f in files {
                 let (a, r) = (n(f, "lines_added"), n(f, "lines_removed"));
                 plus += a;
@@ -311,11 +340,11 @@ impl Out {
                     format!(
                         "{:>5} {}{}",
                         a + r,
-                        "+".repeat(a.min(40) as usize),
-                        "-".repeat(r.min(40) as usize)
+                        "+".repeat(scale(a)),
+                        "-".repeat(scale(r))
                     )
                 };
-                outln!(" {:<width$} | {bar}", s(f, "path"));
+                outln!(" {:<width$} | {bar}", one_path(s(f, "path")));
             }
             outln!(
                 " {} files changed, {plus} insertions(+), {minus} deletions(-)",
@@ -333,21 +362,49 @@ impl Out {
         }
         let dry = r.get("dry_run").and_then(Value::as_bool) == Some(true);
         let (w, d, k) = (arr(r, "written"), arr(r, "deleted"), arr(r, "skipped"));
-        let verb = if dry { "would restore" } else { "restored" };
+        let (verb, wrote, deleted, skipped) = match dry {
+            true => ("would restore", "would write", "would delete", "would skip"),
+            false => ("restored", "wrote", "deleted", "skipped"),
+        };
+        let (wn, dn, kn) = (w.len(), d.len(), k.len());
         outln!(
-            "{verb} to {}: {} written, {} deleted, {} skipped",
+            "{verb} to {}: {wn} {}, {dn} {}, {kn} {}",
             short(s(r, "restored_to")),
-            w.len(),
-            d.len(),
-            k.len()
+            if dry { "to write" } else { "written" },
+            if dry { "to delete" } else { "deleted" },
+            if dry { "to skip" } else { "skipped" },
         );
-        for p in w {
-            outln!("  wrote    {}", p.as_str().unwrap_or(""));
+        // Thousands of lines help nobody on a terminal: the first ones, and how to see all.
+        let limit = if self.verbose || !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            usize::MAX
+        } else {
+            TERMINAL_LINES
+        };
+        let mut shown = 0;
+        for (list, what) in [(w, wrote), (d, deleted)] {
+            for p in list {
+                if shown < limit {
+                    outln!("  {what:<12} {}", one_path(p.as_str().unwrap_or("")));
+                }
+                shown += 1;
+            }
         }
-        for p in d {
-            outln!("  deleted  {}", p.as_str().unwrap_or(""));
+        for skip in k {
+            if shown < limit {
+                outln!(
+                    "  {skipped:<12} {}: {}",
+                    one_path(s(skip, "path")),
+                    s(skip, "reason")
+                );
+            }
+            shown += 1;
         }
-        print_skipped(r);
+        if shown > limit {
+            outln!(
+                "  … and {} more (all of them with --verbose or --json)",
+                shown - limit
+            );
+        }
         if let Some(undo) = r.get("undo_checkpoint").and_then(Value::as_str) {
             outln!("undo with: ckpt undo  (or: ckpt restore {})", short(undo));
         }

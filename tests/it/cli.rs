@@ -435,3 +435,71 @@ fn an_unresponsive_daemon_is_given_up_on() {
     assert!(stderr(&out).contains("did not answer"), "{}", stderr(&out));
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
 }
+
+/// Restoring paths that match nothing (a typo) is an error that names them and records no
+/// checkpoint at all.
+#[test]
+fn a_restore_of_paths_that_match_nothing_is_refused() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "src/a.txt", "a\n");
+    env.watch();
+    let id = env.checkpoint("a");
+    let before = env.json(&["list"]).as_array().unwrap().len();
+    let out = env.ckpt(&["restore", "--yes", &id, "--", "src/nope.txt", "srcx"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("src/nope.txt") && err.contains("srcx"),
+        "{err}"
+    );
+    assert!(err.contains("matches nothing"), "{err}");
+    assert_eq!(env.json(&["list"]).as_array().unwrap().len(), before);
+    // A path that exists on one side only is fine.
+    write(&p, "src/new.txt", "n\n");
+    let r = env.json(&["restore", "--yes", &id, "--", "src/new.txt"]);
+    assert_eq!(r["deleted"], serde_json::json!(["src/new.txt"]), "{r}");
+}
+
+/// `--stat` bars scale to the largest change; a dry run speaks in the conditional; a restore
+/// of many files prints the first lines on a terminal (all of them with --verbose).
+#[test]
+fn human_output_scales_and_speaks_plainly() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "big.txt", "");
+    write(&p, "small.txt", "");
+    for i in 0..120 {
+        write(&p, &format!("many/f{i:03}.txt"), "old\n");
+    }
+    env.watch();
+    let a = env.checkpoint("a");
+    let big: String = (0..400).map(|i| format!("{i}\n")).collect();
+    write(&p, "big.txt", &big);
+    write(&p, "small.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
+    for i in 0..120 {
+        write(&p, &format!("many/f{i:03}.txt"), "new\n");
+    }
+    let b = env.checkpoint("b");
+    let stat = stdout(&env.ckpt(&["diff", &a, &b, "--stat"]));
+    let bar = |name: &str| {
+        let line = stat.lines().find(|l| l.contains(name)).unwrap();
+        line.chars().filter(|c| *c == '+').count()
+    };
+    assert_eq!(bar("big.txt"), 40, "{stat}");
+    assert!(bar("small.txt") <= 2, "{stat}");
+
+    let dry = stdout(&env.ckpt(&["restore", "--dry-run", &a]));
+    assert!(dry.starts_with("would restore"), "{dry}");
+    assert!(
+        dry.contains("would write") && !dry.contains(" wrote "),
+        "{dry}"
+    );
+
+    let shown = on_terminal(&env, &format!("restore --yes {a}"), "");
+    let text = stdout(&shown);
+    assert!(text.contains("and 72 more"), "{text}");
+    assert!(text.lines().count() < 60, "{text}");
+    let all = on_terminal(&env, &format!("restore --yes --verbose {b}"), "");
+    assert!(stdout(&all).lines().count() > 120, "{}", stdout(&all));
+}

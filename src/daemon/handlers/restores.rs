@@ -113,6 +113,7 @@ pub(super) fn restore_to(
     let started = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
     let started = started.tv_sec as i128 * 1_000_000_000 + started.tv_nsec as i128;
     opened.prepare(project)?;
+    refuse_unmatched_paths(opened, target, &paths)?;
     let options = RestoreOptions {
         paths: paths.clone(),
         dry_run,
@@ -175,6 +176,55 @@ pub(super) fn restore_to(
         .map_err(checkpoint_error)?;
     value["meta"] = with_meta.meta.unwrap_or(Value::Null);
     Ok(value)
+}
+
+/// A restore of paths that name nothing, in the checkpoint or in the working tree, is a
+/// mistake (a typo, the wrong folder): it is refused, naming them, before anything is
+/// recorded or touched.
+fn refuse_unmatched_paths(
+    opened: &crate::daemon::project::Opened,
+    target: &crate::store::Checkpoint,
+    paths: &[BString],
+) -> Result<(), RpcError> {
+    if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
+        return Ok(());
+    }
+    let repo = opened.store.repo();
+    let tree = repo
+        .find_tree(parse_id(&target.tree).map_err(store_error)?)
+        .map_err(|e| store_error(crate::store::StoreError::git("reading a tree", e)))?;
+    let index = opened.index.files();
+    let unmatched: Vec<String> = paths
+        .iter()
+        .filter(|p| {
+            let in_target = tree
+                .lookup_entry_by_path(gix::bstr::ByteSlice::to_path_lossy(p.as_slice()))
+                .ok()
+                .flatten()
+                .is_some();
+            let in_tree = index.contains_key(*p)
+                || index
+                    .range::<BString, _>((*p).clone()..)
+                    .next()
+                    .is_some_and(|(k, _)| k.starts_with(p) && k.get(p.len()) == Some(&b'/'));
+            let on_disk =
+                std::fs::symlink_metadata(crate::filter::rel_to_abs(opened.filter.root(), p))
+                    .is_ok();
+            !(in_target || in_tree || on_disk)
+        })
+        .map(|p| p.to_string())
+        .collect();
+    if unmatched.is_empty() {
+        return Ok(());
+    }
+    Err(RpcError::new(
+        ErrorCode::InvalidParams,
+        format!(
+            "{} matches nothing in checkpoint {} or in the working tree; nothing was restored",
+            unmatched.join(", "),
+            &target.id[..12]
+        ),
+    ))
 }
 
 /// Checks the project against the checkpoint after a restore and reports every path that still
