@@ -116,15 +116,23 @@ pub enum Command {
     Note { id: String, text: String },
     /// One checkpoint: its counts, changes against its parent, and skipped files.
     Show {
+        /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
         id: String,
+        /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
+        #[arg(long, value_name = "D")]
+        dialog: Option<String>,
         /// Also list every file in the checkpoint.
         #[arg(long)]
         files: bool,
     },
     /// Unified diff from checkpoint ID to ID2, or to the working tree.
     Diff {
+        /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
         id: String,
         id2: Option<String>,
+        /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
+        #[arg(long, value_name = "D")]
+        dialog: Option<String>,
         #[arg(long)]
         stat: bool,
         #[arg(long)]
@@ -134,7 +142,11 @@ pub enum Command {
     },
     /// Make the project (or PATHs) equal to checkpoint ID; undoable.
     Restore {
+        /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
         id: String,
+        /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
+        #[arg(long, value_name = "D")]
+        dialog: Option<String>,
         /// Only report what would be written and deleted.
         #[arg(long)]
         dry_run: bool,
@@ -354,26 +366,35 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                 out.list(&result);
             }
         }
-        Command::Show { id, files } => {
-            out.show(&connect()?.call(
-                "show",
-                json!({ "project": project, "id": id, "files": files }),
-            )?);
+        Command::Show { id, dialog, files } => {
+            let params = strip_nulls(
+                json!({ "project": project, "id": id, "files": files, "dialog": dialog }),
+            );
+            let shown = connect()?.call("show", params)?;
+            say_resolved(out.json, &id, &shown["id"]);
+            out.show(&shown);
         }
         Command::Diff {
             id,
             id2,
+            dialog,
             stat,
             name_only,
             paths,
         } => {
             let params = strip_nulls(json!({ "project": project, "from": id, "to": id2,
-                "paths": wire_all(&base, &paths)?,
+                "paths": wire_all(&base, &paths)?, "dialog": dialog,
                 "patch": !stat && !name_only, "counts": !name_only }));
-            out.diff(&connect()?.call("diff", params)?, stat, name_only);
+            let diff = connect()?.call("diff", params)?;
+            say_resolved(out.json, &id, &diff["from"]);
+            if let Some(id2) = &id2 {
+                say_resolved(out.json, id2, &diff["to"]);
+            }
+            out.diff(&diff, stat, name_only);
         }
         Command::Restore {
             id,
+            dialog,
             dry_run,
             yes,
             paths: restore_paths,
@@ -385,7 +406,8 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             if ask {
                 let plan = conn.call(
                     "restore",
-                    json!({ "project": project, "id": id, "paths": paths, "dry_run": true }),
+                    strip_nulls(json!({ "project": project, "id": id, "paths": paths,
+                        "dry_run": true, "dialog": dialog })),
                 )?;
                 if !output::confirm_restore(&plan) {
                     eprintln!("restore cancelled; nothing changed");
@@ -394,9 +416,10 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                 // The daemon closes connections left idle while a person reads the plan.
                 conn = connect()?;
             }
-            let params =
-                json!({ "project": project, "id": id, "paths": paths, "dry_run": dry_run });
+            let params = strip_nulls(json!({ "project": project, "id": id, "paths": paths,
+                "dry_run": dry_run, "dialog": dialog }));
             let report = with_progress(&socket, &base, !cli.json, || conn.call("restore", params))?;
+            say_resolved(out.json, &id, &report["restored_to"]);
             out.restore(&report);
             let skipped = report
                 .get("skipped")
@@ -715,6 +738,16 @@ fn with_progress<T>(socket: &Path, base: &Path, enabled: bool, call: impl FnOnce
     finished.store(true, Ordering::Relaxed);
     let _ = watcher.join();
     result
+}
+
+/// Tells a person which checkpoint a name (`@~1`, a tag, `#4`) stood for, on stderr; a hex
+/// prefix of the id needs no telling, and `--json` carries the full id anyway.
+fn say_resolved(json: bool, name: &str, id: &Value) {
+    let Some(id) = id.as_str() else { return };
+    if json || id.starts_with(&name.trim().to_ascii_lowercase()) {
+        return;
+    }
+    eprintln!("{name} is {}", &id[..id.len().min(12)]);
 }
 
 /// A path as the protocol carries it (JSON text): one that is not UTF-8 is a clear error, never

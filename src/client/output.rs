@@ -381,10 +381,12 @@ impl Out {
             TERMINAL_LINES
         };
         let mut shown = 0;
+        // The old column: "wrote    x", "deleted  x"; a dry run's verbs are longer.
+        let width = if dry { 12 } else { 7 };
         for (list, what) in [(w, wrote), (d, deleted)] {
             for p in list {
                 if shown < limit {
-                    outln!("  {what:<12} {}", one_path(p.as_str().unwrap_or("")));
+                    outln!("  {what:<width$}  {}", one_path(p.as_str().unwrap_or("")));
                 }
                 shown += 1;
             }
@@ -392,7 +394,7 @@ impl Out {
         for skip in k {
             if shown < limit {
                 outln!(
-                    "  {skipped:<12} {}: {}",
+                    "  {skipped:<width$}  {}: {}",
                     one_path(s(skip, "path")),
                     s(skip, "reason")
                 );

@@ -134,6 +134,9 @@ pub struct ShowParams {
     /// Include the full file list of the checkpoint.
     #[serde(default)]
     pub files: bool,
+    /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
+    #[serde(default)]
+    pub dialog: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -152,6 +155,9 @@ pub struct DiffParams {
     /// Include per-file line counts (default true).
     #[serde(default = "yes")]
     pub counts: bool,
+    /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
+    #[serde(default)]
+    pub dialog: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -163,6 +169,9 @@ pub struct RestoreParams {
     pub paths: Vec<PathBuf>,
     #[serde(default)]
     pub dry_run: bool,
+    /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
+    #[serde(default)]
+    pub dialog: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -30,9 +30,12 @@ pub const MAX_CLIENT_META_BYTES: usize = 16 * 1024 * 1024;
 pub enum CheckpointError {
     #[error("no checkpoint matches `{0}`")]
     Unknown(String),
-    #[error("`{prefix}` is ambiguous: it matches {count} checkpoints; give more digits")]
-    Ambiguous { prefix: String, count: usize },
-    #[error("invalid checkpoint id `{0}`: expected 4 to 40 hex digits")]
+    #[error("`{prefix}` is ambiguous: it matches {} checkpoints: {}; give more digits", candidates.len(), candidates.join(", "))]
+    Ambiguous {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    #[error("invalid checkpoint name `{0}`: expected an id (4 to 40 hex digits), a tag, `@` or `latest`, `@~N`, or `#SEQ`")]
     BadId(String),
     #[error("invalid dialog name `{0}`: use 1-100 characters from A-Z a-z 0-9 . _ -, not starting with . or -")]
     BadDialog(String),
@@ -615,13 +618,65 @@ impl Store {
         Ok(out)
     }
 
-    /// Resolves a full id or a unique prefix (at least 4 hex digits) to a checkpoint.
+    /// Resolves a checkpoint name: a full id or a unique prefix (at least 4 hex digits), a
+    /// tag, `@` or `latest` (the newest checkpoint), `@~N` (N before it) or `#SEQ`, the last
+    /// three in the dialog of the newest checkpoint.
     pub fn resolve(
         &self,
         repo: &gix::Repository,
         text: &str,
     ) -> Result<Checkpoint, CheckpointError> {
-        let t = text.trim().to_ascii_lowercase();
+        self.resolve_in(repo, text, None)
+    }
+
+    /// Like [`Store::resolve`], with `@`, `@~N` and `#SEQ` counted in `dialog` when given.
+    pub fn resolve_in(
+        &self,
+        repo: &gix::Repository,
+        text: &str,
+        dialog: Option<&str>,
+    ) -> Result<Checkpoint, CheckpointError> {
+        let name = text.trim();
+        let back = match name {
+            "@" | "latest" => Some(0),
+            _ => name
+                .strip_prefix("@~")
+                .map(|n| {
+                    n.parse::<usize>()
+                        .map_err(|_| CheckpointError::BadId(text.into()))
+                })
+                .transpose()?,
+        };
+        let seq = name
+            .strip_prefix('#')
+            .map(|n| {
+                n.parse::<u64>()
+                    .map_err(|_| CheckpointError::BadId(text.into()))
+            })
+            .transpose()?;
+        if back.is_some() || seq.is_some() {
+            let dialog = match dialog {
+                Some(d) => d.to_string(),
+                None => match self.list(repo, None)?.into_iter().next() {
+                    Some(newest) => newest.dialog,
+                    None => return Err(CheckpointError::Unknown(text.into())),
+                },
+            };
+            let chain = self.list(repo, Some(&dialog))?;
+            let found = match (back, seq) {
+                (Some(n), _) => chain.into_iter().nth(n),
+                (_, Some(seq)) => chain.into_iter().find(|c| c.seq == seq),
+                _ => None,
+            };
+            return found
+                .ok_or_else(|| CheckpointError::Unknown(format!("{text} (in dialog {dialog})")));
+        }
+        if validate_dialog(name).is_ok() {
+            if let Some(id) = self.ref_target(repo, &format!("{TAG_REFS}{name}"))? {
+                return self.checkpoint(repo, id);
+            }
+        }
+        let t = name.to_ascii_lowercase();
         if t.len() < 4 || t.len() > 40 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(CheckpointError::BadId(text.to_string()));
         }
@@ -635,9 +690,12 @@ impl Store {
         match matches.len() {
             0 => Err(CheckpointError::Unknown(text.to_string())),
             1 => Ok(matches.pop().expect("one match")),
-            count => Err(CheckpointError::Ambiguous {
+            _ => Err(CheckpointError::Ambiguous {
                 prefix: text.to_string(),
-                count,
+                candidates: matches
+                    .iter()
+                    .map(|c| format!("{} (#{} {} {})", &c.id[..12], c.seq, c.dialog, c.kind))
+                    .collect(),
             }),
         }
     }

@@ -503,3 +503,85 @@ fn human_output_scales_and_speaks_plainly() {
     let all = on_terminal(&env, &format!("restore --yes --verbose {b}"), "");
     assert!(stdout(&all).lines().count() > 120, "{}", stdout(&all));
 }
+
+/// Checkpoints by name: a tag, `@`/`latest`, `@~N`, `#SEQ` (in --dialog or the newest
+/// dialog); the human output says what a name stood for; an ambiguous prefix lists its
+/// candidates.
+#[test]
+fn checkpoints_can_be_named() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "1\n");
+    env.watch();
+    let one = env.checkpoint("one");
+    write(&p, "a.txt", "2\n");
+    let two = env.checkpoint("two");
+    write(&p, "a.txt", "3\n");
+    let three = env.checkpoint("three");
+    env.json(&["tag", &one, "before-agent"]);
+    for (name, want) in [
+        ("@", &three),
+        ("latest", &three),
+        ("@~1", &two),
+        ("@~2", &one),
+        ("#2", &two),
+        ("before-agent", &one),
+    ] {
+        assert_eq!(env.json(&["show", name])["id"], want.as_str(), "{name}");
+    }
+    let diff = env.json(&["diff", "@~1", "@"]);
+    assert_eq!(
+        (diff["from"].as_str(), diff["to"].as_str()),
+        (Some(two.as_str()), Some(three.as_str()))
+    );
+    let out = env.ckpt(&["diff", "@~1", "--stat"]);
+    assert!(
+        stderr(&out).contains(&format!("@~1 is {}", &two[..12])),
+        "{}",
+        stderr(&out)
+    );
+    // In another dialog, names count there.
+    env.json(&["checkpoint", "--dialog", "work", "-m", "w"]);
+    assert_eq!(
+        env.json(&["show", "#1", "--dialog", "work"])["kind"],
+        "initial"
+    );
+    assert_eq!(
+        env.json(&["show", "@~1", "--dialog", "default"])["id"],
+        two.as_str()
+    );
+    let r = env.json(&["restore", "--yes", "before-agent"]);
+    assert_eq!(r["restored_to"], one.as_str());
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "1\n");
+    for bad in ["@~9", "#99", "no-such-tag", "@~x"] {
+        let out = env.ckpt(&["show", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+    }
+}
+
+/// An ambiguous prefix lists its candidates, as git does.
+#[test]
+fn an_ambiguous_prefix_lists_the_candidates() {
+    let env = TestEnv::with_config("[retention]\nkeep = 100000\n");
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    let mut rpc = Rpc::connect(&env);
+    let mut seen: std::collections::HashMap<String, String> = Default::default();
+    let (first, second) = loop {
+        let c = rpc.call("checkpoint", serde_json::json!({ "project": env.proj() }));
+        let id = c["id"].as_str().unwrap().to_string();
+        if let Some(other) = seen.insert(id[..4].to_string(), id.clone()) {
+            break (other, id);
+        }
+        assert!(seen.len() < 5000, "no two ids shared a prefix");
+    };
+    let out = env.ckpt(&["--json", "show", &first[..4]]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["data"]["kind"], "ambiguous_checkpoint", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&first[..12]) && message.contains(&second[..12]),
+        "{message}"
+    );
+}

@@ -489,6 +489,6 @@ fn an_exported_bundle_clones_with_git() {
         env.ckpt(&["export", &second, &first, "--patch"])
             .status
             .code(),
-        Some(1)
+        Some(64)
     );
 }

@@ -152,7 +152,9 @@ pub(super) async fn show(daemon: &Arc<Daemon>, params: ShowParams) -> Reply {
         .run(move |_, opened| {
             let store = &opened.store;
             let repo = store.repo();
-            let mut c = store.resolve(&repo, &params.id).map_err(checkpoint_error)?;
+            let mut c = store
+                .resolve_in(&repo, &params.id, params.dialog.as_deref())
+                .map_err(checkpoint_error)?;
             store.load_meta(&repo, &mut c).map_err(checkpoint_error)?;
             store.annotate(&repo, std::slice::from_mut(&mut c)).map_err(checkpoint_error)?;
             let parent_tree = match &c.parent {
@@ -183,13 +185,17 @@ pub(super) async fn diff_method(daemon: &Arc<Daemon>, params: DiffParams) -> Rep
     project
         .run(move |project, opened| {
             let repo = opened.store.repo();
+            let dialog = params.dialog.as_deref();
             let from = opened
                 .store
-                .resolve(&repo, &params.from)
+                .resolve_in(&repo, &params.from, dialog)
                 .map_err(checkpoint_error)?;
             let (to_id, new_tree) = match &params.to {
                 Some(to) => {
-                    let to = opened.store.resolve(&repo, to).map_err(checkpoint_error)?;
+                    let to = opened
+                        .store
+                        .resolve_in(&repo, to, dialog)
+                        .map_err(checkpoint_error)?;
                     let tree = parse_id(&to.tree).map_err(store_error)?;
                     (Some(to.id), tree)
                 }

@@ -10,7 +10,7 @@ pub(super) async fn restore(daemon: &Arc<Daemon>, params: RestoreParams) -> Repl
             let repo = opened.store.repo();
             let target = opened
                 .store
-                .resolve(&repo, &params.id)
+                .resolve_in(&repo, &params.id, params.dialog.as_deref())
                 .map_err(checkpoint_error)?;
             restore_to(project, opened, &target, paths, params.dry_run, "restore")
         })
