@@ -235,6 +235,19 @@ impl Config {
                 message: "must be at least 1".into(),
             });
         }
+        // Each pattern must compile now, not when a project is first opened.
+        for pattern in self.exclusions.add.iter().chain(&self.exclusions.allow) {
+            let mut builder = ignore::gitignore::GitignoreBuilder::new("/");
+            if let Err(e) = builder
+                .add_line(None, pattern)
+                .and_then(|b| b.build().map(drop))
+            {
+                return Err(ConfigError::Value {
+                    key: "exclusions",
+                    message: format!("pattern {pattern:?} is not valid gitignore syntax: {e}"),
+                });
+            }
+        }
         for pattern in &self.exclusions.remove {
             if !crate::filter::BUILT_IN_EXCLUSIONS.contains(&pattern.as_str()) {
                 return Err(ConfigError::Value {

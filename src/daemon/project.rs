@@ -328,7 +328,7 @@ impl Project {
         // The data directory is never part of a project, even when it lives inside one.
         let hard = vec![self.data_dir.clone(), self.store_dir.clone()];
         let filter = Filter::new(&self.root, &self.config.exclusions, hard.clone())
-            .map_err(|e| RpcError::new(ErrorCode::InvalidParams, e.to_string()))?;
+            .map_err(|e| RpcError::new(ErrorCode::ConfigError, e.to_string()))?;
         let mut stale = load_stat_cache(&stat_cache_path(store.dir()));
         let repo = store.repo();
         if let Ok(Some(tree)) = store.ref_target(&repo, INDEX_REF) {
@@ -348,7 +348,7 @@ impl Project {
         let watcher = match ProjectWatcher::start_with(&self.root, Some(tap)) {
             Ok(w) => {
                 let pump_filter = Filter::new(&self.root, &self.config.exclusions, hard.clone())
-                    .map_err(|e| RpcError::new(ErrorCode::InvalidParams, e.to_string()))?;
+                    .map_err(|e| RpcError::new(ErrorCode::ConfigError, e.to_string()))?;
                 start_pump(
                     self.events.clone(),
                     tap_rx,

@@ -34,6 +34,9 @@ pub enum ErrorCode {
     DialogExists,
     UnknownEdit,
     TagExists,
+    NothingToUndo,
+    ConfigError,
+    IoError,
 }
 
 impl ErrorCode {
@@ -56,6 +59,9 @@ impl ErrorCode {
         ErrorCode::DialogExists,
         ErrorCode::UnknownEdit,
         ErrorCode::TagExists,
+        ErrorCode::NothingToUndo,
+        ErrorCode::ConfigError,
+        ErrorCode::IoError,
     ];
 
     pub fn code(self) -> i64 {
@@ -78,6 +84,9 @@ impl ErrorCode {
             ErrorCode::DialogExists => -32010,
             ErrorCode::UnknownEdit => -32011,
             ErrorCode::TagExists => -32012,
+            ErrorCode::NothingToUndo => -32013,
+            ErrorCode::ConfigError => -32014,
+            ErrorCode::IoError => -32015,
         }
     }
 
@@ -102,6 +111,9 @@ impl ErrorCode {
             ErrorCode::DialogExists => "dialog_exists",
             ErrorCode::UnknownEdit => "unknown_edit",
             ErrorCode::TagExists => "tag_exists",
+            ErrorCode::NothingToUndo => "nothing_to_undo",
+            ErrorCode::ConfigError => "config_error",
+            ErrorCode::IoError => "io_error",
         }
     }
 

@@ -75,44 +75,75 @@ fn a_live_daemon_is_never_displaced() {
 
 #[test]
 fn sigterm_lets_in_flight_work_finish() {
+    use std::io::{BufRead, Write};
     let mut env = TestEnv::new();
     let p = env.proj();
-    for i in 0..300 {
+    for i in 0..3000 {
         write(
             &p,
-            &format!("d{}/f{i}.txt", i % 10),
+            &format!("d{}/f{i}.txt", i % 30),
             &"content ".repeat(200),
         );
     }
     env.watch();
-    let mut cmd = Command::new(CKPT);
-    env.env(&mut cmd);
-    let child = cmd
-        .current_dir(&p)
-        .args(["--no-spawn", "--json", "checkpoint", "-m", "in flight"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    // The request is sent and the daemon has read it before SIGTERM: it is in flight.
+    let stream = std::os::unix::net::UnixStream::connect(&env.socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    std::thread::sleep(Duration::from_millis(30));
+    let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "checkpoint",
+        "params": {"project": p, "label": "in flight"}});
+    (&stream)
+        .write_all(format!("{request}\n").as_bytes())
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let plain = |log: String| {
+        let mut out = String::new();
+        let mut escape = false;
+        for ch in log.chars() {
+            match (escape, ch) {
+                (false, '\x1b') => escape = true,
+                (true, 'm') => escape = false,
+                (true, _) => {}
+                (false, c) => out.push(c),
+            }
+        }
+        out
+    };
+    while !plain(env.log()).contains("request method=checkpoint") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let daemon = env.daemon.as_ref().unwrap().id();
+    signal(daemon, "TERM");
+    let mut reply = String::new();
+    std::io::BufReader::new(&stream)
+        .read_line(&mut reply)
+        .unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&reply)
+        .unwrap_or_else(|e| panic!("the in-flight request was cut off ({e}): {reply:?}"));
+    let id = reply["result"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the in-flight request failed: {reply}"))
+        .to_string();
     let status = env.stop_daemon();
     assert!(status.success(), "ckptd exits 0 on SIGTERM");
-    let out = child.wait_with_output().unwrap();
-    // Either the request was accepted (and then it completed) or it arrived after the daemon
-    // stopped accepting; it is never cut off half way.
-    if out.status.success() {
-        let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        env.wait_for_socket_gone();
-        let store = env.data_dir().join("projects");
-        let store = std::fs::read_dir(store)
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
-        let listed = git_in(&store, &["log", "--all", "--format=%H"]);
-        assert!(listed.contains(c["id"].as_str().unwrap()));
-    }
+    env.wait_for_socket_gone();
+    let store = env.data_dir().join("projects");
+    let store = std::fs::read_dir(store)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let listed = git_in(&store, &["log", "--all", "--format=%H"]);
+    assert!(
+        listed.contains(&id),
+        "the acknowledged checkpoint is in the store"
+    );
     assert!(!env.socket.exists());
 }
 

@@ -410,3 +410,52 @@ fn a_storm_of_bad_requests_interleaved_with_good_ones() {
     let c = env.json(&["checkpoint", "-m", "after the storm"]);
     assert_eq!(c["seq"], 2);
 }
+
+/// Errors carry the code of what went wrong: nothing to undo is not an unknown checkpoint, a
+/// bundle that cannot be written is an I/O error, a bad exclusion pattern a config error
+/// found when the daemon starts.
+#[test]
+fn errors_are_filed_under_what_went_wrong() {
+    let env = TestEnv::new();
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    let id = env.checkpoint("a");
+    let kind = |args: &[&str]| -> String {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = env.ckpt(&all);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["error"]["data"]["kind"].as_str().unwrap().to_string()
+    };
+    assert_eq!(kind(&["undo", "--yes"]), "nothing_to_undo");
+    let nowhere = env.home.join("no/such/folder/x.bundle");
+    assert_eq!(
+        kind(&["export", &id, "--bundle", nowhere.to_str().unwrap()]),
+        "io_error"
+    );
+    let missing = env.home.join("missing.bundle");
+    assert_eq!(
+        kind(&["import", "--bundle", missing.to_str().unwrap()]),
+        "io_error"
+    );
+
+    let bad = TestEnv::without_daemon("[exclusions]\nadd = [\"src/{a,b\"]\n");
+    let mut cmd = std::process::Command::new(CKPTD);
+    bad.env(&mut cmd);
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let Some(status) = wait_timeout(&mut child, std::time::Duration::from_secs(20)) else {
+        let _ = child.kill();
+        panic!("ckptd started with an invalid exclusion pattern");
+    };
+    assert!(!status.success());
+    let err = stderr(&child.wait_with_output().unwrap());
+    assert!(
+        err.contains("exclusions") && err.contains("src/{a,b"),
+        "{err}"
+    );
+}

@@ -261,7 +261,7 @@ pub(super) async fn export_bundle(daemon: &Arc<Daemon>, params: ExportBundlePara
             }
             let objects = store
                 .export_bundle(&ids, &path, params.force)
-                .map_err(|e| RpcError::new(ErrorCode::InvalidParams, format!("cannot write the bundle: {e}")))?;
+                .map_err(|e| RpcError::new(ErrorCode::IoError, format!("cannot write the bundle: {e}")))?;
             Ok(json!({ "path": path, "checkpoints": ids.iter().map(|i| i.to_string()).collect::<Vec<_>>(), "objects": objects }))
         })
         .await
@@ -281,6 +281,7 @@ pub(super) async fn import_bundle(daemon: &Arc<Daemon>, params: ImportBundlePara
             let objects = store.import_bundle_objects(&path).map_err(|e| {
                 let code = match &e {
                     ImportError::Store(_) => ErrorCode::StoreError,
+                    ImportError::Read { .. } => ErrorCode::IoError,
                     _ => ErrorCode::InvalidParams,
                 };
                 RpcError::new(code, format!("cannot import {}: {e}", path.display()))

@@ -80,7 +80,7 @@ pub(super) async fn undo(daemon: &Arc<Daemon>, params: UndoParams) -> Reply {
                 .into_iter()
                 .find_map(|c| c.restore)
                 .ok_or_else(|| {
-                    RpcError::new(ErrorCode::UnknownCheckpoint, "there is no restore to undo")
+                    RpcError::new(ErrorCode::NothingToUndo, "there is no restore to undo")
                 })?;
             let target = opened
                 .store
