@@ -40,6 +40,8 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     let result = runtime.block_on(async {
+        let _data_lock = daemon::lock_data_dir(&paths.data_dir, &paths.socket)
+            .context("locking the data directory")?;
         let (listener, _guard) = daemon::bind(&paths.socket).context("binding the socket")?;
         tracing::info!(socket = %paths.socket.display(), data = %paths.data_dir.display(), pid = std::process::id(), "ckptd ready");
         let daemon = Arc::new(Daemon::new(config, paths));

@@ -25,7 +25,7 @@ use crate::config::{Config, Paths};
 pub use handlers::check_params;
 pub use project::Project;
 pub use server::run;
-pub use socket::{bind, BindError, SocketGuard};
+pub use socket::{bind, lock_data_dir, BindError, DataDirLock, SocketGuard};
 
 /// State shared by every connection.
 pub struct Daemon {

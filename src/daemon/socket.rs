@@ -14,6 +14,12 @@ use interprocess::os::unix::local_socket::ListenerOptionsExt;
 pub enum BindError {
     #[error("another ckptd is already serving {0}")]
     AlreadyRunning(PathBuf),
+    #[error("another ckptd (pid {pid}, socket {socket}) is using the data directory {data_dir}; talk to that one, or stop it first")]
+    DataDirTaken {
+        data_dir: PathBuf,
+        pid: String,
+        socket: String,
+    },
     #[error("cannot prepare socket directory {path}: {source}")]
     Dir {
         path: PathBuf,
@@ -24,6 +30,53 @@ pub enum BindError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// Holds the data directory's lock while the daemon runs: one daemon per set of stores.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: File,
+}
+
+/// Takes `<data_dir>/ckptd.pid`'s lock, or says which daemon holds it. Two daemons on the same
+/// stores (one started from a shell without `XDG_RUNTIME_DIR`, whose socket path differs)
+/// would race for every ref; the socket's own lock cannot see that, this one can.
+pub fn lock_data_dir(data_dir: &Path, socket: &Path) -> Result<DataDirLock, BindError> {
+    use std::io::{Read, Seek, Write};
+    let dir_err = |source| BindError::Dir {
+        path: data_dir.to_path_buf(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data_dir)
+        .map_err(dir_err)?;
+    let path = data_dir.join("ckptd.pid");
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(dir_err)?;
+    if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        let mut lines = holder.lines();
+        let (pid, other) = (lines.next().unwrap_or("?"), lines.next().unwrap_or("?"));
+        return Err(BindError::DataDirTaken {
+            data_dir: data_dir.to_path_buf(),
+            pid: pid.to_string(),
+            socket: other.to_string(),
+        });
+    }
+    let record = format!("{}\n{}\n", std::process::id(), socket.display());
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(record.as_bytes()))
+        .map_err(dir_err)?;
+    Ok(DataDirLock { _file: file })
 }
 
 /// Holds the lock file while the daemon runs; the socket file goes with the listener.

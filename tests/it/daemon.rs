@@ -290,3 +290,26 @@ fn a_corrupt_or_stale_stat_cache_never_changes_a_checkpoint() {
         "the corrupt cache is reported"
     );
 }
+
+/// A second daemon on the same data directory is refused even when its socket path differs
+/// (a shell without XDG_RUNTIME_DIR, say), naming the running one; the first keeps serving.
+#[test]
+fn a_second_daemon_on_the_same_data_is_refused() {
+    let env = TestEnv::new();
+    let first = env.daemon.as_ref().unwrap().id();
+    let mut cmd = Command::new(CKPTD);
+    env.env(&mut cmd);
+    cmd.env_remove("XDG_RUNTIME_DIR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut second = cmd.spawn().unwrap();
+    let Some(status) = wait_timeout(&mut second, Duration::from_secs(20)) else {
+        let _ = second.kill();
+        panic!("a second ckptd ran on the same data directory");
+    };
+    assert!(!status.success());
+    let err = stderr(&second.wait_with_output().unwrap());
+    assert!(err.contains(&format!("pid {first}")), "{err}");
+    assert!(err.contains(env.socket.to_str().unwrap()), "{err}");
+    env.assert_serving();
+}
