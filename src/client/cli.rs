@@ -319,7 +319,9 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
     };
     // Starting a daemon only to stop it would be silly.
     let spawn = !cli.no_spawn && !matches!(cli.command, Command::Shutdown);
-    let connect = || Connection::connect_or_spawn(&paths.socket, spawn, &paths.data_dir);
+    let default_socket = cli.socket.is_none() && config.socket.is_none();
+    let connect =
+        || Connection::connect_or_spawn(&paths.socket, spawn, &paths.data_dir, default_socket);
     let project = json!(wire(&base)?);
     match cli.command {
         Command::Watch { dir, force } => {

@@ -166,13 +166,24 @@ impl Connection {
     }
 
     /// Connects, starting `ckptd` in the background first if nobody answers and `spawn` is set.
+    /// When `socket` is only the default (not named by --socket or the configuration), the
+    /// daemon recorded in the data directory is tried before a new one is started.
     pub fn connect_or_spawn(
         socket: &Path,
         spawn: bool,
         log_dir: &Path,
+        default_socket: bool,
     ) -> Result<Connection, ClientError> {
         match Self::connect(socket) {
             Ok(c) => Ok(c),
+            // The daemon serving this data directory may listen elsewhere (it was started
+            // where XDG_RUNTIME_DIR was set, this client runs where it is not): it says where.
+            Err(ClientError::NoDaemon { .. })
+                if default_socket && running_elsewhere(socket, log_dir).is_some() =>
+            {
+                let elsewhere = running_elsewhere(socket, log_dir).expect("checked just above");
+                Self::connect(&elsewhere)
+            }
             Err(ClientError::NoDaemon { .. }) if spawn => {
                 let mut child = spawn_daemon(socket, log_dir)?;
                 let deadline = Instant::now() + Duration::from_secs(15);
@@ -252,6 +263,15 @@ impl Connection {
             }
         }
     }
+}
+
+/// The socket of the daemon that holds `data_dir`'s lock, when it is not `socket` and something
+/// answers there.
+fn running_elsewhere(socket: &Path, data_dir: &Path) -> Option<PathBuf> {
+    let record = crate::safe_io::read_small(&data_dir.join("ckptd.pid"), 4096)?;
+    let record = String::from_utf8(record).ok()?;
+    let other = PathBuf::from(record.lines().nth(1)?);
+    (other != socket && crate::daemon::socket::is_answering(&other)).then_some(other)
 }
 
 fn spawn_daemon(socket: &Path, log_dir: &Path) -> Result<std::process::Child, ClientError> {

@@ -71,6 +71,9 @@ pub fn lock_data_dir(data_dir: &Path, socket: &Path) -> Result<DataDirLock, Bind
             socket: other.to_string(),
         });
     }
+    // Private like everything else there (an older file may have been created looser).
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(dir_err)?;
     let record = format!("{}\n{}\n", std::process::id(), socket.display());
     file.set_len(0)
         .and_then(|()| file.rewind())

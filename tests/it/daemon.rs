@@ -69,7 +69,8 @@ fn a_live_daemon_is_never_displaced() {
     env.env(&mut cmd);
     let out = cmd.stdin(Stdio::null()).output().unwrap();
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("already"), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("another ckptd"), "{err}");
     env.assert_serving();
 }
 
@@ -312,4 +313,25 @@ fn a_second_daemon_on_the_same_data_is_refused() {
     assert!(err.contains(&format!("pid {first}")), "{err}");
     assert!(err.contains(env.socket.to_str().unwrap()), "{err}");
     env.assert_serving();
+}
+
+/// A client without XDG_RUNTIME_DIR finds the daemon that serves its data directory (which
+/// records its socket) instead of starting a second one.
+#[test]
+fn a_client_without_a_runtime_dir_finds_the_running_daemon() {
+    let env = TestEnv::new();
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let out = cmd
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir(env.proj())
+        .args(["--json", "checkpoint", "-m", "from ssh"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = env.json(&["status"]);
+    assert_eq!(status["pid"], env.daemon.as_ref().unwrap().id());
+    assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 1);
 }
