@@ -379,9 +379,18 @@ impl FileIndex {
         files: Vec<WalkEntry>,
         options: SnapshotOptions,
     ) -> Result<Vec<(Captured, i128)>, StoreError> {
+        if files.is_empty() {
+            // The usual case of a checkpoint with nothing changed: no folder to open.
+            return Ok(Vec::new());
+        }
         let read_at = now_ns();
         self.progress.start(2, files.len() as u64);
         let progress = &self.progress;
+        // Opened before the pack, so that failing to open it leaves no temporary pack behind.
+        let root_fd = crate::safe_io::open_dir(root).map_err(|source| StoreError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
         let pack = if options.write && files.len() >= PACK_THRESHOLD {
             Some(PackWriter::new(store.dir())?)
         } else {
@@ -395,10 +404,6 @@ impl FileIndex {
                 .min(8)
         };
         let chunk = files.len().div_ceil(threads).max(1);
-        let root_fd = crate::safe_io::open_dir(root).map_err(|source| StoreError::Io {
-            path: root.to_path_buf(),
-            source,
-        })?;
         let captured: Vec<Result<Vec<(Captured, i128)>, StoreError>> =
             std::thread::scope(|scope| {
                 let handles: Vec<_> = files

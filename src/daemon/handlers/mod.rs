@@ -370,12 +370,13 @@ async fn watch(daemon: &Arc<Daemon>, params: WatchParams) -> Reply {
                 format!("cannot watch {}: {e}", root.display()),
             )
         })?;
-    let (is_dir, data_dir) = {
+    let (is_dir, data_dir, danger) = {
         let (root, data_dir) = (root.clone(), daemon.paths.data_dir.clone());
         blocking(move || {
             (
                 root.is_dir(),
                 std::fs::canonicalize(&data_dir).unwrap_or(data_dir),
+                dangerous_root(&root),
             )
         })
         .await?
@@ -392,7 +393,7 @@ async fn watch(daemon: &Arc<Daemon>, params: WatchParams) -> Reply {
             "cannot watch ckpt's own data directory",
         ));
     }
-    let danger = dangerous_root(&root).filter(|_| !params.force);
+    let danger = danger.filter(|_| !params.force);
     let _registry = daemon.registry_lock.lock().await;
     let project = {
         let mut projects = daemon.projects.write().await;
