@@ -267,10 +267,10 @@ impl Config {
     }
 
     /// The retention of `root`'s dialogs (before any per-dialog `dialog keep`).
-    pub fn retention_for(&self, root: &Path) -> crate::store::retention::Retention {
+    pub fn retention_for(&self, root: &Path) -> crate::model::Retention {
         let project = self.projects.get(root);
-        let default = crate::store::retention::Retention::default();
-        crate::store::retention::Retention {
+        let default = crate::model::Retention::default();
+        crate::model::Retention {
             keep: project
                 .and_then(|p| p.keep)
                 .or(self.retention.keep)

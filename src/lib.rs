@@ -18,8 +18,10 @@
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod engine;
 pub mod filter;
 pub mod index;
+pub mod model;
 pub mod protocol;
 pub mod safe_io;
 pub mod store;

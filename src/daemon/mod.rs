@@ -2,15 +2,11 @@
 //!
 //! [`run`] takes a listener it is handed (so tests, and later systemd socket activation, can
 //! supply one) and a shutdown future. Each connection is a task; each request on it is a task,
-//! so requests can be pipelined. Store work runs on blocking threads behind one lock per
-//! project, so a project's operations are serialised while different projects proceed in
-//! parallel.
+//! so requests can be pipelined. Project work runs in the [engine](crate::engine), on blocking
+//! threads behind one owner per project, so a project's operations are serialised while
+//! different projects proceed in parallel.
 
-mod auto;
-mod edit;
-pub mod events;
 mod handlers;
-mod project;
 mod server;
 pub mod socket;
 
@@ -22,8 +18,9 @@ use std::time::Instant;
 use tokio::sync::RwLock;
 
 use crate::config::{Config, Paths};
-pub use handlers::check_params;
-pub use project::Project;
+use crate::engine::registry::load_registry;
+use crate::engine::Project;
+pub use handlers::{check_params, PANIC_METHOD};
 pub use server::run;
 pub use socket::{bind, lock_data_dir, BindError, DataDirLock, SocketGuard};
 
@@ -41,7 +38,7 @@ pub struct Daemon {
 impl Daemon {
     /// Loads the registered projects (their stores open lazily, on first use).
     pub fn new(config: Config, paths: Paths) -> Daemon {
-        let _ = *project::DAEMON_STARTED;
+        let _ = *crate::engine::project::DAEMON_STARTED;
         // Installs from before stores were private: tighten what is there.
         for dir in [paths.data_dir.clone(), paths.data_dir.join("projects")] {
             crate::safe_io::make_private(&dir, false);
@@ -49,7 +46,7 @@ impl Daemon {
         for file in ["projects.json", "ckptd.log"] {
             crate::safe_io::make_private(&paths.data_dir.join(file), false);
         }
-        let roots = project::load_registry(&paths.registry_file());
+        let roots = load_registry(&paths.registry_file());
         let projects = roots
             .into_iter()
             .map(|root| {
@@ -76,4 +73,12 @@ impl Daemon {
             .max_by_key(|(root, _)| root.as_os_str().len())
             .map(|(_, p)| p.clone())
     }
+}
+
+/// Whether test-only behaviour is on (`CKPTD_TEST_HOOKS=1` in ckptd's environment): the
+/// [`PANIC_METHOD`] method. Read once.
+pub(crate) fn test_hooks() -> bool {
+    static ON: std::sync::LazyLock<bool> =
+        std::sync::LazyLock::new(|| std::env::var_os("CKPTD_TEST_HOOKS").is_some_and(|v| v == "1"));
+    *ON
 }

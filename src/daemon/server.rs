@@ -112,7 +112,7 @@ pub async fn run(daemon: Arc<Daemon>, listener: Listener, shutdown: impl Future<
             let project = project.clone();
             tokio::spawn(async move {
                 if let Err(e) = project.run(|_, _| Ok(())).await {
-                    tracing::warn!(root = %project.root.display(), error = %e.message, "cannot open the project");
+                    tracing::warn!(root = %project.root.display(), error = %e, "cannot open the project");
                 }
             });
         }

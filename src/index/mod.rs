@@ -21,7 +21,7 @@ use gix::objs::tree::{Entry, EntryKind};
 use gix::ObjectId;
 
 use crate::filter::{join_rel, rel_to_abs, split_parent, Filter, RulesCache, WalkEntry};
-use crate::store::checkpoint::SkippedFile;
+use crate::model::{SkipReason, SkippedFile};
 use crate::store::diff::within;
 use crate::store::pack::PackWriter;
 use crate::store::snapshot::{capture, Captured, FileState, SnapshotOptions};
@@ -102,7 +102,7 @@ impl Progress {
 #[derive(Debug, Default)]
 pub struct FileIndex {
     root: DirNode,
-    skipped: BTreeMap<BString, String>,
+    skipped: BTreeMap<BString, (SkipReason, String)>,
     racy: BTreeSet<BString>,
     repos: BTreeSet<BString>,
     rules: RulesCache,
@@ -358,7 +358,7 @@ impl FileIndex {
             }
         }
         for skip in walk.skips {
-            self.note_skip(skip.rel, skip.reason);
+            self.note_skip(skip.rel, (SkipReason::Unreadable, skip.reason));
         }
         remove_litter(filter.root(), &walk.litter);
         self.repos.extend(walk.repos);
@@ -469,16 +469,16 @@ impl FileIndex {
             Captured::Skipped(skip) => {
                 let rel = BString::from(skip.path.as_str());
                 self.remove(rel.as_bstr());
-                self.note_skip(rel, skip.reason);
+                self.note_skip(rel, (skip.reason_code, skip.reason));
             }
             Captured::Vanished(rel) => self.remove(rel.as_bstr()),
         }
     }
 
     /// Remembers that `rel` exists but cannot be captured; logged when it starts.
-    fn note_skip(&mut self, rel: BString, reason: String) {
+    fn note_skip(&mut self, rel: BString, reason: (SkipReason, String)) {
         if self.skipped.get(&rel) != Some(&reason) {
-            tracing::warn!(path = %rel, reason = %reason, "skipped while taking a snapshot");
+            tracing::warn!(path = %rel, reason = %reason.1, "skipped while taking a snapshot");
         }
         self.skipped.insert(rel, reason);
     }
@@ -551,7 +551,7 @@ impl FileIndex {
     pub fn skipped(&self) -> Vec<SkippedFile> {
         self.skipped
             .iter()
-            .map(|(p, r)| SkippedFile::new(p.to_str_lossy(), r.clone()))
+            .map(|(p, (code, why))| SkippedFile::new(p.to_str_lossy(), *code, why.clone()))
             .collect()
     }
 

@@ -4,6 +4,7 @@
 
 pub mod framing;
 pub mod methods;
+pub mod results;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::snapshot::{read_tree, FileState};
 use super::treediff::{diff_trees, TreeChange};
 use super::{signature, Store, StoreError};
+use crate::model::{CheckpointId, Kind, SkippedFile};
 
 /// Commit header that carries a checkpoint's structured metadata.
 const HEADER: &str = "ckpt";
@@ -53,22 +54,6 @@ pub enum CheckpointError {
     Store(#[from] StoreError),
 }
 
-/// A path that a snapshot or a restore had to leave alone, and why.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct SkippedFile {
-    pub path: String,
-    pub reason: String,
-}
-
-impl SkippedFile {
-    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> SkippedFile {
-        SkippedFile {
-            path: path.into(),
-            reason: reason.into(),
-        }
-    }
-}
-
 /// The structured part of a checkpoint, stored in the `ckpt` commit header.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Header {
@@ -77,7 +62,7 @@ struct Header {
     seq: u64,
     #[serde(default = "first_session")]
     session: u64,
-    kind: String,
+    kind: Kind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     message_id: Option<String>,
     created_at: String,
@@ -99,15 +84,12 @@ fn first_session() -> u64 {
     1
 }
 
-/// Kinds of checkpoint that end their session: the next checkpoint starts a new one.
-pub const SESSION_ENDS: &[&str] = &["approved", "reset"];
-
 /// What a `restore` checkpoint links: the checkpoint restored to, and the `pre-restore`
 /// checkpoint that undoes it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RestoreLink {
-    pub restored_to: String,
-    pub undo: String,
+    pub restored_to: CheckpointId,
+    pub undo: CheckpointId,
 }
 
 /// Where an `imported` checkpoint came from: a commit of a bundle, either another store's
@@ -129,16 +111,16 @@ pub struct Imported {
 }
 
 /// A checkpoint as read back from the store.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Checkpoint {
-    pub id: String,
-    pub parent: Option<String>,
+    pub id: CheckpointId,
+    pub parent: Option<CheckpointId>,
     pub tree: String,
     pub dialog: String,
     pub seq: u64,
     /// The session of the dialog this checkpoint belongs to (1, 2, ...).
     pub session: u64,
-    pub kind: String,
+    pub kind: Kind,
     pub label: String,
     pub message_id: Option<String>,
     pub created_at: String,
@@ -148,19 +130,19 @@ pub struct Checkpoint {
     pub deleted: u64,
     pub skipped: Vec<SkippedFile>,
     /// Names given with `tag`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     /// Text attached with `note` (several notes, one per line).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
     /// For a `restore` checkpoint: what it restored to and how to undo it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreLink>,
     /// For an `imported` checkpoint: its origin.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported: Option<Imported>,
     /// Client metadata (JSON), when asked for and present.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
     #[serde(skip)]
     meta_blob: Option<ObjectId>,
@@ -170,7 +152,7 @@ pub struct Checkpoint {
 #[derive(Debug, Clone)]
 pub struct NewCheckpoint {
     pub dialog: String,
-    pub kind: String,
+    pub kind: Kind,
     pub label: String,
     pub message_id: Option<String>,
     pub meta: Option<serde_json::Value>,
@@ -180,10 +162,10 @@ pub struct NewCheckpoint {
 
 impl NewCheckpoint {
     /// A checkpoint of `kind` on `dialog` with `label`, no message id, metadata or restore link.
-    pub fn new(dialog: impl Into<String>, kind: &str, label: impl Into<String>) -> NewCheckpoint {
+    pub fn new(dialog: impl Into<String>, kind: Kind, label: impl Into<String>) -> NewCheckpoint {
         NewCheckpoint {
             dialog: dialog.into(),
-            kind: kind.to_string(),
+            kind,
             label: label.into(),
             message_id: None,
             meta: None,
@@ -259,10 +241,10 @@ impl Store {
             v: 1,
             dialog: new.dialog.clone(),
             seq: parent.as_ref().map_or(1, |p| p.seq + 1),
-            session: parent.as_ref().map_or(1, |p| {
-                p.session + u64::from(SESSION_ENDS.contains(&p.kind.as_str()))
-            }),
-            kind: new.kind.clone(),
+            session: parent
+                .as_ref()
+                .map_or(1, |p| p.session + u64::from(p.kind.ends_session())),
+            kind: new.kind,
             message_id: new.message_id.clone(),
             created_at: rfc3339_millis(created_at),
             files,
@@ -348,9 +330,9 @@ impl Store {
             Some((_, body)) => body.strip_suffix('\n').unwrap_or(body).to_string(),
             None => String::new(),
         };
-        let parent = decoded.parents().next().map(|p| p.to_string());
+        let parent = decoded.parents().next().map(CheckpointId::from);
         let checkpoint = Checkpoint {
-            id: id.to_string(),
+            id: id.into(),
             parent,
             tree: decoded.tree().to_string(),
             dialog: header.dialog,
@@ -421,7 +403,7 @@ impl Store {
     ) -> Result<(), CheckpointError> {
         let name = format!("{APPROVED_REFS}{}", checkpoint.dialog);
         let previous = self.ref_target(repo, &name)?;
-        let id = parse_id(&checkpoint.id)?;
+        let id = checkpoint.id.object_id();
         self.update_ref(repo, &name, previous, id, "ckpt: approved")?;
         self.sync()?;
         Ok(())
@@ -439,7 +421,7 @@ impl Store {
         if self.ref_target(repo, &name)?.is_some() {
             return Err(CheckpointError::TagExists(tag.to_string()));
         }
-        self.update_ref(repo, &name, None, parse_id(&checkpoint.id)?, "ckpt: tag")?;
+        self.update_ref(repo, &name, None, checkpoint.id.object_id(), "ckpt: tag")?;
         Ok(())
     }
 
@@ -482,13 +464,13 @@ impl Store {
         let notes: HashMap<String, ObjectId> =
             self.refs_under(repo, NOTE_REFS)?.into_iter().collect();
         for c in checkpoints.iter_mut() {
-            let id = parse_id(&c.id)?;
+            let id = c.id.object_id();
             c.tags = tags
                 .iter()
                 .filter(|(_, t)| *t == id)
                 .map(|(n, _)| n.clone())
                 .collect();
-            if let Some(blob) = notes.get(&c.id) {
+            if let Some(blob) = notes.get(&c.id.to_string()) {
                 let data = repo
                     .find_object(*blob)
                     .map_err(|e| StoreError::git("reading notes", e))?
@@ -607,7 +589,7 @@ impl Store {
                     };
                     next = match shallow.contains(&id) {
                         true => None,
-                        false => c.parent.as_deref().map(parse_id).transpose()?,
+                        false => c.parent.map(|p| p.object_id()),
                     };
                     chain.push(c);
                 }
@@ -683,7 +665,7 @@ impl Store {
         let mut seen = HashSet::new();
         let mut matches = Vec::new();
         for c in self.list(repo, None)? {
-            if c.id.starts_with(&t) && seen.insert(c.id.clone()) {
+            if c.id.to_string().starts_with(&t) && seen.insert(c.id) {
                 matches.push(c);
             }
         }
@@ -694,7 +676,7 @@ impl Store {
                 prefix: text.to_string(),
                 candidates: matches
                     .iter()
-                    .map(|c| format!("{} (#{} {} {})", &c.id[..12], c.seq, c.dialog, c.kind))
+                    .map(|c| format!("{} (#{} {} {})", c.id.short(), c.seq, c.dialog, c.kind))
                     .collect(),
             }),
         }

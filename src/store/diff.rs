@@ -3,14 +3,14 @@
 
 use gix::bstr::{BString, ByteSlice};
 use gix::objs::tree::EntryKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::snapshot::FileState;
 use super::treediff::TreeChange;
 use super::StoreError;
 
 /// How a path changed.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeStatus {
     Added,
@@ -22,24 +22,24 @@ pub enum ChangeStatus {
     TypeChanged,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileChange {
     pub path: String,
     pub status: ChangeStatus,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub old_mode: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_mode: Option<String>,
     pub binary: bool,
     pub lines_added: u64,
     pub lines_removed: u64,
 }
 
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DiffResult {
     pub files: Vec<FileChange>,
     /// The unified diff, when asked for.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<String>,
 }
 

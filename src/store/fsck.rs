@@ -22,7 +22,7 @@ use super::{Store, StoreError};
 const MAX_LISTED: usize = 100;
 
 /// What `fsck` found (and, with `repair`, did).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct FsckReport {
     /// Objects read (every object some ref reaches).
     pub objects: usize,
@@ -35,14 +35,14 @@ pub struct FsckReport {
     pub affected: Vec<Affected>,
     pub affected_count: usize,
     /// With `repair`: objects salvaged from damaged packs, refs set aside, where things went.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair: Option<Repair>,
     /// Every unreadable object (the daemon reads again the files that named one).
     #[serde(skip)]
     pub unreadable_ids: HashSet<ObjectId>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Affected {
     pub id: String,
     /// The ref through which it was reached.
@@ -51,7 +51,7 @@ pub struct Affected {
     pub missing: usize,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Repair {
     pub salvaged: usize,
     pub packs_set_aside: Vec<String>,

@@ -18,7 +18,7 @@ use super::retention::write_atomically;
 use super::{Store, StoreError};
 
 /// What a gc did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct GcReport {
     /// Objects kept (all now in one pack).
     pub objects: usize,

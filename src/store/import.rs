@@ -18,7 +18,8 @@ use gix::ObjectId;
 
 use super::checkpoint::rfc3339_millis;
 use super::error_chain;
-use super::{CheckpointError, Imported, SkippedFile, Store, StoreError};
+use super::{CheckpointError, Imported, Store, StoreError};
+use crate::model::SkippedFile;
 
 /// Longest header accepted (git writes a line per ref; this allows ~100,000 refs).
 const MAX_HEADER_BYTES: usize = 16 * 1024 * 1024;
@@ -428,7 +429,7 @@ pub struct Candidate {
 }
 
 /// A ref of a bundle that will not become a checkpoint, and why.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct NotImported {
     pub from: String,
     pub ref_name: String,
@@ -449,9 +450,9 @@ impl Store {
         let mut imported_before = HashMap::new();
         for c in self.list(repo, None)? {
             if let Some(i) = &c.imported {
-                imported_before.insert(i.from.clone(), c.id.clone());
+                imported_before.insert(i.from.clone(), c.id);
             }
-            present.insert(c.id);
+            present.insert(c.id.to_string());
         }
         // One candidate per commit; HEAD only when nothing else names it.
         let mut refs: Vec<&(ObjectId, String)> =
@@ -487,7 +488,7 @@ impl Store {
                 continue;
             }
             if let Some(existing) = imported_before.get(&from) {
-                left.push(skip(format!("imported before as {}", &existing[..12])));
+                left.push(skip(format!("imported before as {}", existing.short())));
                 continue;
             }
             let tree = commit
@@ -512,7 +513,7 @@ impl Store {
                         skipped: c.skipped,
                         imported: Imported {
                             from,
-                            kind: c.kind,
+                            kind: c.kind.to_string(),
                             created_at: c.created_at,
                             dialog: Some(c.dialog),
                             ref_name: Some(ref_name.clone()),

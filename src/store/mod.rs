@@ -14,7 +14,6 @@ pub mod fsck;
 pub mod gc;
 pub mod import;
 pub mod pack;
-pub mod restore;
 pub mod retention;
 pub mod snapshot;
 pub mod treediff;
@@ -25,10 +24,7 @@ use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 use gix::refs::Target;
 use gix::ObjectId;
 
-pub use checkpoint::{
-    Checkpoint, CheckpointError, Imported, NewCheckpoint, RestoreLink, SkippedFile,
-};
-pub use restore::{RestoreError, RestoreOptions, RestoreReport};
+pub use checkpoint::{Checkpoint, CheckpointError, Imported, NewCheckpoint, RestoreLink};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotOptions};
 
 /// The dialog used when a client names none.
@@ -40,8 +36,12 @@ pub enum StoreError {
     Init { path: PathBuf, message: String },
     #[error("cannot open store at {path}: {message}")]
     Open { path: PathBuf, message: String },
-    #[error("store {what} failed: {message}")]
-    Git { what: &'static str, message: String },
+    #[error("store {what} failed: {}", error_chain(.source.as_ref()))]
+    Git {
+        what: &'static str,
+        /// The gix error, kept whole (its chain names the real cause).
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("store I/O on {path}: {source}")]
     Io {
         path: PathBuf,
@@ -54,10 +54,13 @@ pub enum StoreError {
 impl StoreError {
     /// A git-level failure of `what`, with the whole chain of causes in the message (gix
     /// wraps the I/O error that names the real cause, e.g. "No space left on device").
-    pub(crate) fn git(what: &'static str, err: impl std::error::Error) -> StoreError {
+    pub(crate) fn git(
+        what: &'static str,
+        err: impl std::error::Error + Send + Sync + 'static,
+    ) -> StoreError {
         StoreError::Git {
             what,
-            message: error_chain(&err),
+            source: Box::new(err),
         }
     }
 }

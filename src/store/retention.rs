@@ -17,35 +17,13 @@ use serde::{Deserialize, Serialize};
 
 use super::checkpoint::{parse_id, Checkpoint, CheckpointError, KEPT_REFS};
 use super::{Store, StoreError};
-
-/// Default number of checkpoints kept in a dialog's active session.
-pub const DEFAULT_KEEP: usize = 50;
-/// Default number of automatic checkpoints kept.
-pub const DEFAULT_AUTO_KEEP: usize = 20;
-
-/// How many checkpoints of a dialog to keep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Retention {
-    /// Checkpoints (other than automatic ones) kept in each dialog, newest first.
-    pub keep: usize,
-    /// Automatic checkpoints kept, newest first, whatever their session.
-    pub auto_keep: usize,
-}
-
-impl Default for Retention {
-    fn default() -> Retention {
-        Retention {
-            keep: DEFAULT_KEEP,
-            auto_keep: DEFAULT_AUTO_KEEP,
-        }
-    }
-}
+use crate::model::{CheckpointId, Kind, Retention};
 
 /// What a prune did (or, with `dry_run`, would do).
-#[derive(Debug, Default, Clone, Serialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct PruneReport {
     /// Checkpoints cut from their timelines (their objects go at the next gc).
-    pub pruned: Vec<String>,
+    pub pruned: Vec<CheckpointId>,
     /// The same checkpoints, described: what a person needs to see what went.
     pub pruned_checkpoints: Vec<PrunedCheckpoint>,
     /// Checkpoints that remain in the pruned dialogs.
@@ -53,12 +31,12 @@ pub struct PruneReport {
     pub dry_run: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PrunedCheckpoint {
-    pub id: String,
+    pub id: CheckpointId,
     pub dialog: String,
     pub seq: u64,
-    pub kind: String,
+    pub kind: Kind,
     pub created_at: String,
     /// The first line of the label.
     pub label: String,
@@ -147,15 +125,17 @@ impl Store {
         dry_run: bool,
     ) -> Result<PruneReport, CheckpointError> {
         let chains = self.chains(repo, dialog)?;
-        let mut keep: HashSet<String> = HashSet::new();
+        let mut keep: HashSet<CheckpointId> = HashSet::new();
         for (_, id) in self.refs_under(repo, super::checkpoint::TAG_REFS)? {
-            keep.insert(id.to_string());
+            keep.insert(id.into());
         }
         for (id, _) in self.refs_under(repo, super::checkpoint::NOTE_REFS)? {
-            keep.insert(id);
+            if let Ok(id) = id.parse() {
+                keep.insert(id);
+            }
         }
         for (_, id) in self.refs_under(repo, super::checkpoint::APPROVED_REFS)? {
-            keep.insert(id.to_string());
+            keep.insert(id.into());
         }
         for (name, chain) in &chains {
             keep.extend(kept_by_policy(chain, retention(name)));
@@ -174,12 +154,12 @@ impl Store {
             let mut previous: Option<&Checkpoint> = None;
             for c in chain {
                 if !keep.contains(&c.id) {
-                    report.pruned.push(c.id.clone());
+                    report.pruned.push(c.id);
                     report.pruned_checkpoints.push(PrunedCheckpoint {
-                        id: c.id.clone(),
+                        id: c.id,
                         dialog: c.dialog.clone(),
                         seq: c.seq,
-                        kind: c.kind.clone(),
+                        kind: c.kind,
                         created_at: c.created_at.clone(),
                         label: c.label.lines().next().unwrap_or("").to_string(),
                     });
@@ -187,8 +167,8 @@ impl Store {
                     continue;
                 }
                 report.kept += 1;
-                let continues = previous.is_some_and(|p| c.parent.as_deref() == Some(&p.id))
-                    && !shallow.contains(&parse_id(&c.id)?);
+                let continues = previous.is_some_and(|p| c.parent == Some(p.id))
+                    && !shallow.contains(&c.id.object_id());
                 match runs.last_mut() {
                     Some(run) if continues => run.push(c),
                     _ => runs.push(vec![c]),
@@ -198,7 +178,7 @@ impl Store {
             for (i, run) in runs.iter().enumerate() {
                 let oldest = run[0];
                 if oldest.parent.is_some() {
-                    new_shallow.push(parse_id(&oldest.id)?);
+                    new_shallow.push(oldest.id.object_id());
                 }
                 if i + 1 < runs.len() {
                     let newest = run[run.len() - 1];
@@ -240,36 +220,36 @@ impl Store {
 }
 
 /// The ids `retention` keeps in one dialog's chain (oldest first).
-fn kept_by_policy(chain: &[Checkpoint], retention: Retention) -> HashSet<String> {
+fn kept_by_policy(chain: &[Checkpoint], retention: Retention) -> HashSet<CheckpointId> {
     let mut keep = HashSet::new();
     let (Some(oldest), Some(newest)) = (chain.first(), chain.last()) else {
         return keep;
     };
-    keep.insert(oldest.id.clone());
-    keep.insert(newest.id.clone());
+    keep.insert(oldest.id);
+    keep.insert(newest.id);
     // The newest `keep` of the dialog whatever their session: approving a session must not
     // make its history disappear at the next prune.
     let mut in_session = 0;
     let mut autos = 0;
     let mut newest_restore = None;
     for c in chain.iter().rev() {
-        if c.kind == "approved" {
-            keep.insert(c.id.clone());
+        if c.kind == Kind::Approved {
+            keep.insert(c.id);
         }
-        if c.kind == "auto" {
+        if c.kind == Kind::Auto {
             autos += 1;
             if autos <= retention.auto_keep {
-                keep.insert(c.id.clone());
+                keep.insert(c.id);
             }
         } else {
             in_session += 1;
             if in_session <= retention.keep {
-                keep.insert(c.id.clone());
+                keep.insert(c.id);
             }
         }
         if newest_restore.is_none() {
             if let Some(link) = &c.restore {
-                newest_restore = Some((c.id.clone(), link.undo.clone()));
+                newest_restore = Some((c.id, link.undo));
             }
         }
     }

@@ -14,10 +14,10 @@ use gix::ObjectId;
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use super::checkpoint::SkippedFile;
 use super::pack::PackWriter;
 use super::{Store, StoreError};
 use crate::filter::{split_parent, Filter, WalkEntry};
+use crate::model::{SkipReason, SkippedFile};
 use crate::safe_io::{open_beneath, open_dir, read_link_beneath, read_stable, StableRead};
 
 #[derive(Debug, thiserror::Error)]
@@ -68,9 +68,11 @@ impl Snapshot {
         let entries = walk.files;
         let mut snapshot = Snapshot::default();
         for skip in walk.skips {
-            snapshot
-                .skipped
-                .push(SkippedFile::new(skip.rel.to_string(), skip.reason));
+            snapshot.skipped.push(SkippedFile::new(
+                skip.rel.to_string(),
+                SkipReason::Unreadable,
+                skip.reason,
+            ));
         }
 
         let root = open_dir(filter.root()).map_err(|source| SnapshotError::Root {
@@ -149,18 +151,24 @@ pub(crate) fn capture(
     options: SnapshotOptions,
     pack: Option<&PackWriter>,
 ) -> Result<Captured, StoreError> {
-    let skip = |reason: String| {
+    let skip = |(code, reason): (SkipReason, String)| {
         Ok(Captured::Skipped(SkippedFile::new(
             entry.rel.to_string(),
+            code,
             reason,
         )))
+    };
+    let unreadable = |why: String| (SkipReason::Unreadable, why);
+    let special = || {
+        let why = "not a regular file or symlink (socket, fifo or device)";
+        (SkipReason::SpecialFile, why.to_string())
     };
     let vanished = || Ok(Captured::Vanished(entry.rel.clone()));
     let (kind, data, stat) = if entry.file_type.is_symlink() {
         match read_link_beneath(root, &entry.rel) {
             Ok(target) => (EntryKind::Link, target, entry.stat),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return vanished(),
-            Err(e) => return skip(format!("cannot read symlink: {e}")),
+            Err(e) => return skip(unreadable(format!("cannot read symlink: {e}"))),
         }
     } else if entry.file_type.is_file() {
         if entry.stat.size > options.max_file_size {
@@ -184,7 +192,7 @@ pub(crate) fn capture(
                     Err(_) => vanished(),
                 };
             }
-            Err(e) => return skip(format!("cannot read: {e}")),
+            Err(e) => return skip(unreadable(format!("cannot read: {e}"))),
         };
         match read_stable(&file, options.max_file_size) {
             Ok(StableRead::Data { data, stat }) => {
@@ -200,14 +208,14 @@ pub(crate) fn capture(
             Ok(StableRead::NotRegular) if file.metadata().is_ok_and(|m| m.is_dir()) => {
                 return vanished()
             }
-            Ok(StableRead::NotRegular) => {
-                return skip("not a regular file or symlink (socket, fifo or device)".into())
+            Ok(StableRead::NotRegular) => return skip(special()),
+            Ok(StableRead::Changing) => {
+                return skip((SkipReason::Changing, CHANGING_WHILE_READ.into()))
             }
-            Ok(StableRead::Changing) => return skip(CHANGING_WHILE_READ.into()),
-            Err(e) => return skip(format!("cannot read: {e}")),
+            Err(e) => return skip(unreadable(format!("cannot read: {e}"))),
         }
     } else {
-        return skip("not a regular file or symlink (socket, fifo or device)".into());
+        return skip(special());
     };
     store_captured(repo, entry, kind, data, stat, options, pack)
 }
@@ -216,8 +224,9 @@ pub(crate) fn capture(
 pub const CHANGING_WHILE_READ: &str =
     "changing while read: it was rewritten during every attempt to read one version of it";
 
-fn too_large(size: u64, max: u64) -> String {
-    format!("larger than max_file_size ({size} > {max} bytes)")
+fn too_large(size: u64, max: u64) -> (SkipReason, String) {
+    let why = format!("larger than max_file_size ({size} > {max} bytes)");
+    (SkipReason::TooLarge, why)
 }
 
 /// Hashes `data` and writes it (unless the store has it): a failure to store is an error of

@@ -155,11 +155,11 @@ impl ProjectWatcher {
         WatchHandle(Arc::downgrade(&self.watcher))
     }
 
-    /// `watching`, or `degraded: <why>`.
-    pub fn mode(&self) -> String {
+    /// Watching, or degraded (and why).
+    pub fn mode(&self) -> crate::model::WatchMode {
         match &self.degraded {
-            None => "watching".into(),
-            Some(why) => format!("degraded: {why}"),
+            None => crate::model::WatchMode::Watching,
+            Some(why) => crate::model::WatchMode::Degraded(why.clone()),
         }
     }
 

@@ -1,22 +1,22 @@
-//! One registered project: its root, its store, and the lock that serialises its work.
-//! Also the registry file (`projects.json` in the data dir) that makes registrations survive
-//! daemon restarts.
+//! One registered project: its root, its store, and the one owner of its state (a lock taken
+//! by every operation, which then runs on a blocking thread).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use gix::bstr::BString;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use super::events::{start_pump, Events};
+use super::{Error, Result};
 use crate::config::{Config, Paths};
 use crate::filter::Filter;
 use crate::index::{
     load_stat_cache, save_stat_cache, stat_cache_path, FileIndex, Progress, RefreshOutcome,
 };
-use crate::protocol::{ErrorCode, RpcError};
-use crate::store::retention::Retention;
+use crate::model::{Retention, WatchMode};
 use crate::store::SnapshotOptions;
 use crate::store::Store;
 use crate::watch::{Changes, ProjectWatcher, Tap};
@@ -39,7 +39,7 @@ impl Opened {
     /// Brings the index up to date with the disk: syncs with the watcher (every write that
     /// completed before now is seen) and refreshes what changed, or verifies everything by stat
     /// when the watcher cannot vouch for the dirty set.
-    pub fn prepare(&mut self, project: &Project) -> Result<RefreshOutcome, RpcError> {
+    pub fn prepare(&mut self, project: &Project) -> Result<RefreshOutcome> {
         if let Some(root) = self.index.last_root() {
             if !self.store.repo().has_object(root) {
                 // Someone removed objects the index vouches for (e.g. `git gc` after a dialog
@@ -86,13 +86,13 @@ impl Opened {
                 // stat, which re-reads every file the index does not vouch for.
                 self.index.invalidate_all();
                 tracing::error!(root = %project.root.display(), error = %e, "reading changes failed; the next checkpoint verifies every file");
-                return Err(RpcError::new(ErrorCode::StoreError, e.to_string()));
+                return Err(e.into());
             }
         };
         let mode = self
             .watcher
             .as_ref()
-            .map_or_else(|| "polling".to_string(), ProjectWatcher::mode);
+            .map_or(WatchMode::Polling, ProjectWatcher::mode);
         *project.mode.lock().expect("mode lock poisoned") = mode;
         if outcome.full {
             tracing::info!(root = %project.root.display(), hashed = outcome.hashed, "verified the whole project");
@@ -101,13 +101,10 @@ impl Opened {
     }
 
     /// The tree of the project as it is now (after [`Opened::prepare`]), written to the store.
-    pub fn current_tree(&mut self, project: &Project) -> Result<gix::ObjectId, RpcError> {
+    pub fn current_tree(&mut self, project: &Project) -> Result<gix::ObjectId> {
         self.prepare(project)?;
         let repo = self.store.repo();
-        let tree = self
-            .index
-            .write_tree(&repo)
-            .map_err(|e| RpcError::new(ErrorCode::StoreError, e.to_string()))?;
+        let tree = self.index.write_tree(&repo)?;
         project.events.set_baseline(tree);
         Ok(tree)
     }
@@ -159,8 +156,8 @@ impl Opened {
     }
 }
 
-/// When this process started (first asked for by [`Daemon::new`](super::Daemon::new)).
-pub(crate) static DAEMON_STARTED: std::sync::LazyLock<std::time::SystemTime> =
+/// When this process started (first asked for by the daemon, at its start).
+pub static DAEMON_STARTED: std::sync::LazyLock<std::time::SystemTime> =
     std::sync::LazyLock::new(std::time::SystemTime::now);
 
 /// Keeps the tree the saved stat cache describes reachable.
@@ -172,8 +169,8 @@ pub struct Project {
     config: Config,
     data_dir: PathBuf,
     state: Arc<tokio::sync::Mutex<Option<Opened>>>,
-    /// How changes are found: `watching`, `degraded: <why>`, `polling` (read without the lock).
-    pub mode: std::sync::Mutex<String>,
+    /// How changes are found (read without the lock).
+    pub mode: std::sync::Mutex<WatchMode>,
     /// How far a long refresh has come (read without the lock).
     pub progress: Arc<Progress>,
     /// Open edit transactions.
@@ -195,7 +192,7 @@ impl Project {
             config: config.clone(),
             data_dir: paths.data_dir.clone(),
             state: Arc::new(tokio::sync::Mutex::new(None)),
-            mode: std::sync::Mutex::new("not opened yet".into()),
+            mode: std::sync::Mutex::new(WatchMode::NotOpened),
             progress: Arc::default(),
             edits: std::sync::Mutex::default(),
             events: Arc::new(Events::new(root_for_events)),
@@ -222,53 +219,71 @@ impl Project {
         self.config.max_file_size()
     }
 
+    /// How the project finds changes now.
+    pub fn mode(&self) -> WatchMode {
+        self.mode.lock().expect("mode lock poisoned").clone()
+    }
+
+    /// Converts request paths (absolute, or relative to the root) into tree paths; a path
+    /// outside the project is refused.
+    pub fn tree_paths(&self, paths: &[PathBuf]) -> Result<Vec<BString>> {
+        paths
+            .iter()
+            .map(|p| {
+                let abs = normalize(&self.root.join(p));
+                let rel = abs.strip_prefix(&self.root).map_err(|_| {
+                    Error::invalid(format!(
+                        "path `{}` is outside the project {}",
+                        p.display(),
+                        self.root.display()
+                    ))
+                })?;
+                Ok(BString::from(rel.as_os_str().as_bytes()))
+            })
+            .collect()
+    }
+
+    /// `path` if it is absolute (request paths outside a project must be).
+    pub fn absolute(&self, path: &Path) -> Result<PathBuf> {
+        absolute(path)
+    }
+
     /// Runs `f` on a blocking thread with this project's lock held; different projects never
     /// wait for each other. The store is opened (or created) on first use.
-    pub async fn run<T, F>(self: &Arc<Self>, f: F) -> Result<T, RpcError>
+    pub async fn run<T, F>(self: &Arc<Self>, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Project, &mut Opened) -> Result<T, RpcError> + Send + 'static,
+        F: FnOnce(&Project, &mut Opened) -> Result<T> + Send + 'static,
     {
         self.run_checked(true, f).await
     }
 
     /// Like [`Project::run`], also on a damaged store (for `fsck`, which reports and repairs).
-    pub async fn run_on_damaged<T, F>(self: &Arc<Self>, f: F) -> Result<T, RpcError>
+    pub async fn run_on_damaged<T, F>(self: &Arc<Self>, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Project, &mut Opened) -> Result<T, RpcError> + Send + 'static,
+        F: FnOnce(&Project, &mut Opened) -> Result<T> + Send + 'static,
     {
         self.run_checked(false, f).await
     }
 
-    async fn run_checked<T, F>(self: &Arc<Self>, refuse_damage: bool, f: F) -> Result<T, RpcError>
+    async fn run_checked<T, F>(self: &Arc<Self>, refuse_damage: bool, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Project, &mut Opened) -> Result<T, RpcError> + Send + 'static,
+        F: FnOnce(&Project, &mut Opened) -> Result<T> + Send + 'static,
     {
         let mut guard = self.state.clone().lock_owned().await;
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
-            if let Err(e) = std::fs::read_dir(&me.root) {
-                return Err(RpcError::new(
-                    ErrorCode::ProjectUnavailable,
-                    format!(
-                        "project directory {} is not accessible: {e}",
-                        me.root.display()
-                    ),
-                ));
+            if let Err(source) = std::fs::read_dir(&me.root) {
+                let root = me.root.clone();
+                return Err(Error::Unavailable { root, source });
             }
             // The root was canonical when it was watched: a symlink there now points
             // somewhere else, which is not this project.
             if std::fs::symlink_metadata(&me.root).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(RpcError::new(
-                    ErrorCode::ProjectUnavailable,
-                    format!(
-                        "project directory {} was replaced by a symlink; it is not followed \
-                         (move the project back, or watch its new place)",
-                        me.root.display()
-                    ),
-                ));
+                let root = me.root.clone();
+                return Err(Error::RootReplaced { root });
             }
             if guard.is_some() && std::fs::symlink_metadata(&me.store_dir).is_err() {
                 // Gone whole (deleted under the daemon): start a new store, never write into
@@ -285,7 +300,7 @@ impl Project {
                     // Watches are placed by a walk: do it now, not at the first checkpoint.
                     let opened = guard.as_mut().expect("opened just above");
                     if let Err(e) = opened.prepare(&me) {
-                        tracing::warn!(root = %me.root.display(), error = %e.message, "cannot read the project");
+                        tracing::warn!(root = %me.root.display(), error = %e, "cannot read the project");
                     }
                     super::auto::start(&me, interval);
                 }
@@ -294,20 +309,13 @@ impl Project {
             let damage = opened.store.damage();
             if refuse_damage && !damage.is_empty() {
                 tracing::error!(store = %me.store_dir.display(), damage = ?damage, "refusing to use a damaged store");
-                return Err(RpcError::new(
-                    ErrorCode::StoreError,
-                    format!(
-                        "the store at {} is damaged: {}; `ckpt fsck` lists what is affected, \
-                         `ckpt fsck --repair` sets the damage aside (see the README)",
-                        me.store_dir.display(),
-                        damage.join("; ")
-                    ),
-                ));
+                let store = me.store_dir.clone();
+                return Err(Error::Damaged { store, damage });
             }
             f(&me, opened)
         })
         .await
-        .map_err(|e| RpcError::new(ErrorCode::Internal, format!("project task failed: {e}")))?
+        .map_err(|e| Error::Internal(format!("project task failed: {e}")))?
     }
 
     /// Whether the project's lock is free right now (for status reports that must not wait).
@@ -315,7 +323,7 @@ impl Project {
         self.state.try_lock().is_err()
     }
 
-    fn open(&self) -> Result<Opened, RpcError> {
+    fn open(&self) -> Result<Opened> {
         Store::remove_stale_files(&self.store_dir, self.started);
         if std::fs::symlink_metadata(&self.store_dir)
             .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o077 != 0)
@@ -323,12 +331,10 @@ impl Project {
             tracing::info!(store = %self.store_dir.display(), "making the store private to this user");
             crate::safe_io::make_private(&self.store_dir, true);
         }
-        let store = Store::open_or_init(&self.store_dir, &self.root)
-            .map_err(|e| RpcError::new(ErrorCode::StoreError, e.to_string()))?;
+        let store = Store::open_or_init(&self.store_dir, &self.root)?;
         // The data directory is never part of a project, even when it lives inside one.
         let hard = vec![self.data_dir.clone(), self.store_dir.clone()];
-        let filter = Filter::new(&self.root, &self.config.exclusions, hard.clone())
-            .map_err(|e| RpcError::new(ErrorCode::ConfigError, e.to_string()))?;
+        let filter = Filter::new(&self.root, &self.config.exclusions, hard.clone())?;
         let mut stale = load_stat_cache(&stat_cache_path(store.dir()));
         let repo = store.repo();
         if let Ok(Some(tree)) = store.ref_target(&repo, INDEX_REF) {
@@ -347,8 +353,7 @@ impl Project {
         let lost = tap.lost.clone();
         let watcher = match ProjectWatcher::start_with(&self.root, Some(tap)) {
             Ok(w) => {
-                let pump_filter = Filter::new(&self.root, &self.config.exclusions, hard.clone())
-                    .map_err(|e| RpcError::new(ErrorCode::ConfigError, e.to_string()))?;
+                let pump_filter = Filter::new(&self.root, &self.config.exclusions, hard.clone())?;
                 start_pump(
                     self.events.clone(),
                     tap_rx,
@@ -386,49 +391,61 @@ impl Project {
     }
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct RegistryFile {
-    projects: Vec<RegistryEntry>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct RegistryEntry {
-    root: PathBuf,
-}
-
-/// The registered roots; a missing or unreadable file is an empty registry (logged).
-pub fn load_registry(path: &Path) -> Vec<PathBuf> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) => {
-            tracing::error!(path = %path.display(), error = %e, "cannot read the project registry");
-            return Vec::new();
-        }
-    };
-    match serde_json::from_str::<RegistryFile>(&text) {
-        Ok(file) => file.projects.into_iter().map(|e| e.root).collect(),
-        Err(e) => {
-            tracing::error!(path = %path.display(), error = %e, "project registry is corrupt; starting with none");
-            Vec::new()
-        }
+/// `path` if it is absolute.
+pub fn absolute(path: &Path) -> Result<PathBuf> {
+    if path.is_absolute() {
+        Ok(path.to_path_buf())
+    } else {
+        Err(Error::invalid(format!(
+            "path `{}` must be absolute",
+            path.display()
+        )))
     }
 }
 
-/// Writes the registry atomically (temp file + rename).
-pub fn save_registry(path: &Path, roots: &[PathBuf]) -> std::io::Result<()> {
-    let file = RegistryFile {
-        projects: roots
-            .iter()
-            .map(|r| RegistryEntry { root: r.clone() })
-            .collect(),
-    };
-    let text = serde_json::to_string_pretty(&file).map_err(std::io::Error::other)?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+/// Removes `.` and resolves `..` without touching the filesystem.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
     }
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    std::fs::rename(&tmp, path)
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_paths_become_tree_paths() {
+        let paths = Paths {
+            socket: PathBuf::from("/data/ckptd.sock"),
+            data_dir: PathBuf::from("/data"),
+        };
+        let p = Project::new(PathBuf::from("/p"), &Config::default(), &paths);
+        let ok = p
+            .tree_paths(&[
+                PathBuf::from("/p/src/a.rs"),
+                PathBuf::from("docs"),
+                PathBuf::from("/p"),
+            ])
+            .unwrap();
+        assert_eq!(
+            ok,
+            vec![
+                BString::from("src/a.rs"),
+                BString::from("docs"),
+                BString::from("")
+            ]
+        );
+        for bad in ["/etc/passwd", "../x", "/p/../q"] {
+            assert!(p.tree_paths(&[PathBuf::from(bad)]).is_err(), "{bad}");
+        }
+    }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::project::Project;
+use super::Project;
 
 /// Starts the timer task of `project`; it ends when the project is unwatched.
 pub fn start(project: &Arc<Project>, interval: Duration) {
@@ -31,13 +31,13 @@ pub fn start(project: &Arc<Project>, interval: Duration) {
                 continue;
             }
             considered = Some(changed);
-            match project.run(super::handlers::record_auto).await {
+            match project.run(super::checkpoint::record_auto).await {
                 Ok(Some(c)) => {
                     tracing::info!(id = %c.id, "automatic checkpoint recorded");
                     last_auto = Some(Instant::now());
                 }
                 Ok(None) => tracing::debug!("automatic checkpoint skipped: nothing changed"),
-                Err(e) => tracing::warn!(error = %e.message, "automatic checkpoint failed"),
+                Err(e) => tracing::warn!(error = %e, "automatic checkpoint failed"),
             }
         }
     });

@@ -14,10 +14,59 @@ use std::time::{Duration, Instant};
 
 use gix::bstr::{BString, ByteSlice};
 
+use super::worktree::{check_parents, replace_with_file, replace_with_symlink, safe_tree_path};
+use super::{Error, Opened, Project, Result};
 use crate::filter::rel_to_abs;
+use crate::model::{SkipReason, SkippedFile};
+use crate::protocol::methods::{EditBeginParams, EditParams};
+use crate::protocol::results as r;
 use crate::safe_io::StableRead;
-use crate::store::restore::{replace_with_file, replace_with_symlink, safe_tree_path};
-use crate::store::SkippedFile;
+
+/// Saves the paths' current state and returns the transaction's token.
+pub fn edit_begin(p: &Project, _: &mut Opened, params: EditBeginParams) -> Result<r::EditBegun> {
+    let paths = p.tree_paths(&params.paths)?;
+    let token = p
+        .edits
+        .lock()
+        .expect("edits lock poisoned")
+        .begin(&p.root, &paths)
+        .map_err(Error::InvalidParams)?;
+    Ok(r::EditBegun {
+        token,
+        expires_in_seconds: EDIT_TTL.as_secs(),
+    })
+}
+
+pub fn edit_commit(p: &Project, _: &mut Opened, params: EditParams) -> Result<r::EditCommitted> {
+    if !p
+        .edits
+        .lock()
+        .expect("edits lock poisoned")
+        .commit(&params.token)
+    {
+        return Err(Error::UnknownEdit(params.token));
+    }
+    Ok(r::EditCommitted {
+        token: params.token,
+        committed: true,
+    })
+}
+
+/// Puts every saved path back, through the same writer and rules as a restore. The index
+/// learns of the writes from the watcher (or the next stat verify), like any other edit.
+pub fn edit_abort(p: &Project, _: &mut Opened, params: EditParams) -> Result<r::EditAborted> {
+    let outcome = p
+        .edits
+        .lock()
+        .expect("edits lock poisoned")
+        .abort(&p.root, &params.token);
+    let (restored, skipped) = outcome.ok_or_else(|| Error::UnknownEdit(params.token.clone()))?;
+    Ok(r::EditAborted {
+        token: params.token,
+        restored,
+        skipped,
+    })
+}
 
 /// How long an open transaction is kept.
 pub const EDIT_TTL: Duration = Duration::from_secs(600);
@@ -57,8 +106,8 @@ impl Edits {
             if rel.is_empty() {
                 return Err("the project root itself cannot be an edit path".into());
             }
-            safe_tree_path(rel.as_bstr())?;
-            check_parents(root, rel)?;
+            safe_tree_path(rel.as_bstr()).map_err(|(_, why)| why)?;
+            check_parents(root, rel.as_bstr(), false, None).map_err(|(_, why)| why)?;
             let abs = rel_to_abs(root, rel);
             let state = match std::fs::symlink_metadata(&abs) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Saved::Absent,
@@ -122,9 +171,9 @@ impl Edits {
             let path = rel.to_str_lossy().into_owned();
             match put_back(root, &rel, &state) {
                 Ok(()) => restored.push(path),
-                Err(reason) => {
+                Err((code, reason)) => {
                     tracing::warn!(path = %path, reason = %reason, "skipped while aborting an edit");
-                    skipped.push(SkippedFile::new(path, reason));
+                    skipped.push(SkippedFile::new(path, code, reason));
                 }
             }
         }
@@ -136,61 +185,28 @@ impl Edits {
     }
 }
 
-fn put_back(root: &Path, rel: &BString, state: &Saved) -> Result<(), String> {
+fn put_back(root: &Path, rel: &BString, state: &Saved) -> Result<(), (SkipReason, String)> {
     safe_tree_path(rel.as_bstr())?;
-    check_parents(root, rel)?;
+    check_parents(
+        root,
+        rel.as_bstr(),
+        matches!(state, Saved::File { .. }),
+        None,
+    )?;
     let abs = rel_to_abs(root, rel);
-    if let Ok(m) = std::fs::symlink_metadata(&abs) {
-        if m.is_dir() {
-            return Err("a folder is now in the way; left as it is".into());
-        }
+    if std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir()) {
+        let why = "a folder is now in the way; left as it is".to_string();
+        return Err((SkipReason::FolderInTheWay, why));
     }
     let result = match state {
         Saved::Absent => match std::fs::remove_file(&abs) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         },
-        Saved::File { data, mode } => {
-            create_parents(root, rel).map_err(|e| format!("cannot create its folder: {e}"))?;
-            replace_with_file(&abs, data, *mode)
-        }
+        Saved::File { data, mode } => replace_with_file(&abs, data, *mode),
         Saved::Symlink(target) => replace_with_symlink(&abs, target),
     };
-    result.map_err(|e| format!("cannot write: {e}"))
-}
-
-/// Refuses paths whose parents are symlinks or files (never written through).
-fn check_parents(root: &Path, rel: &BString) -> Result<(), String> {
-    let mut cur = root.to_path_buf();
-    let parts: Vec<&[u8]> = rel.split(|b| *b == b'/').collect();
-    for part in &parts[..parts.len() - 1] {
-        cur.push(std::ffi::OsStr::from_bytes(part));
-        match std::fs::symlink_metadata(&cur) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(format!(
-                    "a parent of {} is not a folder; never followed",
-                    rel.to_str_lossy()
-                ))
-            }
-            Err(_) => return Ok(()),
-        }
-    }
-    Ok(())
-}
-
-/// Creates the missing folders above `rel` (whose existing parents `check_parents` vouched
-/// for) with the user's permissions.
-fn create_parents(root: &Path, rel: &BString) -> std::io::Result<()> {
-    let mut cur = root.to_path_buf();
-    let parts: Vec<&[u8]> = rel.split(|b| *b == b'/').collect();
-    for part in &parts[..parts.len() - 1] {
-        cur.push(std::ffi::OsStr::from_bytes(part));
-        if std::fs::symlink_metadata(&cur).is_err() {
-            crate::safe_io::create_project_dir(&cur)?;
-        }
-    }
-    Ok(())
+    result.map_err(|e| (SkipReason::Unwritable, format!("cannot write: {e}")))
 }
 
 fn new_token() -> String {

@@ -1,12 +1,13 @@
-//! Making the project equal to a checkpoint, best effort and undoable.
+//! The one writer of project files, and its path-safety rules: restores ([`apply`]) and edit
+//! aborts write through here.
 //!
-//! Before anything is touched, the current state is recorded as a `pre-restore` checkpoint
-//! (the undo). Only paths that this snapshot captured are ever replaced or deleted, so a
-//! restore never destroys what the store cannot give back: ignored, excluded, oversized and
-//! unreadable files stay as they are. Each file is replaced atomically (temp file in the same
-//! directory, then rename); parents are checked component by component and never followed
-//! through a symlink; tree entries with `..`, `.git` or empty components are refused. A path
-//! that cannot be written is skipped, reported, and the rest goes on.
+//! Only paths that the undo checkpoint captured are ever replaced or deleted, so a restore
+//! never destroys what the store cannot give back: ignored, excluded, oversized and unreadable
+//! files stay as they are, and so does a path ignored under the rules the restore brings back.
+//! Each file is replaced atomically (temp file in the same directory, then rename); parents are
+//! checked component by component and never followed through a symlink; tree entries with
+//! `..`, `.git` or empty components are refused. A path that cannot be written is skipped,
+//! reported with its reason, and the rest goes on.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
@@ -17,112 +18,49 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
-use serde::Serialize;
 
-use super::checkpoint::{parse_id, Checkpoint, CheckpointError, NewCheckpoint, SkippedFile};
-use super::diff::within;
-use super::snapshot::{FileState, SnapshotError};
-use super::treediff::{diff_trees, TreeChange};
-use super::Store;
 use crate::filter::{rel_to_abs, Filter, TEMP_PREFIX};
 use crate::index::{FileIndex, IndexEntry, Stat};
+use crate::model::{SkipReason, SkippedFile};
+use crate::store::diff::within;
+use crate::store::snapshot::FileState;
+use crate::store::treediff::TreeChange;
 
-#[derive(Debug, thiserror::Error)]
-pub enum RestoreError {
-    #[error(transparent)]
-    Snapshot(#[from] SnapshotError),
-    #[error(transparent)]
-    Checkpoint(#[from] CheckpointError),
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct RestoreOptions {
-    /// Tree paths (files or folders) to restore; everything when empty.
-    pub paths: Vec<BString>,
-    pub dry_run: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct RestoreReport {
-    pub restored_to: String,
-    /// The `pre-restore` checkpoint that undoes this restore (none for a dry run).
-    pub undo_checkpoint: Option<String>,
-    pub dry_run: bool,
+/// What applying a change set did (or, in a dry run, would do).
+#[derive(Debug, Default)]
+pub struct Applied {
     pub written: Vec<String>,
     pub deleted: Vec<String>,
     pub skipped: Vec<SkippedFile>,
 }
 
-impl Store {
-    /// Restores the project under `filter` to `target`. `index` must be fresh (refreshed after
-    /// syncing with the watcher): it is the state the undo checkpoint records, and the only
-    /// files a restore may replace or delete. It is kept up to date with every write.
-    #[tracing::instrument(skip_all, fields(target = %target.id, dry_run = options.dry_run))]
-    pub fn restore(
-        &self,
-        filter: &Filter,
-        index: &mut FileIndex,
-        target: &Checkpoint,
-        options: &RestoreOptions,
-    ) -> Result<RestoreReport, RestoreError> {
-        let repo = self.repo();
-        let current_tree = index.write_tree(&repo).map_err(CheckpointError::from)?;
-        let undo = if options.dry_run {
-            None
-        } else {
-            let short = &target.id[..12];
-            let undo = self.record_checkpoint(
-                current_tree,
-                index.skipped(),
-                NewCheckpoint::new(
-                    target.dialog.clone(),
-                    "pre-restore",
-                    format!(
-                        "before restoring to {short} (#{} {})",
-                        target.seq, target.kind
-                    ),
-                ),
-            )?;
-            Some(undo.id)
-        };
-        let target_tree = parse_id(&target.tree).map_err(CheckpointError::from)?;
-        let changes = diff_trees(&repo, Some(current_tree), Some(target_tree), &options.paths)
-            .map_err(CheckpointError::from)?;
-        let mut run = Run {
-            repo: &repo,
-            root: filter.root(),
-            filter,
-            target_tree,
-            target_ignores: HashMap::new(),
-            index,
-            dry_run: options.dry_run,
-            report: RestoreReport {
-                restored_to: target.id.clone(),
-                undo_checkpoint: undo,
-                dry_run: options.dry_run,
-                written: Vec::new(),
-                deleted: Vec::new(),
-                skipped: Vec::new(),
-            },
-            deleted: BTreeSet::new(),
-        };
-        run.apply(&changes);
-        if !options.dry_run {
-            if let Err(e) = self.sync() {
-                tracing::warn!(error = %e, "could not flush restored files");
-            }
-        }
-        for skip in &run.report.skipped {
-            tracing::warn!(path = %skip.path, reason = %skip.reason, "skipped while restoring");
-        }
-        tracing::info!(
-            written = run.report.written.len(),
-            deleted = run.report.deleted.len(),
-            skipped = run.report.skipped.len(),
-            "restore finished"
-        );
-        Ok(run.report)
-    }
+/// A reason to leave a path alone.
+pub type Skip = (SkipReason, String);
+
+/// Makes the files under `filter`'s root follow `changes` (from the index's tree to
+/// `target_tree`). `index` must be fresh: it is what the undo checkpoint recorded, and the only
+/// files that may be replaced or deleted; it is kept up to date with every write.
+pub fn apply(
+    repo: &gix::Repository,
+    filter: &Filter,
+    index: &mut FileIndex,
+    target_tree: gix::ObjectId,
+    changes: &[TreeChange],
+    dry_run: bool,
+) -> Applied {
+    let mut run = Run {
+        repo,
+        root: filter.root(),
+        filter,
+        target_tree,
+        target_ignores: HashMap::new(),
+        index,
+        dry_run,
+        report: Applied::default(),
+        deleted: BTreeSet::new(),
+    };
+    run.apply(changes);
+    run.report
 }
 
 struct Run<'a> {
@@ -134,7 +72,7 @@ struct Run<'a> {
     target_ignores: HashMap<BString, Option<Vec<u8>>>,
     index: &'a mut FileIndex,
     dry_run: bool,
-    report: RestoreReport,
+    report: Applied,
     /// Paths deleted so far (or that would be, in a dry run).
     deleted: BTreeSet<BString>,
 }
@@ -155,22 +93,28 @@ impl Run<'_> {
         }
         for c in changes {
             let Some(state) = &c.new else { continue };
-            if let Err(reason) = safe_tree_path(c.path.as_bstr()) {
-                self.skip(&c.path, reason);
+            if let Err(skip) = safe_tree_path(c.path.as_bstr()) {
+                self.skip(&c.path, skip);
                 continue;
             }
             if state.kind == EntryKind::Commit {
-                self.skip(&c.path, "submodule entries are not restored".into());
+                let why = "submodule entries are not restored".into();
+                self.skip(&c.path, (SkipReason::UnsafePath, why));
                 continue;
             }
             self.write(&c.path, state);
         }
     }
 
-    fn skip(&mut self, path: &[u8], reason: String) {
+    fn skip(&mut self, path: &[u8], (code, reason): Skip) {
         self.report
             .skipped
-            .push(SkippedFile::new(path.to_str_lossy(), reason));
+            .push(SkippedFile::new(path.to_str_lossy(), code, reason));
+    }
+
+    fn parents(&self, path: &BString, create: bool) -> Result<(), Skip> {
+        let would_delete = self.dry_run.then_some(&self.deleted);
+        check_parents(self.root, path.as_bstr(), create, would_delete)
     }
 
     /// The stat the index holds for `path`, if the undo checkpoint captured it.
@@ -209,23 +153,18 @@ impl Run<'_> {
             return;
         }
         let abs = rel_to_abs(self.root, path);
-        if let Err(reason) = self.check_parents(path.as_bstr(), false) {
-            return self.skip(path, reason);
+        if let Err(skip) = self.parents(path, false) {
+            return self.skip(path, skip);
         }
         match std::fs::symlink_metadata(&abs) {
             Ok(meta) if !meta.is_dir() && self.captured(path) == Some(Stat::of(&meta)) => {}
-            Ok(_) => {
-                return self.skip(
-                    path,
-                    "changed since the restore began; left as it is".into(),
-                )
-            }
+            Ok(_) => return self.skip(path, changed_during()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-            Err(e) => return self.skip(path, format!("cannot stat: {e}")),
+            Err(e) => return self.skip(path, unreadable(format!("cannot stat: {e}"))),
         }
         if !self.dry_run {
             if let Err(e) = std::fs::remove_file(&abs) {
-                return self.skip(path, format!("cannot delete: {e}"));
+                return self.skip(path, unwritable(format!("cannot delete: {e}")));
             }
             self.index.remove(path.as_bstr());
         }
@@ -253,13 +192,13 @@ impl Run<'_> {
 
     fn write(&mut self, path: &BString, state: &FileState) {
         let abs = rel_to_abs(self.root, path);
-        if let Err(reason) = self.check_parents(path.as_bstr(), true) {
-            return self.skip(path, reason);
+        if let Err(skip) = self.parents(path, true) {
+            return self.skip(path, skip);
         }
         let existing = match std::fs::symlink_metadata(&abs) {
             Ok(m) => Some(m),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return self.skip(path, format!("cannot stat: {e}")),
+            Err(e) => return self.skip(path, unreadable(format!("cannot stat: {e}"))),
         };
         if let Some(meta) = &existing {
             if self.deleted.contains(path) && self.dry_run {
@@ -277,19 +216,21 @@ impl Run<'_> {
                     .map(|mut d| d.next().is_none())
                     .unwrap_or(false);
                 if !empty {
-                    return self.skip(path, "a folder is in the way that holds files the checkpoint does not capture (ignored or excluded); left as it is".into());
+                    return self.skip(path, folder_in_the_way());
                 }
                 if !self.dry_run {
                     if let Err(e) = std::fs::remove_dir(&abs) {
-                        return self
-                            .skip(path, format!("cannot remove empty folder in the way: {e}"));
+                        let why = format!("cannot remove empty folder in the way: {e}");
+                        return self.skip(path, (SkipReason::Unwritable, why));
                     }
                     self.index.remove(path.as_bstr());
                 }
             } else {
                 match self.captured(path) {
-                    None => return self.skip(path, "exists but the undo checkpoint could not capture it (ignored, excluded, too large or unreadable); left as it is".into()),
-                    Some(stat) if stat != Stat::of(meta) => return self.skip(path, "changed since the restore began; left as it is".into()),
+                    None => return self.skip(path, (SkipReason::NotCaptured, NOT_CAPTURED.into())),
+                    Some(stat) if stat != Stat::of(meta) => {
+                        return self.skip(path, changed_during())
+                    }
                     Some(_) => {}
                 }
             }
@@ -300,7 +241,10 @@ impl Run<'_> {
         }
         let data = match self.repo.find_object(state.id) {
             Ok(o) => o.detach().data,
-            Err(e) => return self.skip(path, format!("content missing from the store: {e}")),
+            Err(e) => {
+                let why = format!("content missing from the store: {e}");
+                return self.skip(path, (SkipReason::ContentMissing, why));
+            }
         };
         let existing_mode = existing
             .filter(|m| m.is_file())
@@ -324,51 +268,85 @@ impl Run<'_> {
                 );
                 self.report.written.push(path.to_str_lossy().into_owned());
             }
-            Err(e) => self.skip(path, format!("cannot write: {e}")),
+            Err(e) => self.skip(path, unwritable(format!("cannot write: {e}"))),
         }
-    }
-
-    /// Checks every ancestor of `path` below the root is a real folder (not a symlink), creating
-    /// missing ones when `create` is set.
-    fn check_parents(&self, path: &BStr, create: bool) -> Result<(), String> {
-        let mut cur = PathBuf::from(self.root);
-        let mut rel = BString::default();
-        let components: Vec<&[u8]> = path.split(|b| *b == b'/').collect();
-        for comp in &components[..components.len().saturating_sub(1)] {
-            cur.push(std::ffi::OsStr::from_bytes(comp));
-            rel = crate::filter::join_rel(&rel, comp);
-            match std::fs::symlink_metadata(&cur) {
-                Ok(m) if m.is_dir() => {}
-                Ok(_) if self.dry_run && self.deleted.contains(&rel) => return Ok(()),
-                Ok(m) => {
-                    let what = if m.file_type().is_symlink() {
-                        "a symlink"
-                    } else {
-                        "not a folder"
-                    };
-                    return Err(format!(
-                        "parent `{}` is {what}; never followed or replaced",
-                        rel.to_str_lossy()
-                    ));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
-                    if self.dry_run {
-                        return Ok(());
-                    }
-                    crate::safe_io::create_project_dir(&cur).map_err(|e| {
-                        format!("cannot create folder `{}`: {e}", rel.to_str_lossy())
-                    })?;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-                Err(e) => return Err(format!("cannot stat parent `{}`: {e}", rel.to_str_lossy())),
-            }
-        }
-        Ok(())
     }
 }
 
+const NOT_CAPTURED: &str = "exists but the undo checkpoint could not capture it (ignored, \
+     excluded, too large or unreadable); left as it is";
+
+fn changed_during() -> Skip {
+    let why = "changed since the restore began; left as it is";
+    (SkipReason::ChangedDuringRestore, why.into())
+}
+
+fn folder_in_the_way() -> Skip {
+    let why = "a folder is in the way that holds files the checkpoint does not capture \
+               (ignored or excluded); left as it is";
+    (SkipReason::FolderInTheWay, why.into())
+}
+
+fn unreadable(why: String) -> Skip {
+    (SkipReason::Unreadable, why)
+}
+
+fn unwritable(why: String) -> Skip {
+    (SkipReason::Unwritable, why)
+}
+
+/// Checks every ancestor of `path` below `root` is a real folder (not a symlink, never
+/// followed or replaced), creating missing ones when `create` is set. In a dry run
+/// (`would_delete` is the set of paths the run would delete) nothing is created, and a parent
+/// that would be deleted first counts as room.
+pub fn check_parents(
+    root: &Path,
+    path: &BStr,
+    create: bool,
+    would_delete: Option<&BTreeSet<BString>>,
+) -> Result<(), Skip> {
+    let mut cur = PathBuf::from(root);
+    let mut rel = BString::default();
+    let components: Vec<&[u8]> = path.split(|b| *b == b'/').collect();
+    for comp in &components[..components.len().saturating_sub(1)] {
+        cur.push(std::ffi::OsStr::from_bytes(comp));
+        rel = crate::filter::join_rel(&rel, comp);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) if would_delete.is_some_and(|d| d.contains(&rel)) => return Ok(()),
+            Ok(m) => {
+                let what = if m.file_type().is_symlink() {
+                    "a symlink"
+                } else {
+                    "not a folder"
+                };
+                let why = format!(
+                    "parent `{}` is {what}; never followed or replaced",
+                    rel.to_str_lossy()
+                );
+                return Err((SkipReason::ParentNotFolder, why));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+                if would_delete.is_some() {
+                    return Ok(());
+                }
+                crate::safe_io::create_project_dir(&cur).map_err(|e| {
+                    let why = format!("cannot create folder `{}`: {e}", rel.to_str_lossy());
+                    (SkipReason::Unwritable, why)
+                })?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => {
+                let why = format!("cannot stat parent `{}`: {e}", rel.to_str_lossy());
+                return Err((SkipReason::Unreadable, why));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Refuses tree paths that could escape the root or reach into a repository.
-pub(crate) fn safe_tree_path(path: &BStr) -> Result<(), String> {
+pub fn safe_tree_path(path: &BStr) -> Result<(), Skip> {
     for comp in path.split(|b| *b == b'/') {
         let bad = comp.is_empty()
             || comp == b"."
@@ -376,10 +354,11 @@ pub(crate) fn safe_tree_path(path: &BStr) -> Result<(), String> {
             || comp.contains(&0)
             || comp.eq_ignore_ascii_case(b".git");
         if bad {
-            return Err(format!(
+            let why = format!(
                 "unsafe path in checkpoint (component {:?}); refused",
                 comp.as_bstr()
-            ));
+            );
+            return Err((SkipReason::UnsafePath, why));
         }
     }
     Ok(())
@@ -403,7 +382,7 @@ fn temp_beside(abs: &Path) -> PathBuf {
     abs.with_file_name(format!("{TEMP_PREFIX}{}-{n}", std::process::id()))
 }
 
-pub(crate) fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
+pub fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
     let tmp = temp_beside(abs);
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
@@ -423,7 +402,7 @@ pub(crate) fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::
     result
 }
 
-pub(crate) fn replace_with_symlink(abs: &Path, target: &[u8]) -> std::io::Result<()> {
+pub fn replace_with_symlink(abs: &Path, target: &[u8]) -> std::io::Result<()> {
     let tmp = temp_beside(abs);
     std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(target), &tmp)?;
     std::fs::rename(&tmp, abs).inspect_err(|_| {

@@ -1,0 +1,560 @@
+//! The daemon's side of each method: decode the params, call the engine on the project's
+//! owner, encode the result. The daemon-wide methods (hello, status, watch, unwatch, projects,
+//! subscribe) live here too; every rule about a project's files lives in the engine.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::Daemon;
+use crate::engine::registry::save_registry;
+use crate::engine::{self, checkpoint, edit, restore, timeline, Opened, Project};
+use crate::protocol::methods::{rpc, Method, NoParams, PathParams, SubscribeParams, WatchParams};
+use crate::protocol::results as r;
+use crate::protocol::{
+    decode_request, error_line, notification_line, response_line, ErrorCode, RpcError,
+    PROTOCOL_VERSION,
+};
+
+type Reply = Result<Value, RpcError>;
+
+/// What a request knows of the connection it came on.
+pub struct Conn {
+    /// Lines to send to the client.
+    pub tx: tokio::sync::mpsc::Sender<Vec<u8>>,
+    /// Becomes true when the connection is closing (daemon shutdown, framing error).
+    pub closed: tokio::sync::watch::Receiver<bool>,
+    /// Set once the connection streams events: it is never idle from then on.
+    pub subscribed: std::sync::atomic::AtomicBool,
+}
+
+/// Handles one request line; returns the reply line (none for notifications) and whether the
+/// daemon should shut down.
+pub async fn handle_line(
+    daemon: &Arc<Daemon>,
+    line: &[u8],
+    conn: &Conn,
+) -> (Option<Vec<u8>>, bool) {
+    let request = match decode_request(line) {
+        Ok(r) => r,
+        Err((id, err)) => return (Some(error_line(&id, &err)), false),
+    };
+    let id = request.id.clone().unwrap_or(Value::Null);
+    let shutdown = request.method == rpc::Shutdown::NAME;
+    tracing::debug!(method = %request.method, "request");
+    if request.method == rpc::Subscribe::NAME {
+        // The subscription sends its own reply, before any event.
+        let result = match parse(request.params) {
+            Ok(params) => subscribe(daemon, params, id.clone(), conn).await,
+            Err(e) => Err(e),
+        };
+        return match result {
+            Ok(()) => (None, false),
+            Err(e) => (Some(error_line(&id, &e)), false),
+        };
+    }
+    let result = dispatch(daemon, &request.method, request.params).await;
+    if let Err(e) = &result {
+        tracing::info!(method = %request.method, code = e.code, error = %e.message, "request failed");
+    }
+    let reply = match (&request.id, result) {
+        (None, _) => None,
+        (Some(id), Ok(value)) => Some(response_line(id, &value)),
+        (Some(id), Err(err)) => Some(error_line(id, &err)),
+    };
+    (reply, shutdown)
+}
+
+/// An engine operation on one project: runs on the project's owner.
+type Op<M> =
+    fn(&Project, &mut Opened, <M as Method>::Params) -> engine::Result<<M as Method>::Result>;
+
+/// Params that name the project they are about.
+trait OfProject {
+    fn project(&self) -> &Path;
+}
+
+macro_rules! of_project {
+    ($($ty:ident),*) => {$(
+        impl OfProject for crate::protocol::methods::$ty {
+            fn project(&self) -> &Path {
+                &self.project
+            }
+        }
+    )*};
+}
+
+of_project!(
+    CheckpointParams,
+    ListParams,
+    ShowParams,
+    DiffParams,
+    RestoreParams,
+    UndoParams,
+    TagParams,
+    NoteParams,
+    ExportPatchParams,
+    ExportBundleParams,
+    ImportBundleParams,
+    ForkParams,
+    DialogNewParams,
+    ProjectParams,
+    DialogParams,
+    DialogKeepParams,
+    EditBeginParams,
+    EditParams,
+    SessionParams,
+    SessionApproveParams,
+    SessionResetParams,
+    PruneParams,
+    FsckParams
+);
+
+/// Decodes `M`'s params, runs `op` on the project they name, and encodes its result.
+async fn on_project<M: Method>(daemon: &Arc<Daemon>, params: Option<Value>, op: Op<M>) -> Reply
+where
+    M::Params: OfProject,
+{
+    let params: M::Params = parse(params)?;
+    let project = find_project(daemon, params.project()).await?;
+    let result = if M::NAME == rpc::Fsck::NAME {
+        // fsck reports and repairs damage: the one operation a damaged store allows.
+        project.run_on_damaged(move |p, o| op(p, o, params)).await
+    } else {
+        project.run(move |p, o| op(p, o, params)).await
+    };
+    Ok(encode::<M>(&result?))
+}
+
+fn encode<M: Method>(result: &M::Result) -> Value {
+    serde_json::to_value(result).expect("results always serialise")
+}
+
+async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> Reply {
+    use rpc::*;
+    let d = daemon;
+    match method {
+        Hello::NAME => Ok(encode::<Hello>(&hello(parse(params)?))),
+        Status::NAME => Ok(encode::<Status>(&status(d, parse(params)?).await?)),
+        Watch::NAME => Ok(encode::<Watch>(&watch(d, parse(params)?).await?)),
+        Unwatch::NAME => Ok(encode::<Unwatch>(&unwatch(d, parse(params)?).await?)),
+        Projects::NAME => Ok(encode::<Projects>(&projects(d, parse(params)?).await?)),
+        Shutdown::NAME => {
+            parse::<NoParams>(params)?;
+            Ok(encode::<Shutdown>(&r::Stopping { stopping: true }))
+        }
+        Checkpoint::NAME => on_project::<Checkpoint>(d, params, checkpoint::checkpoint).await,
+        List::NAME => on_project::<List>(d, params, checkpoint::list).await,
+        Show::NAME => on_project::<Show>(d, params, checkpoint::show).await,
+        Diff::NAME => on_project::<Diff>(d, params, checkpoint::diff_checkpoints).await,
+        Restore::NAME => on_project::<Restore>(d, params, restore::restore).await,
+        Undo::NAME => on_project::<Undo>(d, params, restore::undo).await,
+        Tag::NAME => on_project::<Tag>(d, params, checkpoint::tag).await,
+        Note::NAME => on_project::<Note>(d, params, checkpoint::note).await,
+        ExportPatch::NAME => on_project::<ExportPatch>(d, params, checkpoint::export_patch).await,
+        ExportBundle::NAME => {
+            on_project::<ExportBundle>(d, params, checkpoint::export_bundle).await
+        }
+        ImportBundle::NAME => {
+            on_project::<ImportBundle>(d, params, checkpoint::import_bundle).await
+        }
+        DialogFork::NAME => on_project::<DialogFork>(d, params, timeline::dialog_fork).await,
+        DialogNew::NAME => on_project::<DialogNew>(d, params, timeline::dialog_new).await,
+        DialogList::NAME => on_project::<DialogList>(d, params, timeline::dialog_list).await,
+        DialogRm::NAME => on_project::<DialogRm>(d, params, timeline::dialog_rm).await,
+        DialogKeep::NAME => on_project::<DialogKeep>(d, params, timeline::dialog_keep).await,
+        EditBegin::NAME => on_project::<EditBegin>(d, params, edit::edit_begin).await,
+        EditCommit::NAME => on_project::<EditCommit>(d, params, edit::edit_commit).await,
+        EditAbort::NAME => on_project::<EditAbort>(d, params, edit::edit_abort).await,
+        SessionStatus::NAME => {
+            on_project::<SessionStatus>(d, params, timeline::session_status).await
+        }
+        SessionApprove::NAME => {
+            on_project::<SessionApprove>(d, params, timeline::session_approve).await
+        }
+        SessionReset::NAME => on_project::<SessionReset>(d, params, timeline::session_reset).await,
+        Prune::NAME => on_project::<Prune>(d, params, timeline::prune).await,
+        Gc::NAME => on_project::<Gc>(d, params, timeline::gc).await,
+        Verify::NAME => on_project::<Verify>(d, params, checkpoint::verify).await,
+        Fsck::NAME => on_project::<Fsck>(d, params, checkpoint::fsck).await,
+        Rescan::NAME => on_project::<Rescan>(d, params, checkpoint::rescan).await,
+        PANIC_METHOD if super::test_hooks() => panic!("`{PANIC_METHOD}` was asked for"),
+        other => Err(RpcError::new(
+            ErrorCode::MethodNotFound,
+            format!("unknown method `{other}`"),
+        )),
+    }
+}
+
+/// A method that panics, served only with test hooks on (`CKPTD_TEST_HOOKS=1`): how the tests
+/// show that a request whose handler panics gets an `internal_error` reply.
+pub const PANIC_METHOD: &str = "test_panic";
+
+/// Decodes `params` as `method`'s parameters, as the dispatch does: what the request fuzz
+/// target drives with arbitrary input.
+pub fn check_params(method: &str, params: Option<Value>) -> Result<(), RpcError> {
+    fn p<M: Method>(params: Option<Value>) -> Result<(), RpcError> {
+        parse::<M::Params>(params).map(drop)
+    }
+    use rpc::*;
+    match method {
+        Hello::NAME => p::<Hello>(params),
+        Status::NAME | Projects::NAME | Shutdown::NAME => p::<Status>(params),
+        Watch::NAME => p::<Watch>(params),
+        Unwatch::NAME => p::<Unwatch>(params),
+        Checkpoint::NAME => p::<Checkpoint>(params),
+        List::NAME => p::<List>(params),
+        Show::NAME => p::<Show>(params),
+        Diff::NAME => p::<Diff>(params),
+        Restore::NAME => p::<Restore>(params),
+        Undo::NAME => p::<Undo>(params),
+        Tag::NAME => p::<Tag>(params),
+        Note::NAME => p::<Note>(params),
+        ExportPatch::NAME => p::<ExportPatch>(params),
+        ExportBundle::NAME => p::<ExportBundle>(params),
+        ImportBundle::NAME => p::<ImportBundle>(params),
+        DialogFork::NAME => p::<DialogFork>(params),
+        DialogNew::NAME => p::<DialogNew>(params),
+        EditBegin::NAME => p::<EditBegin>(params),
+        EditCommit::NAME | EditAbort::NAME => p::<EditCommit>(params),
+        SessionStatus::NAME => p::<SessionStatus>(params),
+        SessionApprove::NAME => p::<SessionApprove>(params),
+        SessionReset::NAME => p::<SessionReset>(params),
+        DialogList::NAME | Verify::NAME | Rescan::NAME | Gc::NAME => p::<Verify>(params),
+        DialogRm::NAME => p::<DialogRm>(params),
+        DialogKeep::NAME => p::<DialogKeep>(params),
+        Prune::NAME => p::<Prune>(params),
+        Fsck::NAME => p::<Fsck>(params),
+        Subscribe::NAME => p::<Subscribe>(params),
+        other => Err(RpcError::new(
+            ErrorCode::MethodNotFound,
+            format!("unknown method `{other}`"),
+        )),
+    }
+}
+
+fn parse<T: DeserializeOwned>(params: Option<Value>) -> Result<T, RpcError> {
+    let params = match params {
+        None | Some(Value::Null) => json!({}),
+        Some(p @ Value::Object(_)) => p,
+        Some(_) => {
+            return Err(RpcError::new(
+                ErrorCode::InvalidParams,
+                "params must be an object",
+            ))
+        }
+    };
+    serde_json::from_value(params)
+        .map_err(|e| RpcError::new(ErrorCode::InvalidParams, format!("invalid params: {e}")))
+}
+
+fn hello(params: crate::protocol::methods::HelloParams) -> r::Hello {
+    if let Some(client) = &params.client {
+        tracing::debug!(client = %client, protocol = ?params.protocol, "hello");
+    }
+    r::Hello {
+        protocol: PROTOCOL_VERSION,
+        daemon: format!("ckptd {}", env!("CARGO_PKG_VERSION")),
+        pid: std::process::id(),
+    }
+}
+
+/// Streams the project's events to this connection as `event` notifications, after the reply.
+/// The stream ends when the connection does, or with a final `error` event when the client
+/// reads too slowly (the daemon never waits for it).
+async fn subscribe(
+    daemon: &Arc<Daemon>,
+    params: SubscribeParams,
+    id: Value,
+    conn: &Conn,
+) -> Result<(), RpcError> {
+    let project = find_project(daemon, &params.project).await?;
+    // Opening the project starts its watcher and event pump; watches are placed by a walk,
+    // so bring the index up to date now rather than at the next checkpoint.
+    project.run(|p, o| o.prepare(p).map(drop)).await?;
+    let mut sub = project.events.subscribe(params.diffs);
+    conn.subscribed
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let subscribed = r::Subscribed {
+        subscribed: project.root.clone(),
+        diffs: params.diffs,
+    };
+    let reply = response_line(&id, &encode::<rpc::Subscribe>(&subscribed));
+    let (tx, mut closed) = (conn.tx.clone(), conn.closed.clone());
+    tokio::spawn(async move {
+        let closed_for_send = closed.clone();
+        let send = |line: Vec<u8>| {
+            let tx = tx.clone();
+            let mut closed = closed_for_send.clone();
+            async move {
+                tokio::select! {
+                    _ = closed.wait_for(|c| *c) => false,
+                    sent = tx.send(line) => sent.is_ok(),
+                }
+            }
+        };
+        if !send(reply).await {
+            return;
+        }
+        loop {
+            let event = tokio::select! {
+                _ = closed.wait_for(|c| *c) => break,
+                event = sub.rx.recv() => event,
+            };
+            match event {
+                Ok(event) => {
+                    let mut params = (*event).clone();
+                    if !sub.diffs {
+                        if let Value::Object(map) = &mut params {
+                            map.remove("diff");
+                        }
+                    }
+                    if !send(notification_line("event", &params)).await {
+                        break;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "dropping a subscriber that reads too slowly");
+                    let params = json!({
+                        "event": "error",
+                        "reason": format!("subscriber too slow: {missed} events were dropped; subscribe again"),
+                    });
+                    let _ = send(notification_line("event", &params)).await;
+                    break;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+    Ok(())
+}
+
+async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<r::Status, RpcError> {
+    let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
+    let infos = project_list(&listed).await?;
+    let stores: Vec<PathBuf> = listed.iter().map(|p| p.store_dir.clone()).collect();
+    let sizes = blocking(move || {
+        stores
+            .iter()
+            .map(|s| crate::store::gc::dir_size(&s.join("objects")))
+            .collect::<Vec<u64>>()
+    })
+    .await?;
+    let projects = infos
+        .into_iter()
+        .zip(sizes)
+        .zip(&listed)
+        .map(|((project, store_bytes), p)| r::ProjectStatus {
+            project,
+            store_bytes,
+            busy: p.is_busy(),
+            mode: p.mode(),
+            progress: p.progress.get().map(|(phase, done, total)| r::Progress {
+                phase: phase.to_string(),
+                done,
+                total,
+            }),
+        })
+        .collect();
+    Ok(r::Status {
+        daemon: format!("ckptd {}", env!("CARGO_PKG_VERSION")),
+        protocol: PROTOCOL_VERSION,
+        pid: std::process::id(),
+        uptime_seconds: daemon.started.elapsed().as_secs(),
+        socket: daemon.paths.socket.clone(),
+        data_dir: daemon.paths.data_dir.clone(),
+        projects,
+    })
+}
+
+/// Each project's root, store and whether it is there; the checks run off the async runtime.
+async fn project_list(projects: &[Arc<Project>]) -> Result<Vec<r::ProjectInfo>, RpcError> {
+    let listed: Vec<(PathBuf, PathBuf)> = projects
+        .iter()
+        .map(|p| (p.root.clone(), p.store_dir.clone()))
+        .collect();
+    blocking(move || {
+        listed
+            .into_iter()
+            .map(|(root, store)| r::ProjectInfo {
+                available: root.is_dir(),
+                root,
+                store,
+            })
+            .collect()
+    })
+    .await
+}
+
+async fn projects(daemon: &Arc<Daemon>, _: NoParams) -> Result<Vec<r::ProjectInfo>, RpcError> {
+    let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
+    project_list(&listed).await
+}
+
+async fn watch(daemon: &Arc<Daemon>, params: WatchParams) -> Result<r::Watched, RpcError> {
+    let root = engine::project::absolute(&params.path)?;
+    let data_dir = daemon.paths.data_dir.clone();
+    let (root, data_dir, danger) = blocking(move || {
+        let root = std::fs::canonicalize(&root).map_err(|e| (root, e))?;
+        let data_dir = std::fs::canonicalize(&data_dir).unwrap_or(data_dir);
+        let danger = dangerous_root(&root);
+        Ok((root, data_dir, danger))
+    })
+    .await?
+    .map_err(|(root, e): (PathBuf, std::io::Error)| {
+        invalid(format!("cannot watch {}: {e}", root.display()))
+    })?;
+    let is_dir = {
+        let root = root.clone();
+        blocking(move || root.is_dir()).await?
+    };
+    if !is_dir {
+        return Err(invalid(format!("{} is not a directory", root.display())));
+    }
+    if root.starts_with(&data_dir) {
+        return Err(invalid("cannot watch ckpt's own data directory"));
+    }
+    let danger = danger.filter(|_| !params.force);
+    let _registry = daemon.registry_lock.lock().await;
+    let project = {
+        let mut projects = daemon.projects.write().await;
+        if let Some(existing) = projects.get(&root) {
+            existing.clone()
+        } else {
+            if let Some(other) = projects
+                .keys()
+                .find(|r| root.starts_with(r) || r.starts_with(&root))
+            {
+                return Err(RpcError::new(
+                    ErrorCode::ProjectOverlap,
+                    format!(
+                        "{} overlaps the watched project {}",
+                        root.display(),
+                        other.display()
+                    ),
+                ));
+            }
+            if let Some(why) = danger {
+                return Err(invalid(format!(
+                    "{} is {why}: its checkpoints would copy SSH keys, other projects and \
+                     everything else there into the store; pass --force (`force`) if you mean it",
+                    root.display()
+                )));
+            }
+            let project = Arc::new(Project::new(root.clone(), &daemon.config, &daemon.paths));
+            projects.insert(root.clone(), project.clone());
+            let roots: Vec<PathBuf> = projects.keys().cloned().collect();
+            if let Err(e) = save_roots(daemon, roots).await {
+                projects.remove(&root);
+                return Err(e);
+            }
+            tracing::info!(root = %root.display(), "watching a new project");
+            project
+        }
+    };
+    let dialogs = project
+        .run(|_, o| Ok(o.store.dialogs(&o.store.repo())?.len()))
+        .await?;
+    Ok(r::Watched {
+        root: project.root.clone(),
+        store: project.store_dir.clone(),
+        dialogs,
+    })
+}
+
+/// Why watching `root` is most likely a slip: `/`, the home folder, or a folder holding it.
+fn dangerous_root(root: &Path) -> Option<&'static str> {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .map(|h| std::fs::canonicalize(&h).unwrap_or(h));
+    if root == Path::new("/") {
+        Some("the root of the filesystem")
+    } else if home.as_deref() == Some(root) {
+        Some("your home folder")
+    } else if home.as_deref().is_some_and(|h| h.starts_with(root)) {
+        Some("a folder that holds your home folder")
+    } else {
+        None
+    }
+}
+
+async fn unwatch(daemon: &Arc<Daemon>, params: PathParams) -> Result<r::Unwatched, RpcError> {
+    let path = engine::project::absolute(&params.path)?;
+    let path = blocking(move || std::fs::canonicalize(&path).unwrap_or(path)).await?;
+    let _registry = daemon.registry_lock.lock().await;
+    let mut projects = daemon.projects.write().await;
+    let root = projects
+        .keys()
+        .filter(|r| path.starts_with(r))
+        .max_by_key(|r| r.as_os_str().len())
+        .cloned()
+        .ok_or_else(|| not_a_project(&path))?;
+    let project = projects.remove(&root).expect("found just above");
+    let roots: Vec<PathBuf> = projects.keys().cloned().collect();
+    if let Err(e) = save_roots(daemon, roots).await {
+        projects.insert(root, project);
+        return Err(e);
+    }
+    tracing::info!(root = %root.display(), "no longer watching");
+    Ok(r::Unwatched {
+        root,
+        store: project.store_dir.clone(),
+    })
+}
+
+async fn save_roots(daemon: &Arc<Daemon>, roots: Vec<PathBuf>) -> Result<(), RpcError> {
+    let file = daemon.paths.registry_file();
+    blocking(move || save_registry(&file, &roots))
+        .await?
+        .map_err(|e| {
+            RpcError::new(
+                ErrorCode::IoError,
+                format!("cannot save the project registry: {e}"),
+            )
+        })
+}
+
+async fn find_project(daemon: &Arc<Daemon>, path: &Path) -> Result<Arc<Project>, RpcError> {
+    let path = engine::project::absolute(path)?;
+    let lookup = path.clone();
+    match blocking(move || std::fs::canonicalize(&lookup)).await? {
+        Ok(real) => daemon
+            .project_for(&real)
+            .await
+            .ok_or_else(|| not_a_project(&real)),
+        // The directory is gone: if it was (inside) a project, say so precisely.
+        Err(source) => match daemon.project_for(&engine::project::normalize(&path)).await {
+            Some(p) => Err(engine::Error::Unavailable {
+                root: p.root.clone(),
+                source,
+            }
+            .into()),
+            None => Err(not_a_project(&path)),
+        },
+    }
+}
+
+/// Runs filesystem work off the async runtime.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, RpcError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RpcError::new(ErrorCode::Internal, format!("blocking task failed: {e}")))
+}
+
+fn invalid(message: impl Into<String>) -> RpcError {
+    RpcError::new(ErrorCode::InvalidParams, message)
+}
+
+fn not_a_project(path: &Path) -> RpcError {
+    RpcError::new(
+        ErrorCode::NotAProject,
+        format!(
+            "{} is not inside a watched project (run `ckpt watch` there first)",
+            path.display()
+        ),
+    )
+}

@@ -1,0 +1,419 @@
+//! Recording checkpoints and looking at them: checkpoint, list, show, diff, export and import,
+//! tags and notes, verify, rescan and fsck.
+//!
+//! A checkpoint, top-down: [`checkpoint`] validates the request, [`Opened::current_tree`]
+//! syncs with the watcher and re-reads only what changed (or verifies everything by stat when
+//! the watcher cannot vouch), writes the tree, and [`record`] commits it and moves the dialog's
+//! ref (objects durable first), then tells subscribers.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::json;
+
+use super::timeline::{auto_prune, record_initial};
+use super::{Error, Opened, Project, Result};
+use crate::model::{CheckpointId, Kind};
+use crate::protocol::methods::*;
+use crate::protocol::results as r;
+use crate::store::checkpoint::{parse_id, validate_dialog};
+use crate::store::diff::diff;
+use crate::store::import::unsafe_paths;
+use crate::store::treediff::diff_trees;
+use crate::store::{Checkpoint, NewCheckpoint, Snapshot, SnapshotOptions, Store, DEFAULT_DIALOG};
+
+/// Retention runs after every this many checkpoints of a dialog (walking a timeline costs a
+/// few milliseconds, so not after each one).
+const AUTO_PRUNE_EVERY: u64 = 10;
+
+pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Result<Checkpoint> {
+    let kind = match params.kind.as_deref() {
+        None => Kind::Message,
+        Some(k) => k
+            .parse::<Kind>()
+            .ok()
+            .filter(|k| Kind::REQUESTABLE.contains(k))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "kind `{k}` cannot be requested; use `message` or `manual`"
+                ))
+            })?,
+    };
+    // A dialog named by the client starts with an `initial` checkpoint; `default` needs none.
+    let named = params.dialog.is_some();
+    let dialog = params.dialog.unwrap_or_else(|| DEFAULT_DIALOG.into());
+    validate_dialog(&dialog)?;
+    if params
+        .message_id
+        .as_ref()
+        .is_some_and(|m| m.len() > 256 || m.contains('\n'))
+    {
+        return Err(Error::invalid(
+            "message_id must be one line of at most 256 bytes",
+        ));
+    }
+    let new = NewCheckpoint {
+        message_id: params.message_id,
+        meta: params.meta,
+        ..NewCheckpoint::new(dialog, kind, params.label.unwrap_or_default())
+    };
+    let tree = o.current_tree(p)?;
+    let repo = o.store.repo();
+    if named && !o.store.dialog_exists(&repo, &new.dialog)? {
+        record_initial(p, o, tree, &new.dialog, "")?;
+    }
+    let c = record(p, o, tree, new)?;
+    if c.seq % AUTO_PRUNE_EVERY == 0 {
+        auto_prune(p, o, &c.dialog);
+    }
+    o.save_index(false);
+    Ok(c)
+}
+
+/// Records a checkpoint of `tree` and tells the project's subscribers.
+pub(crate) fn record(
+    p: &Project,
+    o: &mut Opened,
+    tree: gix::ObjectId,
+    new: NewCheckpoint,
+) -> Result<Checkpoint> {
+    let c = o.store.record_checkpoint(tree, o.index.skipped(), new)?;
+    *p.last_recorded.lock().expect("last-recorded lock poisoned") = Some(tree);
+    emit_created(p, &c);
+    Ok(c)
+}
+
+/// Tells the project's subscribers about a new checkpoint.
+pub(crate) fn emit_created(p: &Project, c: &Checkpoint) {
+    p.events.emit(
+        "checkpoint_created",
+        json!({
+            "id": c.id, "dialog": c.dialog, "seq": c.seq, "session": c.session, "kind": c.kind,
+            "label": c.label, "files": c.files, "added": c.added, "modified": c.modified,
+            "deleted": c.deleted, "skipped": c.skipped.len(),
+        }),
+    );
+}
+
+/// Records an `auto` checkpoint in the default dialog if the files differ from the checkpoint
+/// recorded last; returns it, or None when nothing changed.
+pub fn record_auto(p: &Project, o: &mut Opened) -> Result<Option<Checkpoint>> {
+    let tree = o.current_tree(p)?;
+    let known = *p.last_recorded.lock().expect("last-recorded lock poisoned");
+    let last = match known {
+        Some(t) => Some(t),
+        None => {
+            let repo = o.store.repo();
+            let newest = o.store.list(&repo, None)?;
+            newest.first().map(|c| parse_id(&c.tree)).transpose()?
+        }
+    };
+    if last == Some(tree) {
+        return Ok(None);
+    }
+    let new = NewCheckpoint::new(DEFAULT_DIALOG, Kind::Auto, "automatic checkpoint");
+    let c = record(p, o, tree, new)?;
+    auto_prune(p, o, DEFAULT_DIALOG);
+    o.save_index(false);
+    Ok(Some(c))
+}
+
+pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<Checkpoint>> {
+    let repo = o.store.repo();
+    let mut all = o.store.list(&repo, params.dialog.as_deref())?;
+    if !params.all_sessions {
+        // Each dialog's active session, and its latest checkpoint (which shows the approved or
+        // reset state a fresh session starts from).
+        let mut active = HashMap::new();
+        for c in &all {
+            active
+                .entry(c.dialog.clone())
+                .or_insert_with(|| (c.id, active_session(c)));
+        }
+        all.retain(|c| {
+            let (head, session) = &active[&c.dialog];
+            c.session == *session || c.id == *head
+        });
+    }
+    o.store.annotate(&repo, &mut all)?;
+    if let Some(pattern) = params.grep.as_deref().map(str::to_lowercase) {
+        all.retain(|c| {
+            let text = format!(
+                "{}\n{}\n{}\n{}",
+                c.label,
+                c.notes.as_deref().unwrap_or(""),
+                c.tags.join("\n"),
+                c.message_id.as_deref().unwrap_or("")
+            );
+            text.to_lowercase().contains(&pattern)
+        });
+    }
+    if let Some(limit) = params.limit {
+        all.truncate(limit);
+    }
+    Ok(all)
+}
+
+/// The session a dialog whose latest checkpoint is `head` is in now.
+pub fn active_session(head: &Checkpoint) -> u64 {
+    head.session + u64::from(head.kind.ends_session())
+}
+
+pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown> {
+    let store = &o.store;
+    let repo = store.repo();
+    let mut c = store.resolve_in(&repo, &params.id, params.dialog.as_deref())?;
+    store.load_meta(&repo, &mut c)?;
+    store.annotate(&repo, std::slice::from_mut(&mut c))?;
+    let parent_tree = match &c.parent {
+        Some(parent) => Some(parse_id(
+            &store.checkpoint(&repo, parent.object_id())?.tree,
+        )?),
+        None => None,
+    };
+    let tree = parse_id(&c.tree)?;
+    let changed = diff_trees(&repo, parent_tree, Some(tree), &[])?;
+    let changes = diff(&repo, &changed, false, false)?.files;
+    let file_list = if params.files {
+        let files = store.files_of(&repo, &c)?;
+        let files = files.iter().map(|(path, s)| r::TreeFile {
+            path: path.to_string(),
+            mode: format!("{:06o}", s.kind as u16),
+            blob: s.id.to_string(),
+        });
+        Some(files.collect())
+    } else {
+        None
+    };
+    Ok(r::Shown {
+        checkpoint: c,
+        changes,
+        file_list,
+    })
+}
+
+pub fn diff_checkpoints(p: &Project, o: &mut Opened, params: DiffParams) -> Result<r::Diffed> {
+    let paths = p.tree_paths(&params.paths)?;
+    let dialog = params.dialog.as_deref();
+    let from = {
+        let repo = o.store.repo();
+        o.store.resolve_in(&repo, &params.from, dialog)?
+    };
+    let (to, new_tree) = match &params.to {
+        Some(to) => {
+            let repo = o.store.repo();
+            let to = o.store.resolve_in(&repo, to, dialog)?;
+            (Some(to.id), parse_id(&to.tree)?)
+        }
+        None => (None, o.current_tree(p)?),
+    };
+    let repo = o.store.repo();
+    let old_tree = parse_id(&from.tree)?;
+    let changed = diff_trees(&repo, Some(old_tree), Some(new_tree), &paths)?;
+    let diff = diff(&repo, &changed, params.patch, params.counts)?;
+    Ok(r::Diffed {
+        diff,
+        from: from.id,
+        to,
+    })
+}
+
+/// The changes of checkpoint `id` against its parent (or `against`) as a patch `git apply` takes.
+pub fn export_patch(_: &Project, o: &mut Opened, params: ExportPatchParams) -> Result<r::Patch> {
+    let store = &o.store;
+    let repo = store.repo();
+    let to = store.resolve(&repo, &params.id)?;
+    let from = match (&params.against, &to.parent) {
+        (Some(other), _) => Some(store.resolve(&repo, other)?),
+        (None, Some(parent)) => Some(store.checkpoint(&repo, parent.object_id())?),
+        (None, None) => None,
+    };
+    let old = from.as_ref().map(|c| parse_id(&c.tree)).transpose()?;
+    let changes = diff_trees(&repo, old, Some(parse_id(&to.tree)?), &[])?;
+    let result = diff(&repo, &changes, true, false)?;
+    Ok(r::Patch {
+        id: to.id,
+        against: from.map(|c| c.id),
+        patch: result.patch.unwrap_or_default(),
+    })
+}
+
+/// Writes checkpoints (and all they reach) as a git bundle.
+pub fn export_bundle(
+    p: &Project,
+    o: &mut Opened,
+    params: ExportBundleParams,
+) -> Result<r::BundleWritten> {
+    if params.ids.is_empty() {
+        return Err(Error::invalid(
+            "export_bundle needs at least one checkpoint id",
+        ));
+    }
+    let path = p.absolute(&params.path)?;
+    let store = &o.store;
+    let repo = store.repo();
+    let mut ids = Vec::new();
+    for id in &params.ids {
+        ids.push(store.resolve(&repo, id)?.id);
+    }
+    if !params.force && std::fs::symlink_metadata(&path).is_ok() {
+        return Err(Error::invalid(format!(
+            "{} exists; pass --force (`force`) to replace it",
+            path.display()
+        )));
+    }
+    let objects: Vec<gix::ObjectId> = ids.iter().map(CheckpointId::object_id).collect();
+    let objects = store
+        .export_bundle(&objects, &path, params.force)
+        .map_err(Error::BundleWrite)?;
+    Ok(r::BundleWritten {
+        path,
+        checkpoints: ids,
+        objects,
+    })
+}
+
+/// Reads a git bundle's objects into the store and records a checkpoint (kind `imported`) for
+/// each commit its refs name, oldest first, on one dialog.
+pub fn import_bundle(
+    p: &Project,
+    o: &mut Opened,
+    params: ImportBundleParams,
+) -> Result<r::BundleImported> {
+    let path = p.absolute(&params.path)?;
+    if let Some(d) = &params.dialog {
+        validate_dialog(d)?;
+    }
+    let store = &o.store;
+    let objects = store
+        .import_bundle_objects(&path)
+        .map_err(|source| Error::Import {
+            path: path.clone(),
+            source,
+        })?;
+    let repo = store.repo();
+    let result = (|| {
+        let (candidates, not_imported) = store.import_candidates(&repo, &objects.header)?;
+        // A tree no restore could write is refused here, not found out later.
+        let mut seen = HashSet::new();
+        for candidate in &candidates {
+            let bad = unsafe_paths(&repo, candidate.tree, &mut seen, 10)?;
+            if !bad.is_empty() {
+                objects.discard();
+                return Err(Error::invalid(format!(
+                    "cannot import {}: commit {} holds paths no checkout may write ({}); \
+                     nothing was imported",
+                    path.display(),
+                    candidate.commit,
+                    bad.join(", ")
+                )));
+            }
+        }
+        let dialog = match &params.dialog {
+            Some(d) => d.clone(),
+            None => free_dialog_name(store, &repo, "imported")?,
+        };
+        let mut imported = Vec::new();
+        for candidate in candidates {
+            let new = NewCheckpoint {
+                message_id: candidate.message_id,
+                meta: candidate.meta,
+                imported: Some(candidate.imported),
+                ..NewCheckpoint::new(dialog.clone(), Kind::Imported, candidate.label)
+            };
+            let c = store.record_checkpoint(candidate.tree, candidate.skipped, new)?;
+            emit_created(p, &c);
+            imported.push(c);
+        }
+        Ok(r::BundleImported {
+            path: path.clone(),
+            dialog: (!imported.is_empty()).then_some(dialog),
+            objects: objects.objects,
+            imported,
+            not_imported,
+        })
+    })();
+    // The new checkpoints' refs reach what matters now; gc may drop the rest.
+    if let Some(keep) = &objects.keep {
+        let _ = std::fs::remove_file(keep);
+    }
+    result
+}
+
+/// `base` if no dialog has that name, else the first free `base-2`, `base-3`, ...
+fn free_dialog_name(store: &Store, repo: &gix::Repository, base: &str) -> Result<String> {
+    for n in 1.. {
+        let name = match n {
+            1 => base.to_string(),
+            n => format!("{base}-{n}"),
+        };
+        if !store.dialog_exists(repo, &name)? {
+            return Ok(name);
+        }
+    }
+    unreachable!("some dialog name is free")
+}
+
+pub fn tag(_: &Project, o: &mut Opened, params: TagParams) -> Result<r::Tagged> {
+    let repo = o.store.repo();
+    let c = o.store.resolve(&repo, &params.id)?;
+    o.store.add_tag(&repo, &c, &params.name)?;
+    Ok(r::Tagged {
+        id: c.id,
+        tag: params.name,
+    })
+}
+
+pub fn note(_: &Project, o: &mut Opened, params: NoteParams) -> Result<r::Noted> {
+    if params.text.trim().is_empty() || params.text.len() > 64 * 1024 {
+        return Err(Error::invalid("a note is 1 to 65536 bytes of text"));
+    }
+    let repo = o.store.repo();
+    let mut c = o.store.resolve(&repo, &params.id)?;
+    o.store.add_note(&repo, &c, &params.text)?;
+    o.store.annotate(&repo, std::slice::from_mut(&mut c))?;
+    Ok(r::Noted {
+        id: c.id,
+        notes: c.notes,
+    })
+}
+
+/// Compares the index (after syncing with the watcher) with a fresh full scan, a separate
+/// code path that uses no cache: they must always agree.
+pub fn verify(p: &Project, o: &mut Opened, _: ProjectParams) -> Result<r::Verified> {
+    let index_tree = o.current_tree(p)?;
+    let options = SnapshotOptions {
+        write: false,
+        max_file_size: p.max_file_size(),
+    };
+    let scan = Snapshot::take(&o.store, &o.filter, options)?;
+    let scan_tree = Snapshot::tree_id(&scan.files)?;
+    if index_tree != scan_tree {
+        tracing::error!(root = %p.root.display(), %index_tree, %scan_tree, "index and full scan disagree");
+        o.force_rescan("verify found a difference");
+    }
+    Ok(r::Verified {
+        index_tree: index_tree.to_string(),
+        scan_tree: scan_tree.to_string(),
+        equal: index_tree == scan_tree,
+        mode: p.mode(),
+    })
+}
+
+/// Makes the next checkpoint verify everything by stat, as a watcher overflow does.
+pub fn rescan(_: &Project, o: &mut Opened, _: ProjectParams) -> Result<r::Rescan> {
+    o.force_rescan("requested by a client");
+    Ok(r::Rescan { rescan: true })
+}
+
+/// Reads every object the store's refs reach and reports what is unreadable and which
+/// checkpoints it affects; with `repair`, salvages damaged packs and sets the damage aside.
+/// Files whose content the store lost are read again at the next checkpoint. Runs on a
+/// damaged store ([`Project::run_on_damaged`]).
+pub fn fsck(_: &Project, o: &mut Opened, params: FsckParams) -> Result<r::FsckReport> {
+    let report = o.store.fsck(params.repair)?;
+    if params.repair || report.unreadable_count > 0 {
+        let repo = o.store.repo();
+        o.index.forget_objects(&report.unreadable_ids, &repo);
+    }
+    Ok(report)
+}

@@ -1,0 +1,236 @@
+//! Changing the files back: restore, undo, and (from [`timeline`](super::timeline)) reset.
+//!
+//! A restore, top-down ([`restore_to`]): bring the index up to date; refuse paths that match
+//! nothing; record the current state as a `pre-restore` checkpoint (the undo); plan (the tree
+//! diff from now to the target); apply it ([`worktree::apply`], which decides per path what
+//! must be left alone); check the result against the target and report every path that still
+//! differs ([`report_leftovers`]); record a checkpoint of the result that names both.
+
+use gix::bstr::BString;
+use serde_json::{json, Value};
+
+use super::checkpoint::record;
+use super::worktree::{self, Applied};
+use super::{Error, Opened, Project, Result};
+use crate::filter::rel_to_abs;
+use crate::model::{Kind, SkipReason, SkippedFile};
+use crate::protocol::methods::{RestoreParams, UndoParams};
+use crate::protocol::results::Restored;
+use crate::store::checkpoint::parse_id;
+use crate::store::treediff::diff_trees;
+use crate::store::{Checkpoint, NewCheckpoint, RestoreLink, StoreError};
+
+pub fn restore(p: &Project, o: &mut Opened, params: RestoreParams) -> Result<Restored> {
+    let paths = p.tree_paths(&params.paths)?;
+    let target = {
+        let repo = o.store.repo();
+        o.store
+            .resolve_in(&repo, &params.id, params.dialog.as_deref())?
+    };
+    restore_to(p, o, &target, paths, params.dry_run, Kind::Restore)
+}
+
+/// Restores the last restore's undo checkpoint (of `dialog`, or of any dialog).
+pub fn undo(p: &Project, o: &mut Opened, params: UndoParams) -> Result<Restored> {
+    let target = {
+        let repo = o.store.repo();
+        let last = o
+            .store
+            .list(&repo, params.dialog.as_deref())?
+            .into_iter()
+            .find_map(|c| c.restore)
+            .ok_or(Error::NothingToUndo)?;
+        o.store.checkpoint(&repo, last.undo.object_id())?
+    };
+    restore_to(p, o, &target, Vec::new(), params.dry_run, Kind::Restore)
+}
+
+/// The restore itself; `end_kind` is the kind of the checkpoint that records the result
+/// (`restore`, or `reset` for a session reset).
+pub fn restore_to(
+    p: &Project,
+    o: &mut Opened,
+    target: &Checkpoint,
+    paths: Vec<BString>,
+    dry_run: bool,
+    end_kind: Kind,
+) -> Result<Restored> {
+    // File timestamps come from the kernel's coarse clock, which lags the precise one: compare
+    // them with that clock, or a write just after this moment could look older.
+    let started = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    let started = started.tv_sec as i128 * 1_000_000_000 + started.tv_nsec as i128;
+    o.prepare(p)?;
+    refuse_unmatched_paths(o, target, &paths)?;
+    let current = o.index.write_tree(&o.store.repo())?;
+    let undo = if dry_run {
+        None
+    } else {
+        let label = format!(
+            "before restoring to {} (#{} {})",
+            target.id.short(),
+            target.seq,
+            target.kind
+        );
+        let new = NewCheckpoint::new(target.dialog.clone(), Kind::PreRestore, label);
+        Some(record(p, o, current, new)?)
+    };
+    let target_tree = parse_id(&target.tree)?;
+    let mut applied = {
+        let repo = o.store.repo();
+        let plan = diff_trees(&repo, Some(current), Some(target_tree), &paths)?;
+        worktree::apply(&repo, &o.filter, &mut o.index, target_tree, &plan, dry_run)
+    };
+    if !dry_run {
+        if let Err(e) = o.store.sync() {
+            tracing::warn!(error = %e, "could not flush restored files");
+        }
+    }
+    for skip in &applied.skipped {
+        tracing::warn!(path = %skip.path, reason = %skip.reason, "skipped while restoring");
+    }
+    tracing::info!(
+        target = %target.id,
+        dry_run,
+        written = applied.written.len(),
+        deleted = applied.deleted.len(),
+        skipped = applied.skipped.len(),
+        "restore finished"
+    );
+    let mut recorded = None;
+    if let Some(undo) = &undo {
+        let now = report_leftovers(p, o, target, &paths, started, &mut applied)?;
+        let scope = if paths.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} paths)", paths.len())
+        };
+        let label = format!(
+            "restored to {} (#{} {}){scope}",
+            target.id.short(),
+            target.seq,
+            target.kind
+        );
+        let link = RestoreLink {
+            restored_to: target.id,
+            undo: undo.id,
+        };
+        let new = NewCheckpoint {
+            restore: Some(link),
+            ..NewCheckpoint::new(target.dialog.clone(), end_kind, label)
+        };
+        recorded = Some(record(p, o, now, new)?.id);
+        p.events.emit(
+            "restored",
+            json!({
+                "kind": end_kind, "restored_to": target.id, "dialog": target.dialog,
+                "undo_checkpoint": undo.id, "restore_checkpoint": recorded,
+                "written": applied.written.len(), "deleted": applied.deleted.len(),
+                "skipped": applied.skipped,
+            }),
+        );
+    }
+    // The client's metadata of the target (e.g. the agent's conversation), to roll back with.
+    let mut with_meta = target.clone();
+    o.store.load_meta(&o.store.repo(), &mut with_meta)?;
+    Ok(Restored {
+        restored_to: target.id,
+        undo_checkpoint: undo.map(|c| c.id),
+        dry_run,
+        written: applied.written,
+        deleted: applied.deleted,
+        skipped: applied.skipped,
+        restore_checkpoint: recorded,
+        meta: with_meta.meta.unwrap_or(Value::Null),
+    })
+}
+
+/// A restore of paths that name nothing, in the checkpoint or in the working tree, is a
+/// mistake (a typo, the wrong folder): it is refused, naming them, before anything is
+/// recorded or touched.
+fn refuse_unmatched_paths(o: &Opened, target: &Checkpoint, paths: &[BString]) -> Result<()> {
+    if paths.is_empty() || paths.iter().any(|p| p.is_empty()) {
+        return Ok(());
+    }
+    let repo = o.store.repo();
+    let tree = repo
+        .find_tree(parse_id(&target.tree)?)
+        .map_err(|e| StoreError::git("reading a tree", e))?;
+    let index = o.index.files();
+    let unmatched: Vec<String> = paths
+        .iter()
+        .filter(|p| {
+            let in_target = tree
+                .lookup_entry_by_path(gix::bstr::ByteSlice::to_path_lossy(p.as_slice()))
+                .ok()
+                .flatten()
+                .is_some();
+            let in_tree = index.contains_key(*p)
+                || index
+                    .range::<BString, _>((*p).clone()..)
+                    .next()
+                    .is_some_and(|(k, _)| k.starts_with(p) && k.get(p.len()) == Some(&b'/'));
+            let on_disk = std::fs::symlink_metadata(rel_to_abs(o.filter.root(), p)).is_ok();
+            !(in_target || in_tree || on_disk)
+        })
+        .map(|p| p.to_string())
+        .collect();
+    if unmatched.is_empty() {
+        return Ok(());
+    }
+    Err(Error::invalid(format!(
+        "{} matches nothing in checkpoint {} or in the working tree; nothing was restored",
+        unmatched.join(", "),
+        target.id.short()
+    )))
+}
+
+/// Checks the project against the checkpoint after a restore and reports every path that still
+/// differs and is not reported yet: typically a file that was ignored before the restore (so it
+/// was left alone) and is not ignored under the restored `.gitignore`. Returns the tree of the
+/// project as the restore left it.
+fn report_leftovers(
+    p: &Project,
+    o: &mut Opened,
+    target: &Checkpoint,
+    paths: &[BString],
+    started_ns: i128,
+    applied: &mut Applied,
+) -> Result<gix::ObjectId> {
+    use std::os::unix::fs::MetadataExt;
+    // The restore's own writes match the target; a later status change is someone else's.
+    let changed_since_start = |rel: &[u8]| {
+        std::fs::symlink_metadata(rel_to_abs(&p.root, rel))
+            .is_ok_and(|m| m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128 >= started_ns)
+    };
+    let now = o.current_tree(p)?;
+    let repo = o.store.repo();
+    let wanted = parse_id(&target.tree)?;
+    for change in diff_trees(&repo, Some(now), Some(wanted), paths)? {
+        let path = change.path.to_string();
+        if applied.skipped.iter().any(|s| s.path == path) {
+            continue;
+        }
+        let touched = applied.written.contains(&path) || applied.deleted.contains(&path);
+        let (code, reason) = if touched || changed_since_start(&change.path) {
+            (
+                SkipReason::ChangedDuringRestore,
+                "written by another process while the restore ran; left as it is",
+            )
+        } else if change.old.is_some() && change.new.is_none() {
+            (
+                SkipReason::IgnoredThen,
+                "left in place: it was not captured before the restore (ignored or excluded \
+                 then), so it is not deleted",
+            )
+        } else {
+            (
+                SkipReason::IgnoredThen,
+                "still differs from the checkpoint after the restore (it was not captured \
+                 before: ignored or excluded then)",
+            )
+        };
+        tracing::warn!(path = %path, reason, "skipped while restoring");
+        applied.skipped.push(SkippedFile::new(path, code, reason));
+    }
+    Ok(now)
+}

@@ -1,0 +1,279 @@
+//! What each method returns. The daemon encodes these and the client decodes them, so a field
+//! renamed on one side and not the other does not compile. Reports the store produces whole
+//! (diffs, prune, gc, fsck) are its own types.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::{CheckpointId, SkippedFile, WatchMode};
+pub use crate::store::diff::{ChangeStatus, DiffResult, FileChange};
+pub use crate::store::fsck::FsckReport;
+pub use crate::store::gc::GcReport;
+pub use crate::store::import::NotImported;
+pub use crate::store::retention::{PruneReport, PrunedCheckpoint};
+pub use crate::store::Checkpoint;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol: u32,
+    pub daemon: String,
+    pub pid: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    pub daemon: String,
+    pub protocol: u32,
+    pub pid: u32,
+    pub uptime_seconds: u64,
+    pub socket: PathBuf,
+    pub data_dir: PathBuf,
+    pub projects: Vec<ProjectStatus>,
+}
+
+/// A registered project, as `projects` lists it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProjectInfo {
+    pub root: PathBuf,
+    pub store: PathBuf,
+    /// Whether the project folder is there now.
+    pub available: bool,
+}
+
+/// A registered project, as `status` reports it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProjectStatus {
+    #[serde(flatten)]
+    pub project: ProjectInfo,
+    /// Size of the store's objects.
+    pub store_bytes: u64,
+    /// Whether an operation holds the project right now.
+    pub busy: bool,
+    pub mode: WatchMode,
+    /// How far a long refresh has come.
+    pub progress: Option<Progress>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Progress {
+    pub phase: String,
+    pub done: u64,
+    pub total: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Watched {
+    pub root: PathBuf,
+    pub store: PathBuf,
+    /// Dialogs the store holds already (a project watched again keeps its history).
+    pub dialogs: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Unwatched {
+    pub root: PathBuf,
+    pub store: PathBuf,
+}
+
+/// `show`: the checkpoint, what changed against its parent, and (when asked) its files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Shown {
+    #[serde(flatten)]
+    pub checkpoint: Checkpoint,
+    pub changes: Vec<FileChange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_list: Option<Vec<TreeFile>>,
+}
+
+/// A file of a checkpoint's tree.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TreeFile {
+    pub path: String,
+    /// The git mode, six octal digits (`100644`, `100755`, `120000`).
+    pub mode: String,
+    pub blob: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Diffed {
+    #[serde(flatten)]
+    pub diff: DiffResult,
+    pub from: CheckpointId,
+    /// None: against the working tree.
+    pub to: Option<CheckpointId>,
+}
+
+/// What a restore, an undo or a reset did (or, in a dry run, would do).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Restored {
+    pub restored_to: CheckpointId,
+    /// The `pre-restore` checkpoint that undoes this restore (none for a dry run).
+    pub undo_checkpoint: Option<CheckpointId>,
+    pub dry_run: bool,
+    pub written: Vec<String>,
+    pub deleted: Vec<String>,
+    pub skipped: Vec<SkippedFile>,
+    /// The checkpoint of the state the restore left (none for a dry run).
+    pub restore_checkpoint: Option<CheckpointId>,
+    /// The target's client metadata (e.g. the agent's conversation), to roll back with.
+    pub meta: Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reset {
+    #[serde(flatten)]
+    pub restored: Restored,
+    pub reset_to: CheckpointId,
+    /// The session the dialog is in now (none for a dry run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_session: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Tagged {
+    pub id: CheckpointId,
+    pub tag: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Noted {
+    pub id: CheckpointId,
+    pub notes: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Patch {
+    pub id: CheckpointId,
+    pub against: Option<CheckpointId>,
+    pub patch: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BundleWritten {
+    pub path: PathBuf,
+    pub checkpoints: Vec<CheckpointId>,
+    pub objects: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BundleImported {
+    pub path: PathBuf,
+    /// The dialog the checkpoints were added to (none when nothing was imported).
+    pub dialog: Option<String>,
+    pub objects: u32,
+    pub imported: Vec<Checkpoint>,
+    pub not_imported: Vec<NotImported>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DialogStarted {
+    pub dialog: String,
+    pub initial: Checkpoint,
+    /// For `dialog_fork`: the checkpoint the dialog starts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<CheckpointId>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DialogInfo {
+    pub dialog: String,
+    pub checkpoints: usize,
+    pub last_activity: String,
+    pub head: CheckpointId,
+    pub title: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DialogRemoved {
+    pub dialog: String,
+    pub head: CheckpointId,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DialogKept {
+    pub dialog: String,
+    pub keep: usize,
+    pub auto_keep: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EditBegun {
+    pub token: String,
+    pub expires_in_seconds: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EditCommitted {
+    pub token: String,
+    pub committed: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EditAborted {
+    pub token: String,
+    pub restored: Vec<String>,
+    pub skipped: Vec<SkippedFile>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionStatus {
+    pub dialog: String,
+    pub active_session: u64,
+    /// Whether the files differ from the approved state.
+    pub has_unapproved: bool,
+    pub approved_commit: CheckpointId,
+    pub last_approved_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionApproved {
+    pub approved_commit: CheckpointId,
+    pub session: u64,
+    pub new_session: u64,
+    pub commits_approved: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pruned {
+    #[serde(flatten)]
+    pub report: PruneReport,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gc: Option<GcReport>,
+    /// What holding the store to `max_store_bytes` did, when it was over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Budget {
+    pub max_store_bytes: u64,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub pruned: Vec<PrunedCheckpoint>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Verified {
+    pub index_tree: String,
+    pub scan_tree: String,
+    pub equal: bool,
+    pub mode: WatchMode,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Rescan {
+    pub rescan: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stopping {
+    pub stopping: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Subscribed {
+    pub subscribed: PathBuf,
+    pub diffs: bool,
+}
