@@ -37,6 +37,36 @@ pub const LINE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for in-flight requests before it gives up on them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
+/// Handles one request in a task of its own, so that a handler that panics (a bug) costs only
+/// that request: the client gets an `internal_error` reply, the panic is logged, and the
+/// connection and the daemon keep serving.
+async fn handle_guarded(
+    daemon: Arc<Daemon>,
+    line: Vec<u8>,
+    conn: Arc<handlers::Conn>,
+) -> (Option<Vec<u8>>, bool) {
+    let id = serde_json::from_slice::<Value>(&line)
+        .ok()
+        .and_then(|v| v.get("id").cloned());
+    let task = tokio::spawn(async move { handlers::handle_line(&daemon, &line, &conn).await });
+    match task.await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            let why = if e.is_panic() {
+                "panicked"
+            } else {
+                "was cancelled"
+            };
+            tracing::error!(error = %e, "a request handler {why}");
+            let err = RpcError::new(
+                ErrorCode::Internal,
+                format!("the daemon failed while handling this request (its handler {why}; see the daemon log)"),
+            );
+            (id.map(|id| error_line(&id, &err)), false)
+        }
+    }
+}
+
 /// The open connections, and which of them are idle (and since when).
 #[derive(Default)]
 struct Connections {
@@ -285,7 +315,7 @@ async fn serve(
                 let stop_tx = stop_tx.clone();
                 let conn = conn.clone();
                 requests.spawn(async move {
-                    let (reply, shutdown) = handlers::handle_line(&daemon, &line, &conn).await;
+                    let (reply, shutdown) = handle_guarded(daemon, line, conn).await;
                     if let Some(reply) = reply {
                         let _ = tx.send(reply).await;
                     }

@@ -13,6 +13,7 @@ mod exactness;
 mod exclusions;
 mod faults;
 mod import;
+mod inprocess;
 mod protocol;
 mod races;
 mod restore;
