@@ -81,8 +81,8 @@ fn main() {
 
     // First checkpoint.
     let ours = time(|| {
-        conn.call("watch", json!({ "path": root })).unwrap();
-        conn.call(
+        conn.call_value("watch", json!({ "path": root })).unwrap();
+        conn.call_value(
             "checkpoint",
             json!({ "project": project, "label": "first" }),
         )
@@ -98,7 +98,7 @@ fn main() {
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..args.runs {
         ours.push(time(|| {
-            conn.call("checkpoint", json!({ "project": project }))
+            conn.call_value("checkpoint", json!({ "project": project }))
                 .unwrap();
         }));
         theirs.push(time(|| shadow_snapshot(&shadow, &root)));
@@ -112,7 +112,7 @@ fn main() {
         round += 1;
         touch_ten(&root, args.files, round);
         ours.push(time(|| {
-            conn.call("checkpoint", json!({ "project": project }))
+            conn.call_value("checkpoint", json!({ "project": project }))
                 .unwrap();
         }));
         theirs.push(time(|| shadow_snapshot(&shadow, &root)));
@@ -123,7 +123,7 @@ fn main() {
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..args.runs {
         let target = conn
-            .call("checkpoint", json!({ "project": project }))
+            .call_value("checkpoint", json!({ "project": project }))
             .unwrap()["id"]
             .as_str()
             .unwrap()
@@ -131,12 +131,12 @@ fn main() {
         let shadow_target = shadow_snapshot(&shadow, &root);
         round += 1;
         touch_ten(&root, args.files, round);
-        conn.call("checkpoint", json!({ "project": project }))
+        conn.call_value("checkpoint", json!({ "project": project }))
             .unwrap();
         shadow_snapshot(&shadow, &root);
         ours.push(time(|| {
             let r = conn
-                .call("restore", json!({ "project": project, "id": target }))
+                .call_value("restore", json!({ "project": project, "id": target }))
                 .unwrap();
             assert!(r["skipped"].as_array().unwrap().is_empty());
         }));
@@ -156,7 +156,7 @@ fn main() {
     let mut daemon = Daemon::start(tmp.path());
     let mut conn = daemon.connect();
     let after_restart = time(|| {
-        conn.call("checkpoint", json!({ "project": project }))
+        conn.call_value("checkpoint", json!({ "project": project }))
             .unwrap();
     });
     let theirs = time(|| {
@@ -187,7 +187,7 @@ fn main() {
     for _ in 0..args.history {
         round += 1;
         touch_ten(&root, args.files, round);
-        conn.call("checkpoint", json!({ "project": project }))
+        conn.call_value("checkpoint", json!({ "project": project }))
             .unwrap();
         let tree = shadow_snapshot(&history_shadow, &root);
         parent = Some(commit(&tree, &parent));
@@ -206,7 +206,8 @@ fn main() {
     let ours_size = du(&store);
     // Packing everything: `ckpt gc` against `git gc --prune=now` on the same history.
     let ours_gc = time(|| {
-        conn.call("gc", json!({ "project": project })).unwrap();
+        conn.call_value("gc", json!({ "project": project }))
+            .unwrap();
     });
     let theirs_gc =
         time(|| run(git(&history_shadow, &root).args(["gc", "--prune=now", "--quiet"])));

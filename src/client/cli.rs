@@ -1,16 +1,14 @@
-//! Argument parsing and the commands. Each command sends one request (restore may send a dry
-//! run first to ask for confirmation) and renders the reply.
+//! Argument parsing, and the dispatch to the command files in [`commands`](super::commands).
 
-use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use serde_json::{json, Value};
 
+use super::commands::{self as cmd, Ctx};
 use super::output::{self, Out};
-use super::{ClientError, Connection};
+use super::ClientError;
 use crate::config::{Config, Paths};
-use crate::protocol::ErrorCode;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -299,56 +297,54 @@ pub fn main() -> i32 {
         }
     };
     let json = cli.json;
-    match run(cli) {
+    let code = match run(cli) {
         Ok(code) => code,
         Err(err) => {
             output::error(&err, json);
             err.exit_code()
         }
-    }
+    };
+    let _ = std::io::stdout().flush();
+    code
 }
 
 fn run(cli: Cli) -> Result<i32, ClientError> {
     let config = Config::load(None).map_err(|e| ClientError::Usage(e.to_string()))?;
     let paths = Paths::resolve(&config, cli.socket.as_deref())
         .map_err(|e| ClientError::Usage(e.to_string()))?;
-    let base = base_dir(cli.dir.as_deref())?;
-    let out = Out {
-        json: cli.json,
-        verbose: cli.verbose,
+    let cwd = std::env::current_dir()
+        .map_err(|e| ClientError::Usage(format!("no current directory: {e}")))?;
+    let ctx = Ctx {
+        out: Out {
+            json: cli.json,
+            verbose: cli.verbose,
+        },
+        paths,
+        base: cli.dir.as_deref().map_or(cwd.clone(), |d| cwd.join(d)),
+        // Starting a daemon only to stop it would be silly.
+        spawn: !cli.no_spawn && !matches!(cli.command, Command::Shutdown),
+        default_socket: cli.socket.is_none() && config.socket.is_none(),
     };
-    // Starting a daemon only to stop it would be silly.
-    let spawn = !cli.no_spawn && !matches!(cli.command, Command::Shutdown);
-    let default_socket = cli.socket.is_none() && config.socket.is_none();
-    let connect =
-        || Connection::connect_or_spawn(&paths.socket, spawn, &paths.data_dir, default_socket);
-    let project = json!(wire(&base)?);
+    let ctx = &ctx;
     match cli.command {
-        Command::Watch { dir, force } => {
-            let params = json!({ "path": wire(&resolve(&base, dir))?, "force": force });
-            let result = connect()?.call("watch", params)?;
-            out.watched(&result);
-        }
-        Command::Unwatch { dir } => {
-            let result =
-                connect()?.call("unwatch", json!({ "path": wire(&resolve(&base, dir))? }))?;
-            out.unwatched(&result);
-        }
-        Command::Projects => out.projects(&connect()?.call("projects", json!({}))?),
+        Command::Watch { dir, force } => cmd::daemon::watch(ctx, dir, force),
+        Command::Unwatch { dir } => cmd::daemon::unwatch(ctx, dir),
+        Command::Projects => cmd::daemon::projects(ctx),
+        Command::Status => cmd::daemon::status(ctx),
+        Command::Shutdown => cmd::daemon::shutdown(ctx),
         Command::Checkpoint {
             message,
             dialog,
             message_id,
             meta,
         } => {
-            let meta = meta.map(|m| read_meta(&m)).transpose()?;
-            let params = json!({ "project": project, "label": message, "dialog": dialog,
-                "message_id": message_id, "meta": meta });
-            let mut conn = connect()?;
-            let result = with_progress(&paths.socket, &base, !cli.json, || {
-                conn.call("checkpoint", strip_nulls(params))
-            })?;
-            out.checkpoint(&result);
+            let args = cmd::checkpoint::Args {
+                message,
+                dialog,
+                message_id,
+                meta,
+            };
+            cmd::checkpoint::run(ctx, args)
         }
         Command::List {
             dialog,
@@ -357,25 +353,16 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             grep,
             graph,
         } => {
-            let params = strip_nulls(
-                json!({ "project": project, "dialog": dialog, "limit": limit,
-                "all_sessions": all_sessions || graph, "grep": grep }),
-            );
-            let result = connect()?.call("list", params)?;
-            if graph && !cli.json {
-                output::graph(&result);
-            } else {
-                out.list(&result);
-            }
+            let args = cmd::list::Args {
+                dialog,
+                limit,
+                all_sessions,
+                grep,
+                graph,
+            };
+            cmd::list::run(ctx, args)
         }
-        Command::Show { id, dialog, files } => {
-            let params = strip_nulls(
-                json!({ "project": project, "id": id, "files": files, "dialog": dialog }),
-            );
-            let shown = connect()?.call("show", params)?;
-            say_resolved(out.json, &id, &shown["id"]);
-            out.show(&shown);
-        }
+        Command::Show { id, dialog, files } => cmd::show::run(ctx, id, dialog, files),
         Command::Diff {
             id,
             id2,
@@ -384,86 +371,37 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             name_only,
             paths,
         } => {
-            let params = strip_nulls(json!({ "project": project, "from": id, "to": id2,
-                "paths": wire_all(&base, &paths)?, "dialog": dialog,
-                "patch": !stat && !name_only, "counts": !name_only }));
-            let diff = connect()?.call("diff", params)?;
-            say_resolved(out.json, &id, &diff["from"]);
-            if let Some(id2) = &id2 {
-                say_resolved(out.json, id2, &diff["to"]);
-            }
-            out.diff(&diff, stat, name_only);
+            let args = cmd::diff::Args {
+                id,
+                id2,
+                dialog,
+                stat,
+                name_only,
+                paths,
+            };
+            cmd::diff::run(ctx, args)
         }
         Command::Restore {
             id,
             dialog,
             dry_run,
             yes,
-            paths: restore_paths,
+            paths,
         } => {
-            let socket = paths.socket.clone();
-            let paths = wire_all(&base, &restore_paths)?;
-            let mut conn = connect()?;
-            let ask = !yes && !dry_run && !cli.json && std::io::stdin().is_terminal();
-            if ask {
-                let plan = conn.call(
-                    "restore",
-                    strip_nulls(json!({ "project": project, "id": id, "paths": paths,
-                        "dry_run": true, "dialog": dialog })),
-                )?;
-                if !output::confirm_restore(&plan) {
-                    eprintln!("restore cancelled; nothing changed");
-                    return Ok(1);
-                }
-                // The daemon closes connections left idle while a person reads the plan.
-                conn = connect()?;
-            }
-            let params = strip_nulls(json!({ "project": project, "id": id, "paths": paths,
-                "dry_run": dry_run, "dialog": dialog }));
-            let report = with_progress(&socket, &base, !cli.json, || conn.call("restore", params))?;
-            say_resolved(out.json, &id, &report["restored_to"]);
-            out.restore(&report);
-            let skipped = report
-                .get("skipped")
-                .and_then(Value::as_array)
-                .is_some_and(|s| !s.is_empty());
-            return Ok(if skipped { 2 } else { 0 });
+            let args = cmd::restore::Args {
+                id,
+                dialog,
+                dry_run,
+                yes,
+                paths,
+            };
+            cmd::restore::restore(ctx, args)
         }
         Command::Undo {
             dialog,
             dry_run,
             yes,
-        } => {
-            let socket = paths.socket.clone();
-            let mut conn = connect()?;
-            let params = |dry: bool| {
-                strip_nulls(json!({ "project": project, "dialog": dialog, "dry_run": dry }))
-            };
-            if !yes && !dry_run && !cli.json && std::io::stdin().is_terminal() {
-                let plan = conn.call("undo", params(true))?;
-                if !output::confirm_restore(&plan) {
-                    eprintln!("undo cancelled; nothing changed");
-                    return Ok(1);
-                }
-                // The daemon closes connections left idle while a person reads the plan.
-                conn = connect()?;
-            }
-            let report = with_progress(&socket, &base, !cli.json, || {
-                conn.call("undo", params(dry_run))
-            })?;
-            out.restore(&report);
-            return Ok(
-                if report["skipped"].as_array().is_some_and(|s| !s.is_empty()) {
-                    2
-                } else {
-                    0
-                },
-            );
-        }
-        Command::Dialog(DialogCommand::New { name, title }) => {
-            let params = strip_nulls(json!({ "project": project, "dialog": name, "title": title }));
-            out.dialog_new(&connect()?.call("dialog_new", params)?);
-        }
+        } => cmd::restore::undo(ctx, dialog, dry_run, yes),
         Command::Export {
             ids,
             patch,
@@ -471,370 +409,53 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             against,
             force,
         } => {
-            if let Some(file) = bundle {
-                let params = json!({ "project": project, "ids": ids,
-                    "path": wire(&file_path(&base, &file))?, "force": force });
-                let result = connect()?.call("export_bundle", params)?;
-                let path = result["path"].as_str().unwrap_or("").to_string();
-                out.value_or(
-                    &result,
-                    &format!("wrote {path} ({} objects)", result["objects"]),
-                );
-            } else {
-                let [id] = ids.as_slice() else {
-                    return Err(ClientError::Usage("--patch exports one checkpoint".into()));
-                };
-                debug_assert!(patch);
-                let params =
-                    strip_nulls(json!({ "project": project, "id": id, "against": against }));
-                let result = connect()?.call("export_patch", params)?;
-                if cli.json {
-                    outln!("{result}");
-                } else {
-                    out!("{}", result["patch"].as_str().unwrap_or(""));
-                }
-            }
-        }
-        Command::Import { bundle, dialog } => {
-            let params = strip_nulls(
-                json!({ "project": project, "path": wire(&file_path(&base, &bundle))?, "dialog": dialog }),
-            );
-            out.imported(&connect()?.call("import_bundle", params)?);
-        }
-        Command::Tag { id, name } => {
-            let result =
-                connect()?.call("tag", json!({ "project": project, "id": id, "name": name }))?;
-            out.value_or(
-                &result,
-                &format!("tagged {} as {name}", result["id"].as_str().unwrap_or("")),
-            );
-        }
-        Command::Note { id, text } => {
-            let result = connect()?.call(
-                "note",
-                json!({ "project": project, "id": id, "text": text }),
-            )?;
-            out.value_or(&result, result["notes"].as_str().unwrap_or(""));
-        }
-        Command::Dialog(DialogCommand::Fork { id, name }) => {
-            let params = strip_nulls(json!({ "project": project, "id": id, "dialog": name }));
-            out.dialog_new(&connect()?.call("dialog_fork", params)?);
-        }
-        Command::Dialog(DialogCommand::List) => {
-            out.dialogs(&connect()?.call("dialog_list", json!({ "project": project }))?);
-        }
-        Command::Dialog(DialogCommand::Rm { name }) => {
-            let result =
-                connect()?.call("dialog_rm", json!({ "project": project, "dialog": name }))?;
-            out.value_or(
-                &result,
-                &format!("dialog {name} removed (its content stays until gc)"),
-            );
-        }
-        Command::Session { command, dialog } => {
-            let base_params = |extra: Value| {
-                let mut p = json!({ "project": project, "dialog": dialog });
-                if let (Value::Object(p), Value::Object(e)) = (&mut p, extra) {
-                    p.extend(e);
-                }
-                strip_nulls(p)
+            let args = cmd::transfer::ExportArgs {
+                ids,
+                patch,
+                bundle,
+                against,
+                force,
             };
-            match command {
-                SessionCommand::Status => {
-                    out.session_status(&connect()?.call("session_status", base_params(json!({})))?);
-                }
-                SessionCommand::Approve { message } => {
-                    let result = connect()?.call(
-                        "session_approve",
-                        base_params(json!({ "message": message })),
-                    )?;
-                    out.session_approved(&result);
-                }
-                SessionCommand::Reset { dry_run, yes } => {
-                    let socket = paths.socket.clone();
-                    let mut conn = connect()?;
-                    if !yes && !dry_run && !cli.json && std::io::stdin().is_terminal() {
-                        let plan =
-                            conn.call("session_reset", base_params(json!({ "dry_run": true })))?;
-                        if !output::confirm_restore(&plan) {
-                            eprintln!("reset cancelled; nothing changed");
-                            return Ok(1);
-                        }
-                        // The daemon closes connections left idle while a person reads the plan.
-                        conn = connect()?;
-                    }
-                    let params = base_params(json!({ "dry_run": dry_run }));
-                    let report = with_progress(&socket, &base, !cli.json, || {
-                        conn.call("session_reset", params)
-                    })?;
-                    out.restore(&report);
-                    return Ok(
-                        if report["skipped"].as_array().is_some_and(|s| !s.is_empty()) {
-                            2
-                        } else {
-                            0
-                        },
-                    );
-                }
-            }
+            cmd::transfer::export(ctx, args)
         }
-        Command::Edit(EditCommand::Begin { paths }) => {
-            let paths = wire_all(&base, &paths)?;
-            let result =
-                connect()?.call("edit_begin", json!({ "project": project, "paths": paths }))?;
-            out.value_or(&result, result["token"].as_str().unwrap_or(""));
-        }
-        Command::Edit(EditCommand::Commit { token }) => {
-            let result =
-                connect()?.call("edit_commit", json!({ "project": project, "token": token }))?;
-            out.value_or(&result, "committed");
-        }
-        Command::Edit(EditCommand::Abort { token }) => {
-            let result =
-                connect()?.call("edit_abort", json!({ "project": project, "token": token }))?;
-            out.edit_aborted(&result);
-            return Ok(
-                if result["skipped"].as_array().is_some_and(|s| !s.is_empty()) {
-                    2
-                } else {
-                    0
-                },
-            );
-        }
+        Command::Import { bundle, dialog } => cmd::transfer::import(ctx, bundle, dialog),
+        Command::Tag { id, name } => cmd::annotate::tag(ctx, id, name),
+        Command::Note { id, text } => cmd::annotate::note(ctx, id, text),
+        Command::Dialog(DialogCommand::New { name, title }) => cmd::dialog::new(ctx, name, title),
+        Command::Dialog(DialogCommand::Fork { id, name }) => cmd::dialog::fork(ctx, id, name),
+        Command::Dialog(DialogCommand::List) => cmd::dialog::list(ctx),
+        Command::Dialog(DialogCommand::Rm { name }) => cmd::dialog::rm(ctx, name),
         Command::Dialog(DialogCommand::Keep { name, count, .. }) => {
-            let result = connect()?.call(
-                "dialog_keep",
-                json!({ "project": project, "dialog": name, "keep": count }),
-            )?;
-            out.value_or(
-                &result,
-                &format!("dialog {name} keeps {} checkpoints", result["keep"]),
-            );
+            cmd::dialog::keep(ctx, name, count)
         }
+        Command::Session { command, dialog } => match command {
+            SessionCommand::Status => cmd::session::status(ctx, dialog),
+            SessionCommand::Approve { message } => cmd::session::approve(ctx, dialog, message),
+            SessionCommand::Reset { dry_run, yes } => {
+                cmd::session::reset(ctx, dialog, dry_run, yes)
+            }
+        },
+        Command::Edit(EditCommand::Begin { paths }) => cmd::edit::begin(ctx, paths),
+        Command::Edit(EditCommand::Commit { token }) => cmd::edit::commit(ctx, token),
+        Command::Edit(EditCommand::Abort { token }) => cmd::edit::abort(ctx, token),
         Command::Prune {
             keep,
             dialog,
             gc,
             dry_run,
         } => {
-            let params = strip_nulls(json!({ "project": project, "keep": keep,
-                "dialog": dialog, "gc": gc, "dry_run": dry_run }));
-            let socket = paths.socket.clone();
-            let mut conn = connect()?;
-            let result = with_progress(&socket, &base, !cli.json, || conn.call("prune", params))?;
-            out.pruned(&result);
-        }
-        Command::Gc => {
-            let socket = paths.socket.clone();
-            let mut conn = connect()?;
-            let params = json!({ "project": project });
-            let result = with_progress(&socket, &base, !cli.json, || conn.call("gc", params))?;
-            out.gc(&result);
-        }
-        Command::Events { diffs } => {
-            let mut conn = connect()?;
-            conn.call("subscribe", json!({ "project": project, "diffs": diffs }))?;
-            let mut stdout = std::io::stdout().lock();
-            while let Some(event) = conn.next_notification()? {
-                let line = serde_json::to_string(&event).expect("values serialise");
-                if writeln!(stdout, "{line}")
-                    .and_then(|()| stdout.flush())
-                    .is_err()
-                {
-                    return Ok(0); // The reader went away (e.g. `| head`).
-                }
-                if event["event"] == "error" {
-                    return Ok(1);
-                }
-            }
-            return Ok(0);
-        }
-        Command::Status => out.status(&connect()?.call("status", json!({}))?),
-        Command::Verify => {
-            let result = connect()?.call("verify", json!({ "project": project }))?;
-            out.verify(&result);
-            return Ok(if result["equal"] == true { 0 } else { 1 });
-        }
-        Command::Fsck { repair } => {
-            let socket = paths.socket.clone();
-            let mut conn = connect()?;
-            let params = json!({ "project": project, "repair": repair });
-            let report = with_progress(&socket, &base, !cli.json, || conn.call("fsck", params))?;
-            out.fsck(&report);
-            let damaged = report["unreadable_count"].as_u64().unwrap_or(0) > 0
-                || report["damaged_packs"]
-                    .as_array()
-                    .is_some_and(|p| !p.is_empty());
-            return Ok(if damaged && !repair { 1 } else { 0 });
-        }
-        Command::Rescan => {
-            let result = connect()?.call("rescan", json!({ "project": project }))?;
-            out.value_or(&result, "the next checkpoint verifies every file by stat");
-        }
-        Command::Shutdown => {
-            let result = connect()?.call("shutdown", json!({}))?;
-            out.value_or(&result, "ckptd is shutting down");
-        }
-    }
-    Ok(0)
-}
-
-/// Runs `call`; if it takes longer than a second and stderr is a terminal, shows the daemon's
-/// progress for the project containing `base` (polled on a second connection) meanwhile.
-fn with_progress<T>(socket: &Path, base: &Path, enabled: bool, call: impl FnOnce() -> T) -> T {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    if !enabled || !std::io::stderr().is_terminal() {
-        return call();
-    }
-    let finished = std::sync::Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let finished = finished.clone();
-        let socket = socket.to_path_buf();
-        let base = base.to_path_buf();
-        std::thread::spawn(move || {
-            let wait = |ms: u64| {
-                for _ in 0..ms / 20 {
-                    if finished.load(Ordering::Relaxed) {
-                        return false;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                !finished.load(Ordering::Relaxed)
+            let args = cmd::maintenance::PruneArgs {
+                keep,
+                dialog,
+                gc,
+                dry_run,
             };
-            if !wait(1000) {
-                return;
-            }
-            let Ok(mut conn) = Connection::connect(&socket) else {
-                return;
-            };
-            let mut drew = false;
-            loop {
-                if let Ok(status) = conn.call("status", json!({})) {
-                    let line = status["projects"].as_array().and_then(|ps| {
-                        ps.iter()
-                            .find(|p| p["root"].as_str().is_some_and(|r| base.starts_with(r)))
-                            .and_then(|p| {
-                                let pr = &p["progress"];
-                                let (done, total) = (pr["done"].as_u64()?, pr["total"].as_u64()?);
-                                Some(match pr["phase"].as_str()? {
-                                    "reading" => format!("reading files {done}/{total}"),
-                                    phase => format!("{phase} folders: {done}"),
-                                })
-                            })
-                    });
-                    if let Some(line) = line {
-                        eprint!("\r\x1b[K{line}");
-                        drew = true;
-                    }
-                }
-                if !wait(200) {
-                    break;
-                }
-            }
-            if drew {
-                eprint!("\r\x1b[K");
-            }
-        })
-    };
-    let result = call();
-    finished.store(true, Ordering::Relaxed);
-    let _ = watcher.join();
-    result
-}
-
-/// Tells a person which checkpoint a name (`@~1`, a tag, `#4`) stood for, on stderr; a hex
-/// prefix of the id needs no telling, and `--json` carries the full id anyway.
-fn say_resolved(json: bool, name: &str, id: &Value) {
-    let Some(id) = id.as_str() else { return };
-    if json || id.starts_with(&name.trim().to_ascii_lowercase()) {
-        return;
+            cmd::maintenance::prune(ctx, args)
+        }
+        Command::Gc => cmd::maintenance::gc(ctx),
+        Command::Verify => cmd::maintenance::verify(ctx),
+        Command::Fsck { repair } => cmd::maintenance::fsck(ctx, repair),
+        Command::Rescan => cmd::maintenance::rescan(ctx),
+        Command::Events { diffs } => cmd::events::run(ctx, diffs),
     }
-    eprintln!("{name} is {}", &id[..id.len().min(12)]);
-}
-
-/// A path as the protocol carries it (JSON text): one that is not UTF-8 is a clear error, never
-/// a panic, and never sent mangled (a lossy name could restore or diff the wrong file).
-fn wire(path: &Path) -> Result<String, ClientError> {
-    path.to_str().map(str::to_string).ok_or_else(|| {
-        ClientError::Usage(format!(
-            "the path {:?} is not valid UTF-8, which ckpt cannot send to the daemon yet",
-            path.as_os_str()
-        ))
-    })
-}
-
-/// `paths` made absolute against `base`, as the protocol carries them.
-fn wire_all(base: &Path, paths: &[PathBuf]) -> Result<Vec<String>, ClientError> {
-    paths.iter().map(|p| wire(&base.join(p))).collect()
-}
-
-fn base_dir(dir: Option<&Path>) -> Result<PathBuf, ClientError> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| ClientError::Usage(format!("no current directory: {e}")))?;
-    Ok(match dir {
-        Some(d) => cwd.join(d),
-        None => cwd,
-    })
-}
-
-fn resolve(base: &Path, dir: Option<PathBuf>) -> PathBuf {
-    match dir {
-        Some(d) => base.join(d),
-        None => base.to_path_buf(),
-    }
-}
-
-/// `file` made absolute against `base`, with its folder resolved (`..`, symlinks) when it
-/// exists, so the daemon and the messages see a clean path.
-fn file_path(base: &Path, file: &Path) -> PathBuf {
-    let joined = base.join(file);
-    match (joined.parent(), joined.file_name()) {
-        (Some(dir), Some(name)) => match dir.canonicalize() {
-            Ok(dir) => dir.join(name),
-            Err(_) => joined,
-        },
-        _ => joined.canonicalize().unwrap_or(joined),
-    }
-}
-
-fn read_meta(source: &str) -> Result<Value, ClientError> {
-    let text = if source == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| ClientError::Usage(format!("cannot read metadata from stdin: {e}")))?;
-        s
-    } else {
-        std::fs::read_to_string(source)
-            .map_err(|e| ClientError::Usage(format!("cannot read metadata file {source}: {e}")))?
-    };
-    serde_json::from_str(&text)
-        .map_err(|e| ClientError::Usage(format!("metadata is not valid JSON: {e}")))
-}
-
-fn strip_nulls(mut value: Value) -> Value {
-    if let Value::Object(map) = &mut value {
-        map.retain(|_, v| !v.is_null());
-    }
-    value
-}
-
-/// A hint printed under an error, by error kind.
-pub(super) fn hint(err: &ClientError) -> Option<&'static str> {
-    match err {
-        ClientError::NoDaemon { .. } => Some("start it with `ckptd`, or run without --no-spawn"),
-        ClientError::Rpc(e) => match e.kind()? {
-            ErrorCode::NotAProject => {
-                Some("run `ckpt watch` in the project's root first, or pass -C DIR")
-            }
-            ErrorCode::UnknownCheckpoint | ErrorCode::AmbiguousCheckpoint => {
-                Some("`ckpt list` shows the checkpoint ids")
-            }
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-pub(super) fn flush() {
-    let _ = std::io::stdout().flush();
 }

@@ -1,8 +1,10 @@
 //! The `ckpt` command line: a thin JSON-RPC client of `ckptd`.
 //!
-//! [`Connection`] speaks the line protocol over the local socket and can start a daemon in the
-//! background when none answers. [`cli`] parses arguments and runs one command; [`output`]
-//! renders results for people (compact, aligned) or for scripts (`--json`).
+//! [`Connection`] speaks the line protocol over the local socket (typed: [`Connection::call`]
+//! takes a method's params and returns its result, the same types the daemon encodes) and can
+//! start a daemon in the background when none answers. [`cli`] parses arguments; each command
+//! lives in a file of [`commands`] and renders typed values through [`output`], for people
+//! (compact, aligned) or for scripts (`--json`).
 
 /// `print!` for the client's standard output: a reader that went away (`ckpt diff | head`,
 /// quitting a pager) ends the client quietly, as git does, instead of a panic.
@@ -23,6 +25,7 @@ macro_rules! outln {
 }
 
 pub mod cli;
+mod commands;
 mod output;
 
 /// Writes to standard output; exits quietly (status 0) when the reader has gone away.
@@ -46,6 +49,7 @@ use interprocess::local_socket::traits::{Stream as _, StreamCommon as _};
 use interprocess::local_socket::{GenericFilePath, Stream, ToFsName};
 use serde_json::Value;
 
+use crate::protocol::methods::{rpc, HelloParams, Method};
 use crate::protocol::{request_line, RpcError, PROTOCOL_VERSION};
 
 #[derive(Debug, thiserror::Error)]
@@ -136,30 +140,29 @@ impl Connection {
             stream: BufReader::new(stream),
             next_id: 1,
         };
-        let hello = conn
-            .call(
-                "hello",
-                serde_json::json!({ "client": "ckpt", "protocol": PROTOCOL_VERSION }),
-            )
-            .map_err(|e| match e {
-                ClientError::Io(io)
-                    if matches!(
-                        io.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    ClientError::Unresponsive {
-                        socket: socket.to_path_buf(),
-                        timeout: HANDSHAKE_TIMEOUT,
-                    }
+        let hello = HelloParams {
+            client: Some("ckpt".into()),
+            protocol: Some(PROTOCOL_VERSION),
+        };
+        let hello = conn.call::<rpc::Hello>(&hello).map_err(|e| match e {
+            ClientError::Io(io)
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                ClientError::Unresponsive {
+                    socket: socket.to_path_buf(),
+                    timeout: HANDSHAKE_TIMEOUT,
                 }
-                other => other,
-            })?;
+            }
+            other => other,
+        })?;
         conn.stream.get_ref().set_recv_timeout(None)?;
-        let protocol = hello.get("protocol").and_then(Value::as_u64);
-        if protocol != Some(u64::from(PROTOCOL_VERSION)) {
+        if hello.protocol != PROTOCOL_VERSION {
             return Err(ClientError::Protocol(format!(
-                "daemon speaks protocol {protocol:?}, this client {PROTOCOL_VERSION}; restart ckptd"
+                "daemon speaks protocol {}, this client {PROTOCOL_VERSION}; restart ckptd",
+                hello.protocol
             )));
         }
         Ok(conn)
@@ -236,8 +239,17 @@ impl Connection {
         }
     }
 
-    /// Sends one request and waits for its reply.
-    pub fn call(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+    /// Calls method `M` and decodes its result.
+    pub fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, ClientError> {
+        let params = serde_json::to_value(params)
+            .map_err(|e| ClientError::Usage(format!("cannot encode the request: {e}")))?;
+        let result = self.call_value(M::NAME, params)?;
+        serde_json::from_value(result)
+            .map_err(|e| ClientError::Protocol(format!("the daemon's `{}` result: {e}", M::NAME)))
+    }
+
+    /// Sends one request as JSON and waits for its reply (for tools that speak JSON only).
+    pub fn call_value(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         self.stream

@@ -277,3 +277,15 @@ pub struct Subscribed {
     pub subscribed: PathBuf,
     pub diffs: bool,
 }
+
+impl AsRef<Restored> for Restored {
+    fn as_ref(&self) -> &Restored {
+        self
+    }
+}
+
+impl AsRef<Restored> for Reset {
+    fn as_ref(&self) -> &Restored {
+        &self.restored
+    }
+}

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use ckpt::client::Connection;
 use ckpt::config::{Config, Paths};
 use ckpt::daemon::{self, Daemon};
+use ckpt::model::Kind;
+use ckpt::protocol::methods::{rpc, CheckpointParams, RestoreParams};
 use serde_json::json;
 
 use crate::harness::*;
@@ -46,17 +48,32 @@ fn daemon_run_in_process_serves_and_stops_on_its_shutdown_future() {
             }
         }
     };
-    let watched = conn.call("watch", json!({ "path": p })).unwrap();
+    // Untyped, as a script would, and typed, as the client does.
+    let watched = conn.call_value("watch", json!({ "path": p })).unwrap();
     assert_eq!(watched["root"], json!(p));
     let c = conn
-        .call("checkpoint", json!({ "project": p, "label": "in process" }))
+        .call::<rpc::Checkpoint>(&CheckpointParams {
+            project: p.clone(),
+            label: Some("in process".into()),
+            dialog: None,
+            message_id: None,
+            kind: None,
+            meta: None,
+        })
         .unwrap();
-    let id = c["id"].as_str().unwrap().to_string();
+    assert_eq!((c.seq, c.kind, c.files), (1, Kind::Message, 1));
     write(&p, "a.txt", "two");
     let restored = conn
-        .call("restore", json!({ "project": p, "id": id }))
+        .call::<rpc::Restore>(&RestoreParams {
+            project: p.clone(),
+            id: c.id.to_string(),
+            paths: vec![],
+            dry_run: false,
+            dialog: None,
+        })
         .unwrap();
-    assert_eq!(restored["written"], json!(["a.txt"]));
+    assert_eq!(restored.written, vec!["a.txt".to_string()]);
+    assert_eq!(restored.restored_to, c.id);
     assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "one");
     let store = env.home.join("data/inproc/projects");
     let store = std::fs::read_dir(&store)

@@ -1,0 +1,55 @@
+//! `ckpt checkpoint`: record the project now.
+
+use serde_json::Value;
+
+use super::Ctx;
+use crate::client::output::{counts, print_skipped};
+use crate::client::ClientError;
+use crate::protocol::methods::{rpc, CheckpointParams};
+
+pub struct Args {
+    pub message: Option<String>,
+    pub dialog: Option<String>,
+    pub message_id: Option<String>,
+    pub meta: Option<String>,
+}
+
+pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
+    let params = CheckpointParams {
+        project: ctx.project()?,
+        label: args.message,
+        dialog: args.dialog,
+        message_id: args.message_id,
+        kind: None,
+        meta: args.meta.map(|m| read_meta(&m)).transpose()?,
+    };
+    let mut conn = ctx.connect()?;
+    let c = ctx.with_progress(|| conn.call::<rpc::Checkpoint>(&params))?;
+    if !ctx.out.json(&c) {
+        outln!(
+            "checkpoint {}  #{} {}  {} files ({})",
+            c.id.short(),
+            c.seq,
+            c.dialog,
+            c.files,
+            counts(&c)
+        );
+        print_skipped(&c.skipped);
+    }
+    Ok(0)
+}
+
+/// The JSON kept with a checkpoint: a file, or `-` for stdin.
+fn read_meta(source: &str) -> Result<Value, ClientError> {
+    let text = if source == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| ClientError::Usage(format!("cannot read metadata from stdin: {e}")))?;
+        s
+    } else {
+        std::fs::read_to_string(source)
+            .map_err(|e| ClientError::Usage(format!("cannot read metadata file {source}: {e}")))?
+    };
+    serde_json::from_str(&text)
+        .map_err(|e| ClientError::Usage(format!("metadata is not valid JSON: {e}")))
+}

@@ -1,0 +1,92 @@
+//! `ckpt diff`: from a checkpoint to another, or to the working tree.
+
+use std::path::PathBuf;
+
+use super::{wire_all, Ctx};
+use crate::client::output::one_path;
+use crate::client::ClientError;
+use crate::protocol::methods::{rpc, DiffParams};
+use crate::store::diff::FileChange;
+
+pub struct Args {
+    pub id: String,
+    pub id2: Option<String>,
+    pub dialog: Option<String>,
+    pub stat: bool,
+    pub name_only: bool,
+    pub paths: Vec<PathBuf>,
+}
+
+pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
+    let params = DiffParams {
+        project: ctx.project()?,
+        from: args.id.clone(),
+        to: args.id2.clone(),
+        paths: wire_all(&ctx.base, &args.paths)?,
+        patch: !args.stat && !args.name_only,
+        counts: !args.name_only,
+        dialog: args.dialog,
+    };
+    let d = ctx.connect()?.call::<rpc::Diff>(&params)?;
+    ctx.say_resolved(&args.id, &d.from);
+    if let (Some(name), Some(to)) = (&args.id2, &d.to) {
+        ctx.say_resolved(name, to);
+    }
+    if ctx.out.json(&d) {
+        return Ok(0);
+    }
+    let files = &d.diff.files;
+    if args.name_only {
+        for f in files {
+            outln!("{}", one_path(&f.path));
+        }
+    } else if args.stat {
+        stat(files);
+    } else {
+        out!("{}", d.diff.patch.as_deref().unwrap_or(""));
+    }
+    Ok(0)
+}
+
+/// `git diff --stat`: bars scale to the largest change, within 40 columns.
+fn stat(files: &[FileChange]) {
+    let width = files
+        .iter()
+        .map(|f| one_path(&f.path).chars().count())
+        .max()
+        .unwrap_or(0);
+    let largest = files
+        .iter()
+        .map(|f| f.lines_added + f.lines_removed)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let scale = |x: u64| -> usize {
+        if largest <= 40 {
+            x as usize
+        } else {
+            ((x * 40).div_ceil(largest)) as usize
+        }
+    };
+    let (mut plus, mut minus) = (0, 0);
+    for f in files {
+        let (a, r) = (f.lines_added, f.lines_removed);
+        plus += a;
+        minus += r;
+        let bar = if f.binary {
+            "Bin".to_string()
+        } else {
+            format!(
+                "{:>5} {}{}",
+                a + r,
+                "+".repeat(scale(a)),
+                "-".repeat(scale(r))
+            )
+        };
+        outln!(" {:<width$} | {bar}", one_path(&f.path));
+    }
+    outln!(
+        " {} files changed, {plus} insertions(+), {minus} deletions(-)",
+        files.len()
+    );
+}

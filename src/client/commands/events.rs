@@ -1,0 +1,30 @@
+//! `ckpt events`: the project's events, one JSON object a line, until interrupted.
+
+use std::io::Write;
+
+use super::Ctx;
+use crate::client::ClientError;
+use crate::protocol::methods::{rpc, SubscribeParams};
+
+pub fn run(ctx: &Ctx, diffs: bool) -> Result<i32, ClientError> {
+    let mut conn = ctx.connect()?;
+    let params = SubscribeParams {
+        project: ctx.project()?,
+        diffs,
+    };
+    conn.call::<rpc::Subscribe>(&params)?;
+    let mut stdout = std::io::stdout().lock();
+    while let Some(event) = conn.next_notification()? {
+        let line = serde_json::to_string(&event).expect("values serialise");
+        if writeln!(stdout, "{line}")
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            return Ok(0); // The reader went away (e.g. `| head`).
+        }
+        if event["event"] == "error" {
+            return Ok(1);
+        }
+    }
+    Ok(0)
+}

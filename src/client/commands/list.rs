@@ -1,0 +1,143 @@
+//! `ckpt list`: the timeline as a table, or every dialog and session as a tree (`--graph`).
+
+use super::Ctx;
+use crate::client::output::{counts, one_line, relative_time, table};
+use crate::client::ClientError;
+use crate::model::Kind;
+use crate::protocol::methods::{rpc, ListParams};
+use crate::store::Checkpoint;
+
+pub struct Args {
+    pub dialog: Option<String>,
+    pub limit: Option<usize>,
+    pub all_sessions: bool,
+    pub grep: Option<String>,
+    pub graph: bool,
+}
+
+pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
+    let params = ListParams {
+        project: ctx.project()?,
+        dialog: args.dialog,
+        limit: args.limit,
+        all_sessions: args.all_sessions || args.graph,
+        grep: args.grep,
+    };
+    let list = ctx.connect()?.call::<rpc::List>(&params)?;
+    if ctx.out.json(&list) {
+        return Ok(0);
+    }
+    if args.graph {
+        graph(&list);
+    } else {
+        rows(&list);
+    }
+    Ok(0)
+}
+
+fn labelled(c: &Checkpoint, max: usize) -> String {
+    let label = one_line(&c.label, max);
+    if c.tags.is_empty() {
+        label
+    } else {
+        format!("[{}] {label}", c.tags.join(","))
+    }
+}
+
+fn rows(list: &[Checkpoint]) {
+    if list.is_empty() {
+        outln!("no checkpoints yet (record one with `ckpt checkpoint -m TEXT`)");
+        return;
+    }
+    let header = [
+        "ID", "SEQ", "DIALOG", "SESSION", "KIND", "WHEN", "CHANGES", "LABEL",
+    ];
+    let mut rows = vec![header.map(String::from).to_vec()];
+    for c in list {
+        let mut changes = counts(c);
+        if !c.skipped.is_empty() {
+            changes.push_str(&format!(" !{}", c.skipped.len()));
+        }
+        rows.push(vec![
+            c.id.short(),
+            format!("#{}", c.seq),
+            c.dialog.clone(),
+            c.session.to_string(),
+            c.kind.to_string(),
+            relative_time(&c.created_at),
+            changes,
+            labelled(c, 60),
+        ]);
+    }
+    table(&rows);
+}
+
+/// Draws the timeline of every dialog, newest first, with its sessions:
+///
+/// ```text
+/// default  session 2 active
+/// | o 3f2a9c1b7d4e  #5 message   2m ago  +1 ~0 -0  Add a CLI
+/// |-- session 1: approved
+/// | A 9a1b2c3d4e5f  #4 approved  5m ago  +0 ~0 -0  Feature complete
+/// ```
+fn graph(checkpoints: &[Checkpoint]) {
+    if checkpoints.is_empty() {
+        outln!("no checkpoints yet");
+        return;
+    }
+    let mut dialogs: Vec<&str> = Vec::new();
+    for c in checkpoints {
+        if !dialogs.contains(&c.dialog.as_str()) {
+            dialogs.push(&c.dialog);
+        }
+    }
+    for (i, dialog) in dialogs.iter().enumerate() {
+        let chain: Vec<&Checkpoint> = checkpoints.iter().filter(|c| c.dialog == *dialog).collect();
+        let head = chain[0];
+        let active = head.session + u64::from(head.kind.ends_session());
+        if i > 0 {
+            outln!("|");
+        }
+        let origin = chain
+            .last()
+            .filter(|c| c.label.starts_with("forked from "))
+            .map(|c| format!("  ({})", c.label))
+            .unwrap_or_default();
+        outln!("{dialog}  session {active} active{origin}");
+        let mut session = active;
+        for c in chain {
+            if c.session != session {
+                let fate = match c.kind {
+                    Kind::Approved => "approved",
+                    Kind::Reset => "abandoned (reset)",
+                    _ => "ended",
+                };
+                outln!("|-- session {}: {fate}", c.session);
+                session = c.session;
+            }
+            let mark = match c.kind {
+                Kind::Initial => "I",
+                Kind::Approved => "A",
+                Kind::Reset => "X",
+                Kind::Restore => "R",
+                Kind::PreRestore => "U",
+                _ => "o",
+            };
+            let tags = if c.tags.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", c.tags.join(","))
+            };
+            outln!(
+                "| {mark} {}  #{:<3} {:<11} {:>7}  {:<11}  {}{tags}",
+                c.id.short(),
+                c.seq,
+                c.kind.as_str(),
+                relative_time(&c.created_at),
+                counts(c),
+                one_line(&c.label, 50)
+            );
+        }
+    }
+    outln!("\n(o message, I initial, A approved, X reset, R restore, U undo point)");
+}

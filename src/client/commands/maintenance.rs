@@ -1,0 +1,163 @@
+//! Keeping the store in shape: `prune`, `gc`, `verify`, `fsck`, `rescan`.
+
+use super::Ctx;
+use crate::client::output::{human_bytes, one_line, relative_time};
+use crate::client::ClientError;
+use crate::protocol::methods::{rpc, FsckParams, PruneParams};
+use crate::protocol::results::GcReport;
+
+pub struct PruneArgs {
+    pub keep: Option<usize>,
+    pub dialog: Option<String>,
+    pub gc: bool,
+    pub dry_run: bool,
+}
+
+pub fn prune(ctx: &Ctx, args: PruneArgs) -> Result<i32, ClientError> {
+    let params = PruneParams {
+        project: ctx.project()?,
+        dialog: args.dialog,
+        keep: args.keep,
+        gc: args.gc,
+        dry_run: args.dry_run,
+    };
+    let mut conn = ctx.connect()?;
+    let v = ctx.with_progress(|| conn.call::<rpc::Prune>(&params))?;
+    if ctx.out.json(&v) {
+        return Ok(0);
+    }
+    let verb = if v.report.dry_run {
+        "would prune"
+    } else {
+        "pruned"
+    };
+    outln!(
+        "{verb} {} checkpoints, kept {}",
+        v.report.pruned.len(),
+        v.report.kept
+    );
+    for c in &v.report.pruned_checkpoints {
+        outln!(
+            "  {}  {} #{} {}  {}  {}",
+            c.id.short(),
+            c.dialog,
+            c.seq,
+            c.kind,
+            relative_time(&c.created_at),
+            one_line(&c.label, 60)
+        );
+    }
+    if let Some(gc) = &v.gc {
+        print_gc(gc);
+    }
+    if let Some(b) = &v.budget {
+        outln!(
+            "over the disk budget ({}): pruned {} more of the oldest; store {} -> {}",
+            human_bytes(b.max_store_bytes),
+            b.pruned.len(),
+            human_bytes(b.bytes_before),
+            human_bytes(b.bytes_after)
+        );
+    }
+    Ok(0)
+}
+
+pub fn gc(ctx: &Ctx) -> Result<i32, ClientError> {
+    let params = ctx.project_params()?;
+    let mut conn = ctx.connect()?;
+    let report = ctx.with_progress(|| conn.call::<rpc::Gc>(&params))?;
+    if !ctx.out.json(&report) {
+        print_gc(&report);
+    }
+    Ok(0)
+}
+
+fn print_gc(v: &GcReport) {
+    outln!(
+        "gc: {} objects kept in one pack; removed {} loose objects and {} packs; {} -> {}",
+        v.objects,
+        v.loose_removed,
+        v.packs_removed,
+        human_bytes(v.bytes_before),
+        human_bytes(v.bytes_after)
+    );
+}
+
+/// Exit status 1 when the index and a full scan disagree.
+pub fn verify(ctx: &Ctx) -> Result<i32, ClientError> {
+    let v = ctx.connect()?.call::<rpc::Verify>(&ctx.project_params()?)?;
+    if !ctx.out.json(&v) {
+        if v.equal {
+            outln!(
+                "index matches a full scan (tree {}, {})",
+                &v.index_tree[..12],
+                v.mode
+            );
+        } else {
+            outln!(
+                "index tree {} differs from full scan {}: the next checkpoint verifies every file",
+                &v.index_tree[..12],
+                &v.scan_tree[..12]
+            );
+        }
+    }
+    Ok(if v.equal { 0 } else { 1 })
+}
+
+/// Exit status 1 when damage was found and not repaired.
+pub fn fsck(ctx: &Ctx, repair: bool) -> Result<i32, ClientError> {
+    let params = FsckParams {
+        project: ctx.project()?,
+        repair,
+    };
+    let mut conn = ctx.connect()?;
+    let v = ctx.with_progress(|| conn.call::<rpc::Fsck>(&params))?;
+    let damaged = v.unreadable_count > 0 || !v.damaged_packs.is_empty();
+    if ctx.out.json(&v) {
+        return Ok(if damaged && !repair { 1 } else { 0 });
+    }
+    let packs = &v.damaged_packs;
+    outln!(
+        "{} objects read; {} unreadable; {} damaged pack{}",
+        v.objects,
+        v.unreadable_count,
+        packs.len(),
+        if packs.len() == 1 { "" } else { "s" }
+    );
+    for p in packs {
+        outln!("  damaged  objects/pack/{p}.pack");
+    }
+    if v.affected_count > 0 {
+        outln!(
+            "{} checkpoints or refs cannot be restored whole:",
+            v.affected_count
+        );
+        for a in &v.affected {
+            outln!(
+                "  {}  {}  ({} objects missing)",
+                &a.id[..a.id.len().min(12)],
+                a.ref_name,
+                a.missing
+            );
+        }
+    }
+    if let Some(r) = &v.repair {
+        outln!(
+            "repaired: {} objects salvaged; {} packs and {} refs set aside in {}",
+            r.salvaged,
+            r.packs_set_aside.len(),
+            r.refs_set_aside.len(),
+            r.damaged_dir.display()
+        );
+    } else if damaged {
+        outln!("run `ckpt fsck --repair` to set the damage aside; see the README");
+    }
+    Ok(if damaged && !repair { 1 } else { 0 })
+}
+
+pub fn rescan(ctx: &Ctx) -> Result<i32, ClientError> {
+    let r = ctx.connect()?.call::<rpc::Rescan>(&ctx.project_params()?)?;
+    ctx.out
+        .value_or(&r, "the next checkpoint verifies every file by stat");
+    Ok(0)
+}

@@ -1,0 +1,217 @@
+//! One file per command (or per family of small ones). Each builds its method's typed params
+//! from the command line, calls the daemon, renders the typed result, and returns the exit
+//! status: 0 ok, 1 error, 2 a change that completed but skipped files.
+
+pub mod annotate;
+pub mod checkpoint;
+pub mod daemon;
+pub mod dialog;
+pub mod diff;
+pub mod edit;
+pub mod events;
+pub mod list;
+pub mod maintenance;
+pub mod restore;
+pub mod session;
+pub mod show;
+pub mod transfer;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use super::output::Out;
+use super::{ClientError, Connection};
+use crate::config::Paths;
+use crate::model::CheckpointId;
+use crate::protocol::methods::{rpc, NoParams, ProjectParams};
+use crate::protocol::ErrorCode;
+
+/// What every command knows: how to reach the daemon, where it runs, how to print.
+pub struct Ctx {
+    pub out: Out,
+    pub paths: Paths,
+    /// The directory the command is about (the current one, or `-C DIR`).
+    pub base: PathBuf,
+    /// Start ckptd when none answers.
+    pub spawn: bool,
+    /// The socket is only the default one (not named by --socket or the configuration).
+    pub default_socket: bool,
+}
+
+impl Ctx {
+    pub fn connect(&self) -> Result<Connection, ClientError> {
+        Connection::connect_or_spawn(
+            &self.paths.socket,
+            self.spawn,
+            &self.paths.data_dir,
+            self.default_socket,
+        )
+    }
+
+    /// The project the command is about, as the protocol names it.
+    pub fn project(&self) -> Result<PathBuf, ClientError> {
+        wire(&self.base)
+    }
+
+    pub fn project_params(&self) -> Result<ProjectParams, ClientError> {
+        Ok(ProjectParams {
+            project: self.project()?,
+        })
+    }
+
+    /// Whether to ask before changing files: a person at a terminal, no --yes, no --json.
+    pub fn should_confirm(&self, yes: bool, dry_run: bool) -> bool {
+        !yes && !dry_run && !self.out.json && std::io::stdin().is_terminal()
+    }
+
+    /// Runs `call`; if it takes longer than a second and stderr is a terminal, shows the
+    /// daemon's progress for this project (polled on a second connection) meanwhile.
+    pub fn with_progress<T>(&self, call: impl FnOnce() -> T) -> T {
+        if self.out.json || !std::io::stderr().is_terminal() {
+            return call();
+        }
+        progress::around(&self.paths.socket, &self.base, call)
+    }
+
+    /// Tells a person which checkpoint a name (`@~1`, a tag, `#4`) stood for, on stderr; a
+    /// hex prefix of the id needs no telling, and `--json` carries the full id anyway.
+    pub fn say_resolved(&self, name: &str, id: &CheckpointId) {
+        let id = id.to_string();
+        if self.out.json || id.starts_with(&name.trim().to_ascii_lowercase()) {
+            return;
+        }
+        eprintln!("{name} is {}", &id[..12]);
+    }
+}
+
+/// Exit status of a change that completed but left files alone.
+pub const EXIT_SKIPPED: i32 = 2;
+
+/// 0, or [`EXIT_SKIPPED`] when anything was skipped.
+pub fn skipped_status<T>(skipped: &[T]) -> i32 {
+    if skipped.is_empty() {
+        0
+    } else {
+        EXIT_SKIPPED
+    }
+}
+
+mod progress {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    pub fn around<T>(socket: &Path, base: &Path, call: impl FnOnce() -> T) -> T {
+        let finished = Arc::new(AtomicBool::new(false));
+        let watcher = {
+            let finished = finished.clone();
+            let (socket, base) = (socket.to_path_buf(), base.to_path_buf());
+            std::thread::spawn(move || show(&finished, &socket, &base))
+        };
+        let result = call();
+        finished.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
+        result
+    }
+
+    /// After a second, polls `status` and draws the project's progress until `finished`.
+    fn show(finished: &AtomicBool, socket: &Path, base: &Path) {
+        let wait = |ms: u64| {
+            for _ in 0..ms / 20 {
+                if finished.load(Ordering::Relaxed) {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            !finished.load(Ordering::Relaxed)
+        };
+        if !wait(1000) {
+            return;
+        }
+        let Ok(mut conn) = Connection::connect(socket) else {
+            return;
+        };
+        let mut drew = false;
+        loop {
+            if let Ok(status) = conn.call::<rpc::Status>(&NoParams {}) {
+                let progress = status
+                    .projects
+                    .iter()
+                    .find(|p| base.starts_with(&p.project.root))
+                    .and_then(|p| p.progress.as_ref());
+                if let Some(pr) = progress {
+                    let line = match pr.phase.as_str() {
+                        "reading" => format!("reading files {}/{}", pr.done, pr.total),
+                        phase => format!("{phase} folders: {}", pr.done),
+                    };
+                    eprint!("\r\x1b[K{line}");
+                    drew = true;
+                }
+            }
+            if !wait(200) {
+                break;
+            }
+        }
+        if drew {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+/// A path as the protocol carries it (JSON text): one that is not UTF-8 is a clear error, never
+/// a panic, and never sent mangled (a lossy name could restore or diff the wrong file).
+pub fn wire(path: &Path) -> Result<PathBuf, ClientError> {
+    match path.to_str() {
+        Some(_) => Ok(path.to_path_buf()),
+        None => Err(ClientError::Usage(format!(
+            "the path {:?} is not valid UTF-8, which ckpt cannot send to the daemon yet",
+            path.as_os_str()
+        ))),
+    }
+}
+
+/// `paths` made absolute against `base`, as the protocol carries them.
+pub fn wire_all(base: &Path, paths: &[PathBuf]) -> Result<Vec<PathBuf>, ClientError> {
+    paths.iter().map(|p| wire(&base.join(p))).collect()
+}
+
+/// `dir` (or `base` itself) made absolute against `base`.
+pub fn resolve(base: &Path, dir: Option<PathBuf>) -> PathBuf {
+    match dir {
+        Some(d) => base.join(d),
+        None => base.to_path_buf(),
+    }
+}
+
+/// `file` made absolute against `base`, with its folder resolved (`..`, symlinks) when it
+/// exists, so the daemon and the messages see a clean path.
+pub fn file_path(base: &Path, file: &Path) -> PathBuf {
+    let joined = base.join(file);
+    match (joined.parent(), joined.file_name()) {
+        (Some(dir), Some(name)) => match dir.canonicalize() {
+            Ok(dir) => dir.join(name),
+            Err(_) => joined,
+        },
+        _ => joined.canonicalize().unwrap_or(joined),
+    }
+}
+
+/// A hint printed under an error, by error kind.
+pub fn hint(err: &ClientError) -> Option<&'static str> {
+    match err {
+        ClientError::NoDaemon { .. } => Some("start it with `ckptd`, or run without --no-spawn"),
+        ClientError::Rpc(e) => match e.kind()? {
+            ErrorCode::NotAProject => {
+                Some("run `ckpt watch` in the project's root first, or pass -C DIR")
+            }
+            ErrorCode::UnknownCheckpoint | ErrorCode::AmbiguousCheckpoint => {
+                Some("`ckpt list` shows the checkpoint ids")
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}

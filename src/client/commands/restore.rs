@@ -1,0 +1,168 @@
+//! `ckpt restore` and `ckpt undo`: change the files (after a confirmation on a terminal), and
+//! the report of what a restore did, shared with `session reset`.
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+use super::{skipped_status, wire_all, Ctx};
+use crate::client::output::{one_path, short};
+use crate::client::ClientError;
+use crate::protocol::methods::{rpc, Method, RestoreParams, UndoParams};
+use crate::protocol::results::Restored;
+
+pub struct Args {
+    pub id: String,
+    pub dialog: Option<String>,
+    pub dry_run: bool,
+    pub yes: bool,
+    pub paths: Vec<PathBuf>,
+}
+
+pub fn restore(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
+    let params = |dry_run: bool| -> Result<RestoreParams, ClientError> {
+        Ok(RestoreParams {
+            project: ctx.project()?,
+            id: args.id.clone(),
+            paths: wire_all(&ctx.base, &args.paths)?,
+            dry_run,
+            dialog: args.dialog.clone(),
+        })
+    };
+    let report = confirmed::<rpc::Restore>(ctx, args.yes, args.dry_run, "restore", params)?;
+    let Some(report) = report else { return Ok(1) };
+    ctx.say_resolved(&args.id, &report.restored_to);
+    render(ctx, &report);
+    Ok(skipped_status(&report.skipped))
+}
+
+pub fn undo(
+    ctx: &Ctx,
+    dialog: Option<String>,
+    dry_run: bool,
+    yes: bool,
+) -> Result<i32, ClientError> {
+    let params = |dry_run: bool| -> Result<UndoParams, ClientError> {
+        Ok(UndoParams {
+            project: ctx.project()?,
+            dialog: dialog.clone(),
+            dry_run,
+        })
+    };
+    let Some(report) = confirmed::<rpc::Undo>(ctx, yes, dry_run, "undo", params)? else {
+        return Ok(1);
+    };
+    render(ctx, &report);
+    Ok(skipped_status(&report.skipped))
+}
+
+/// Calls `M` (a restore-like method whose params `params(dry_run)` builds); on a terminal, a
+/// dry run is shown first and the person asked. None: they said no, and nothing changed.
+pub fn confirmed<M: Method>(
+    ctx: &Ctx,
+    yes: bool,
+    dry_run: bool,
+    what: &str,
+    params: impl Fn(bool) -> Result<M::Params, ClientError>,
+) -> Result<Option<M::Result>, ClientError>
+where
+    M::Result: AsRef<Restored>,
+{
+    let mut conn = ctx.connect()?;
+    if ctx.should_confirm(yes, dry_run) {
+        let plan = conn.call::<M>(&params(true)?)?;
+        if !confirm(plan.as_ref()) {
+            eprintln!("{what} cancelled; nothing changed");
+            return Ok(None);
+        }
+        // The daemon closes connections left idle while a person reads the plan.
+        conn = ctx.connect()?;
+    }
+    let params = params(dry_run)?;
+    Ok(Some(ctx.with_progress(|| conn.call::<M>(&params))?))
+}
+
+/// What a restore did (or would do): a summary, then the paths; on a terminal at most the first
+/// lines unless --verbose.
+pub fn render<T: serde::Serialize + AsRef<Restored>>(ctx: &Ctx, result: &T) {
+    if ctx.out.json(result) {
+        return;
+    }
+    let r = result.as_ref();
+    let dry = r.dry_run;
+    let (verb, wrote, deleted, skipped) = match dry {
+        true => ("would restore", "would write", "would delete", "would skip"),
+        false => ("restored", "wrote", "deleted", "skipped"),
+    };
+    outln!(
+        "{verb} to {}: {} {}, {} {}, {} {}",
+        r.restored_to.short(),
+        r.written.len(),
+        if dry { "to write" } else { "written" },
+        r.deleted.len(),
+        if dry { "to delete" } else { "deleted" },
+        r.skipped.len(),
+        if dry { "to skip" } else { "skipped" },
+    );
+    let limit = ctx.out.line_limit();
+    let mut shown = 0;
+    // The old column: "wrote    x", "deleted  x"; a dry run's verbs are longer.
+    let width = if dry { 12 } else { 7 };
+    for (list, what) in [(&r.written, wrote), (&r.deleted, deleted)] {
+        for p in list {
+            if shown < limit {
+                outln!("  {what:<width$}  {}", one_path(p));
+            }
+            shown += 1;
+        }
+    }
+    for skip in &r.skipped {
+        if shown < limit {
+            outln!(
+                "  {skipped:<width$}  {}: {}",
+                one_path(&skip.path),
+                skip.reason
+            );
+        }
+        shown += 1;
+    }
+    if shown > limit {
+        outln!(
+            "  … and {} more (all of them with --verbose or --json)",
+            shown - limit
+        );
+    }
+    if let Some(undo) = &r.undo_checkpoint {
+        outln!(
+            "undo with: ckpt undo  (or: ckpt restore {})",
+            short(&undo.to_string())
+        );
+    }
+}
+
+/// Shows a dry run's plan and asks on the terminal; true to go ahead.
+fn confirm(plan: &Restored) -> bool {
+    eprintln!("restoring to {} will:", plan.restored_to.short());
+    for p in plan.written.iter().take(50) {
+        eprintln!("  write   {}", one_path(p));
+    }
+    for p in plan.deleted.iter().take(50) {
+        eprintln!("  delete  {}", one_path(p));
+    }
+    for skip in plan.skipped.iter().take(50) {
+        eprintln!("  skip    {}: {}", one_path(&skip.path), skip.reason);
+    }
+    if plan.written.len() > 50 || plan.deleted.len() > 50 {
+        eprintln!(
+            "  … ({} writes and {} deletions in all)",
+            plan.written.len(),
+            plan.deleted.len()
+        );
+    }
+    eprint!("The current state is saved first, so this can be undone. Restore? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim(), "y" | "Y" | "yes" | "Yes")
+}
