@@ -179,10 +179,19 @@ impl SkipReason {
     }
 }
 
+/// The exact bytes of a tree path that is not UTF-8 (whose `path` text is lossy), carried beside
+/// it on the wire so a client can name the file back; None for every UTF-8 path.
+pub fn path_bytes(path: &[u8]) -> Option<Vec<u8>> {
+    std::str::from_utf8(path).is_err().then(|| path.to_vec())
+}
+
 /// A path that a snapshot or a restore had to leave alone, and why.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SkippedFile {
+    /// The tree path (lossy when it is not UTF-8; see `path_bytes`).
     pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_bytes: Option<Vec<u8>>,
     pub reason: String,
     #[serde(default = "other_reason", skip_serializing_if = "SkipReason::is_other")]
     pub reason_code: SkipReason,
@@ -193,13 +202,11 @@ fn other_reason() -> SkipReason {
 }
 
 impl SkippedFile {
-    pub fn new(
-        path: impl Into<String>,
-        code: SkipReason,
-        reason: impl Into<String>,
-    ) -> SkippedFile {
+    /// `path` is the tree path's bytes.
+    pub fn new(path: &[u8], code: SkipReason, reason: impl Into<String>) -> SkippedFile {
         SkippedFile {
-            path: path.into(),
+            path: String::from_utf8_lossy(path).into_owned(),
+            path_bytes: path_bytes(path),
             reason: reason.into(),
             reason_code: code,
         }

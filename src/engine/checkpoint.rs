@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::timeline::{auto_prune, record_initial};
 use super::{Error, Opened, Project, Result};
-use crate::model::{CheckpointId, Kind};
+use crate::model::{path_bytes, CheckpointId, Kind};
 use crate::protocol::methods::*;
 use crate::protocol::results as r;
 use crate::store::checkpoint::{parse_id, validate_dialog};
@@ -177,6 +177,7 @@ pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown>
         let files = store.files_of(&repo, &c)?;
         let files = files.iter().map(|(path, s)| r::TreeFile {
             path: path.to_string(),
+            path_bytes: path_bytes(path),
             mode: format!("{:06o}", s.kind as u16),
             blob: s.id.to_string(),
         });

@@ -63,7 +63,8 @@ pub fn edit_abort(p: &Project, _: &mut Opened, params: EditParams) -> Result<r::
     let (restored, skipped) = outcome.ok_or_else(|| Error::UnknownEdit(params.token.clone()))?;
     Ok(r::EditAborted {
         token: params.token,
-        restored,
+        restored: r::lossy(&restored),
+        restored_bytes: r::non_utf8(&restored),
         skipped,
     })
 }
@@ -163,17 +164,17 @@ impl Edits {
     }
 
     /// Puts every saved path back; returns the paths restored and the ones that could not be.
-    pub fn abort(&mut self, root: &Path, token: &str) -> Option<(Vec<String>, Vec<SkippedFile>)> {
+    pub fn abort(&mut self, root: &Path, token: &str) -> Option<(Vec<BString>, Vec<SkippedFile>)> {
         self.expire();
         let tx = self.open.remove(token)?;
         let (mut restored, mut skipped) = (Vec::new(), Vec::new());
         for (rel, state) in tx.saved {
             let path = rel.to_str_lossy().into_owned();
             match put_back(root, &rel, &state) {
-                Ok(()) => restored.push(path),
+                Ok(()) => restored.push(rel),
                 Err((code, reason)) => {
                     tracing::warn!(path = %path, reason = %reason, "skipped while aborting an edit");
-                    skipped.push(SkippedFile::new(path, code, reason));
+                    skipped.push(SkippedFile::new(&rel, code, reason));
                 }
             }
         }

@@ -16,6 +16,7 @@ use crate::filter::rel_to_abs;
 use crate::model::{Kind, SkipReason, SkippedFile};
 use crate::protocol::methods::{RestoreParams, UndoParams};
 use crate::protocol::results::Restored;
+use crate::protocol::results::{lossy, non_utf8};
 use crate::store::checkpoint::parse_id;
 use crate::store::treediff::diff_trees;
 use crate::store::{Checkpoint, NewCheckpoint, RestoreLink, StoreError};
@@ -136,8 +137,10 @@ pub fn restore_to(
         restored_to: target.id,
         undo_checkpoint: undo.map(|c| c.id),
         dry_run,
-        written: applied.written,
-        deleted: applied.deleted,
+        written: lossy(&applied.written),
+        written_bytes: non_utf8(&applied.written),
+        deleted: lossy(&applied.deleted),
+        deleted_bytes: non_utf8(&applied.deleted),
         skipped: applied.skipped,
         restore_checkpoint: recorded,
         meta: with_meta.meta.unwrap_or(Value::Null),
@@ -207,10 +210,15 @@ fn report_leftovers(
     let wanted = parse_id(&target.tree)?;
     for change in diff_trees(&repo, Some(now), Some(wanted), paths)? {
         let path = change.path.to_string();
-        if applied.skipped.iter().any(|s| s.path == path) {
+        let reported = |s: &SkippedFile| match &s.path_bytes {
+            Some(bytes) => *bytes == change.path,
+            None => s.path == path,
+        };
+        if applied.skipped.iter().any(reported) {
             continue;
         }
-        let touched = applied.written.contains(&path) || applied.deleted.contains(&path);
+        let touched =
+            applied.written.contains(&change.path) || applied.deleted.contains(&change.path);
         let (code, reason) = if touched || changed_since_start(&change.path) {
             (
                 SkipReason::ChangedDuringRestore,
@@ -230,7 +238,9 @@ fn report_leftovers(
             )
         };
         tracing::warn!(path = %path, reason, "skipped while restoring");
-        applied.skipped.push(SkippedFile::new(path, code, reason));
+        applied
+            .skipped
+            .push(SkippedFile::new(&change.path, code, reason));
     }
     Ok(now)
 }

@@ -29,8 +29,9 @@ use crate::store::treediff::TreeChange;
 /// What applying a change set did (or, in a dry run, would do).
 #[derive(Debug, Default)]
 pub struct Applied {
-    pub written: Vec<String>,
-    pub deleted: Vec<String>,
+    /// Tree paths, exactly.
+    pub written: Vec<BString>,
+    pub deleted: Vec<BString>,
     pub skipped: Vec<SkippedFile>,
 }
 
@@ -109,7 +110,7 @@ impl Run<'_> {
     fn skip(&mut self, path: &[u8], (code, reason): Skip) {
         self.report
             .skipped
-            .push(SkippedFile::new(path.to_str_lossy(), code, reason));
+            .push(SkippedFile::new(path, code, reason));
     }
 
     fn parents(&self, path: &BString, create: bool) -> Result<(), Skip> {
@@ -169,7 +170,7 @@ impl Run<'_> {
             self.index.remove(path.as_bstr());
         }
         self.deleted.insert(path.clone());
-        self.report.deleted.push(path.to_str_lossy().into_owned());
+        self.report.deleted.push(path.clone());
     }
 
     /// Removes the folders that deletions left empty (never the root).
@@ -236,7 +237,7 @@ impl Run<'_> {
             }
         }
         if self.dry_run {
-            self.report.written.push(path.to_str_lossy().into_owned());
+            self.report.written.push(path.clone());
             return;
         }
         let data = match self.repo.find_object(state.id) {
@@ -266,7 +267,7 @@ impl Run<'_> {
                         stat: Stat::of(&meta),
                     },
                 );
-                self.report.written.push(path.to_str_lossy().into_owned());
+                self.report.written.push(path.clone());
             }
             Err(e) => self.skip(path, unwritable(format!("cannot write: {e}"))),
         }

@@ -466,8 +466,7 @@ impl FileIndex {
                 self.skipped.remove(&rel);
                 self.insert(rel.as_bstr(), IndexEntry { state, stat });
             }
-            Captured::Skipped(skip) => {
-                let rel = BString::from(skip.path.as_str());
+            Captured::Skipped(rel, skip) => {
                 self.remove(rel.as_bstr());
                 self.note_skip(rel, (skip.reason_code, skip.reason));
             }
@@ -551,7 +550,7 @@ impl FileIndex {
     pub fn skipped(&self) -> Vec<SkippedFile> {
         self.skipped
             .iter()
-            .map(|(p, (code, why))| SkippedFile::new(p.to_str_lossy(), *code, why.clone()))
+            .map(|(p, (code, why))| SkippedFile::new(p, *code, why.clone()))
             .collect()
     }
 

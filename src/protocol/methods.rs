@@ -2,7 +2,10 @@
 //! `invalid_params` error instead of being silently ignored.
 //!
 //! `project` is any absolute path inside a watched project (clients send their working
-//! directory). `paths` are absolute, or relative to the project root.
+//! directory). `paths` are absolute, or relative to the project root. Every path is a JSON
+//! string, or `{"path_bytes": [..]}` for a name that is not UTF-8 ([`wire_path`]).
+//!
+//! [`wire_path`]: super::wire_path
 
 use std::path::PathBuf;
 
@@ -20,12 +23,14 @@ pub struct HelloParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PathParams {
+    #[serde(with = "super::wire_path")]
     pub path: PathBuf,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WatchParams {
+    #[serde(with = "super::wire_path")]
     pub path: PathBuf,
     /// Watch `/`, the home folder itself, or a folder holding it (refused otherwise: one slip
     /// would copy SSH keys and every other project into the store).
@@ -36,6 +41,7 @@ pub struct WatchParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     #[serde(default)]
     pub label: Option<String>,
@@ -54,6 +60,7 @@ pub struct CheckpointParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     #[serde(default)]
     pub dialog: Option<String>,
@@ -70,6 +77,7 @@ pub struct ListParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportPatchParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub id: String,
     /// The older side; the checkpoint's parent when absent.
@@ -80,9 +88,11 @@ pub struct ExportPatchParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportBundleParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub ids: Vec<String>,
     /// Where to write the bundle (absolute).
+    #[serde(with = "super::wire_path")]
     pub path: PathBuf,
     /// Replace an existing file (by default an existing path is refused).
     #[serde(default)]
@@ -92,8 +102,10 @@ pub struct ExportBundleParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImportBundleParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     /// The bundle to read (absolute).
+    #[serde(with = "super::wire_path")]
     pub path: PathBuf,
     /// The dialog to add the checkpoints to (created if new); default `imported`, or
     /// `imported-2`, ... when that exists.
@@ -104,6 +116,7 @@ pub struct ImportBundleParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TagParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub id: String,
     pub name: String,
@@ -112,6 +125,7 @@ pub struct TagParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoteParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub id: String,
     pub text: String,
@@ -120,6 +134,7 @@ pub struct NoteParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ForkParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub id: String,
     #[serde(default)]
@@ -129,6 +144,7 @@ pub struct ForkParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShowParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub id: String,
     /// Include the full file list of the checkpoint.
@@ -142,12 +158,13 @@ pub struct ShowParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiffParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub from: String,
     /// Another checkpoint; the working tree when absent.
     #[serde(default)]
     pub to: Option<String>,
-    #[serde(default)]
+    #[serde(default, with = "super::wire_path::list")]
     pub paths: Vec<PathBuf>,
     /// Include the unified diff text (default true).
     #[serde(default = "yes")]
@@ -163,9 +180,10 @@ pub struct DiffParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RestoreParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub id: String,
-    #[serde(default)]
+    #[serde(default, with = "super::wire_path::list")]
     pub paths: Vec<PathBuf>,
     #[serde(default)]
     pub dry_run: bool,
@@ -177,6 +195,7 @@ pub struct RestoreParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DialogNewParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     /// The dialog's name; the daemon makes one up when absent.
     #[serde(default)]
@@ -189,6 +208,7 @@ pub struct DialogNewParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DialogParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub dialog: String,
 }
@@ -196,6 +216,7 @@ pub struct DialogParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     #[serde(default)]
     pub dialog: Option<String>,
@@ -204,6 +225,7 @@ pub struct SessionParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionApproveParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     #[serde(default)]
     pub dialog: Option<String>,
@@ -214,6 +236,7 @@ pub struct SessionApproveParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionResetParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     #[serde(default)]
     pub dialog: Option<String>,
@@ -224,13 +247,16 @@ pub struct SessionResetParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EditBeginParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
+    #[serde(with = "super::wire_path::list")]
     pub paths: Vec<PathBuf>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EditParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub token: String,
 }
@@ -238,6 +264,7 @@ pub struct EditParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UndoParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     #[serde(default)]
     pub dialog: Option<String>,
@@ -248,12 +275,14 @@ pub struct UndoParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FsckParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     /// Salvage damaged packs and set the damage aside (in `<store>/damaged/`).
     #[serde(default)]
@@ -263,6 +292,7 @@ pub struct FsckParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PruneParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     /// Only this dialog (all dialogs when absent).
     #[serde(default)]
@@ -281,6 +311,7 @@ pub struct PruneParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DialogKeepParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     pub dialog: String,
     /// Checkpoints kept in the dialog's active session; null goes back to the configured number.
@@ -291,6 +322,7 @@ pub struct DialogKeepParams {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubscribeParams {
+    #[serde(with = "super::wire_path")]
     pub project: PathBuf,
     /// Include a unified diff in `file_changed` events of small text files.
     #[serde(default)]

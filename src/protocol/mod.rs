@@ -5,6 +5,7 @@
 pub mod framing;
 pub mod methods;
 pub mod results;
+pub mod wire_path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

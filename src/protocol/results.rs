@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::{CheckpointId, SkippedFile, WatchMode};
+use crate::model::{path_bytes, CheckpointId, SkippedFile, WatchMode};
 pub use crate::store::diff::{ChangeStatus, DiffResult, FileChange};
 pub use crate::store::fsck::FsckReport;
 pub use crate::store::gc::GcReport;
@@ -91,6 +91,8 @@ pub struct Shown {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TreeFile {
     pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_bytes: Option<Vec<u8>>,
     /// The git mode, six octal digits (`100644`, `100755`, `120000`).
     pub mode: String,
     pub blob: String,
@@ -112,8 +114,13 @@ pub struct Restored {
     /// The `pre-restore` checkpoint that undoes this restore (none for a dry run).
     pub undo_checkpoint: Option<CheckpointId>,
     pub dry_run: bool,
+    /// Tree paths written (lossy text when not UTF-8: those are also in `written_bytes`).
     pub written: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub written_bytes: Vec<Vec<u8>>,
     pub deleted: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted_bytes: Vec<Vec<u8>>,
     pub skipped: Vec<SkippedFile>,
     /// The checkpoint of the state the restore left (none for a dry run).
     pub restore_checkpoint: Option<CheckpointId>,
@@ -214,6 +221,8 @@ pub struct EditCommitted {
 pub struct EditAborted {
     pub token: String,
     pub restored: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored_bytes: Vec<Vec<u8>>,
     pub skipped: Vec<SkippedFile>,
 }
 
@@ -288,4 +297,14 @@ impl AsRef<Restored> for Reset {
     fn as_ref(&self) -> &Restored {
         &self.restored
     }
+}
+
+/// Tree paths as text (lossy where not UTF-8).
+pub fn lossy(paths: &[gix::bstr::BString]) -> Vec<String> {
+    paths.iter().map(|p| p.to_string()).collect()
+}
+
+/// The tree paths that are not UTF-8, exactly (the `*_bytes` lists beside the text ones).
+pub fn non_utf8(paths: &[gix::bstr::BString]) -> Vec<Vec<u8>> {
+    paths.iter().filter_map(|p| path_bytes(p)).collect()
 }

@@ -24,7 +24,10 @@ pub enum ChangeStatus {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileChange {
+    /// The tree path (lossy when it is not UTF-8; see `path_bytes`).
     pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_bytes: Option<Vec<u8>>,
     pub status: ChangeStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub old_mode: Option<String>,
@@ -69,6 +72,7 @@ pub fn diff(
         };
         let mut change = FileChange {
             path: path.to_str_lossy().into_owned(),
+            path_bytes: crate::model::path_bytes(path),
             status,
             old_mode: a.map(|s| mode_text(s.kind)),
             new_mode: b.map(|s| mode_text(s.kind)),

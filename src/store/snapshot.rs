@@ -69,7 +69,7 @@ impl Snapshot {
         let mut snapshot = Snapshot::default();
         for skip in walk.skips {
             snapshot.skipped.push(SkippedFile::new(
-                skip.rel.to_string(),
+                &skip.rel,
                 SkipReason::Unreadable,
                 skip.reason,
             ));
@@ -108,7 +108,7 @@ impl Snapshot {
                     Captured::File { rel, state, .. } => {
                         snapshot.files.insert(rel, state);
                     }
-                    Captured::Skipped(skip) => snapshot.skipped.push(skip),
+                    Captured::Skipped(_, skip) => snapshot.skipped.push(skip),
                     Captured::Vanished(_) => {}
                 }
             }
@@ -139,7 +139,7 @@ pub(crate) enum Captured {
         state: FileState,
         stat: crate::index::Stat,
     },
-    Skipped(SkippedFile),
+    Skipped(BString, SkippedFile),
     /// It disappeared between the walk and the read.
     Vanished(BString),
 }
@@ -152,11 +152,8 @@ pub(crate) fn capture(
     pack: Option<&PackWriter>,
 ) -> Result<Captured, StoreError> {
     let skip = |(code, reason): (SkipReason, String)| {
-        Ok(Captured::Skipped(SkippedFile::new(
-            entry.rel.to_string(),
-            code,
-            reason,
-        )))
+        let file = SkippedFile::new(&entry.rel, code, reason);
+        Ok(Captured::Skipped(entry.rel.clone(), file))
     };
     let unreadable = |why: String| (SkipReason::Unreadable, why);
     let special = || {

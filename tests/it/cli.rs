@@ -371,37 +371,65 @@ fn a_closed_pipe_ends_the_client_quietly() {
     }
 }
 
-/// A path that is not UTF-8 is a clear usage error, never a panic (nor a lossy name that
-/// would restore or diff another file).
+/// A file whose name is not UTF-8 is named on the command line, sent exactly, diffed and
+/// restored; JSON output carries its exact bytes beside the lossy text; and a name with a
+/// newline stays on one line of human output.
 #[test]
-fn a_path_that_is_not_utf8_is_a_clear_error() {
+fn paths_that_are_not_utf8_work_end_to_end() {
     use std::os::unix::ffi::OsStrExt;
     let env = TestEnv::new();
-    write(&env.proj(), "a.txt", "a\n");
-    env.watch();
-    let id = env.checkpoint("a");
+    let p = env.proj();
     let name = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
-    for sub in ["diff", "restore"] {
+    std::fs::write(p.join(name), "v1\n").unwrap();
+    write(&p, "other.txt", "o1\n");
+    write(&p, "two\nlines.txt", "n1\n");
+    env.watch();
+    let id = env.checkpoint("v1");
+    std::fs::write(p.join(name), "v2\n").unwrap();
+    write(&p, "other.txt", "o2\n");
+    write(&p, "two\nlines.txt", "n2\n");
+    let run = |args: &[&str]| {
         let mut cmd = std::process::Command::new(CKPT);
         env.env(&mut cmd);
-        let out = cmd
-            .current_dir(env.proj())
-            .args(["--no-spawn", sub, &id, "--"])
-            .arg(name)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(64), "{sub}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("not valid UTF-8"),
-            "{sub}: {}",
-            stderr(&out)
-        );
-        assert!(
-            !stderr(&out).contains("panicked"),
-            "{sub}: {}",
-            stderr(&out)
-        );
-    }
+        cmd.current_dir(&p)
+            .args(["--no-spawn"])
+            .args(args)
+            .arg("--")
+            .arg(name);
+        cmd.output().unwrap()
+    };
+    let out = run(&["diff", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("-v1") && text.contains("+v2"), "{text}");
+    assert!(!text.contains("o2"), "only the named file: {text}");
+    let out = run(&["--json", "diff", &id]);
+    let diff: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bytes: Vec<u8> = b"caf\xe9.txt".to_vec();
+    assert_eq!(
+        diff["files"][0]["path_bytes"],
+        serde_json::json!(bytes),
+        "{diff}"
+    );
+    let out = run(&["--json", "restore", "-y", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let restored: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        restored["written_bytes"],
+        serde_json::json!([bytes]),
+        "{restored}"
+    );
+    assert_eq!(std::fs::read(p.join(name)).unwrap(), b"v1\n");
+    assert_eq!(
+        std::fs::read(p.join("other.txt")).unwrap(),
+        b"o2\n",
+        "only the named file"
+    );
+    // A newline in a name is escaped: one entry, one line.
+    let out = env.ckpt(&["diff", &id, "--name-only"]);
+    let lines: Vec<String> = stdout(&out).lines().map(String::from).collect();
+    assert!(lines.contains(&"two\\nlines.txt".to_string()), "{lines:?}");
+    assert!(!stderr(&out).contains("panicked"));
     env.assert_serving();
 }
 

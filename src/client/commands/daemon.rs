@@ -2,13 +2,13 @@
 
 use std::path::PathBuf;
 
-use super::{resolve, wire, Ctx};
+use super::{resolve, Ctx};
 use crate::client::output::{human_bytes, table};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, NoParams, PathParams, WatchParams};
 
 pub fn watch(ctx: &Ctx, dir: Option<PathBuf>, force: bool) -> Result<i32, ClientError> {
-    let path = wire(&resolve(&ctx.base, dir))?;
+    let path = resolve(&ctx.base, dir);
     let w = ctx
         .connect()?
         .call::<rpc::Watch>(&WatchParams { path, force })?;
@@ -23,7 +23,7 @@ pub fn watch(ctx: &Ctx, dir: Option<PathBuf>, force: bool) -> Result<i32, Client
 }
 
 pub fn unwatch(ctx: &Ctx, dir: Option<PathBuf>) -> Result<i32, ClientError> {
-    let path = wire(&resolve(&ctx.base, dir))?;
+    let path = resolve(&ctx.base, dir);
     let u = ctx.connect()?.call::<rpc::Unwatch>(&PathParams { path })?;
     if !ctx.out.json(&u) {
         outln!(

@@ -50,7 +50,7 @@ impl Ctx {
 
     /// The project the command is about, as the protocol names it.
     pub fn project(&self) -> Result<PathBuf, ClientError> {
-        wire(&self.base)
+        Ok(self.base.clone())
     }
 
     pub fn project_params(&self) -> Result<ProjectParams, ClientError> {
@@ -161,21 +161,10 @@ mod progress {
     }
 }
 
-/// A path as the protocol carries it (JSON text): one that is not UTF-8 is a clear error, never
-/// a panic, and never sent mangled (a lossy name could restore or diff the wrong file).
-pub fn wire(path: &Path) -> Result<PathBuf, ClientError> {
-    match path.to_str() {
-        Some(_) => Ok(path.to_path_buf()),
-        None => Err(ClientError::Usage(format!(
-            "the path {:?} is not valid UTF-8, which ckpt cannot send to the daemon yet",
-            path.as_os_str()
-        ))),
-    }
-}
-
-/// `paths` made absolute against `base`, as the protocol carries them.
+/// `paths` made absolute against `base`. The protocol carries them exactly, as text or, for a
+/// name that is not UTF-8, as bytes (`protocol::wire_path`).
 pub fn wire_all(base: &Path, paths: &[PathBuf]) -> Result<Vec<PathBuf>, ClientError> {
-    paths.iter().map(|p| wire(&base.join(p))).collect()
+    Ok(paths.iter().map(|p| base.join(p)).collect())
 }
 
 /// `dir` (or `base` itself) made absolute against `base`.

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{file_path, wire, Ctx};
+use super::{file_path, Ctx};
 use crate::client::output::{one_line, short};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, ExportBundleParams, ExportPatchParams, ImportBundleParams};
@@ -20,7 +20,7 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<i32, ClientError> {
         let params = ExportBundleParams {
             project: ctx.project()?,
             ids: args.ids,
-            path: wire(&file_path(&ctx.base, &file))?,
+            path: file_path(&ctx.base, &file),
             force: args.force,
         };
         let b = ctx.connect()?.call::<rpc::ExportBundle>(&params)?;
@@ -46,7 +46,7 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<i32, ClientError> {
 pub fn import(ctx: &Ctx, bundle: PathBuf, dialog: Option<String>) -> Result<i32, ClientError> {
     let params = ImportBundleParams {
         project: ctx.project()?,
-        path: wire(&file_path(&ctx.base, &bundle))?,
+        path: file_path(&ctx.base, &bundle),
         dialog,
     };
     let v = ctx.connect()?.call::<rpc::ImportBundle>(&params)?;
