@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::Daemon;
 use crate::engine::registry::save_registry;
 use crate::engine::{self, checkpoint, edit, restore, timeline, Opened, Project};
+use crate::protocol::events::EventKind;
 use crate::protocol::methods::{rpc, Method, NoParams, PathParams, SubscribeParams, WatchParams};
 use crate::protocol::results as r;
 use crate::protocol::{
@@ -305,23 +306,24 @@ async fn subscribe(
             };
             match event {
                 Ok(event) => {
-                    let mut params = (*event).clone();
-                    if !sub.diffs {
-                        if let Value::Object(map) = &mut params {
-                            map.remove("diff");
-                        }
+                    let mut event = (*event).clone();
+                    if let (false, EventKind::FileChanged { diff, .. }) =
+                        (sub.diffs, &mut event.what)
+                    {
+                        *diff = None;
                     }
-                    if !send(notification_line("event", &params)).await {
+                    if !send(notification_line("event", &event)).await {
                         break;
                     }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
                     tracing::warn!(missed, "dropping a subscriber that reads too slowly");
-                    let params = json!({
-                        "event": "error",
-                        "reason": format!("subscriber too slow: {missed} events were dropped; subscribe again"),
-                    });
-                    let _ = send(notification_line("event", &params)).await;
+                    let event = EventKind::Error {
+                        reason: format!(
+                            "subscriber too slow: {missed} events were dropped; subscribe again"
+                        ),
+                    };
+                    let _ = send(notification_line("event", &event)).await;
                     break;
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,

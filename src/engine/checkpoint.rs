@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::json;
+use crate::protocol::events::EventKind;
 
 use super::timeline::{auto_prune, record_initial};
 use super::{Error, Opened, Project, Result};
@@ -84,14 +84,19 @@ pub(crate) fn record(
 
 /// Tells the project's subscribers about a new checkpoint.
 pub(crate) fn emit_created(p: &Project, c: &Checkpoint) {
-    p.events.emit(
-        "checkpoint_created",
-        json!({
-            "id": c.id, "dialog": c.dialog, "seq": c.seq, "session": c.session, "kind": c.kind,
-            "label": c.label, "files": c.files, "added": c.added, "modified": c.modified,
-            "deleted": c.deleted, "skipped": c.skipped.len(),
-        }),
-    );
+    p.events.emit(EventKind::CheckpointCreated {
+        id: c.id,
+        dialog: c.dialog.clone(),
+        seq: c.seq,
+        session: c.session,
+        kind: c.kind,
+        label: c.label.clone(),
+        files: c.files,
+        added: c.added,
+        modified: c.modified,
+        deleted: c.deleted,
+        skipped: c.skipped.len(),
+    });
 }
 
 /// Records an `auto` checkpoint in the default dialog if the files differ from the checkpoint

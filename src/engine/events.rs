@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::ObjectId;
-use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
 use crate::filter::{Filter, RulesCache};
+use crate::model::path_bytes;
+use crate::protocol::events::{Event, EventKind, FileEvent};
 use crate::safe_io::StableRead;
 use crate::store::diff::{is_binary, unified};
 use crate::store::Store;
@@ -43,7 +44,7 @@ const BATCH_WINDOW: Duration = Duration::from_millis(20);
 /// The event stream of one project.
 pub struct Events {
     root: PathBuf,
-    tx: broadcast::Sender<Arc<Value>>,
+    tx: broadcast::Sender<Arc<Event>>,
     /// Subscribers that asked for diffs (the pump computes them only then).
     diff_wanted: AtomicUsize,
     /// The tree of the latest checkpoint: the "before" of a path the pump has not seen yet.
@@ -74,20 +75,17 @@ impl Events {
         *self.last_change.lock().expect("last-change lock poisoned")
     }
 
-    /// Publishes `event` with `fields`; never waits.
-    pub fn emit(&self, event: &str, fields: Value) {
+    /// Publishes an event; never waits.
+    pub fn emit(&self, what: EventKind) {
         if self.tx.receiver_count() == 0 {
             return;
         }
-        let mut params = json!({
-            "event": event,
-            "project": self.root,
-            "time": jiff::Timestamp::now().to_string(),
-        });
-        if let (Value::Object(p), Value::Object(f)) = (&mut params, fields) {
-            p.extend(f);
-        }
-        let _ = self.tx.send(Arc::new(params));
+        let event = Event {
+            project: self.root.clone(),
+            time: jiff::Timestamp::now().to_string(),
+            what,
+        };
+        let _ = self.tx.send(Arc::new(event));
     }
 
     pub fn subscribe(self: &Arc<Self>, diffs: bool) -> Subscription {
@@ -117,7 +115,7 @@ impl Events {
 
 /// One subscriber's view of a project's events.
 pub struct Subscription {
-    pub rx: broadcast::Receiver<Arc<Value>>,
+    pub rx: broadcast::Receiver<Arc<Event>>,
     /// Whether `file_changed` events keep their `diff`.
     pub diffs: bool,
     events: Arc<Events>,
@@ -165,16 +163,16 @@ pub fn start_pump(
             while let Ok(first) = notes.recv() {
                 let mut batch = vec![first];
                 let deadline = std::time::Instant::now() + BATCH_WINDOW;
-                while let Ok(n) = notes.recv_timeout(
-                    deadline.saturating_duration_since(std::time::Instant::now()),
-                ) {
+                while let Ok(n) = notes
+                    .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+                {
                     batch.push(n);
                 }
                 if lost.swap(false, Ordering::SeqCst) {
-                    pump.events.emit(
-                        "watch_degraded",
-                        json!({ "reason": "too many changes at once: some file events were dropped" }),
-                    );
+                    let reason = "too many changes at once: some file events were dropped";
+                    pump.events.emit(EventKind::WatchDegraded {
+                        reason: reason.into(),
+                    });
                 }
                 if batch.iter().any(|n| matches!(n, WatchNote::Changed(_))) {
                     pump.events.note_change();
@@ -245,9 +243,9 @@ impl Pump {
         for note in batch {
             match note {
                 WatchNote::Changed(changed) => paths.extend(changed),
-                WatchNote::Degraded(reason) => self
-                    .events
-                    .emit("watch_degraded", json!({ "reason": reason })),
+                WatchNote::Degraded(reason) => {
+                    self.events.emit(EventKind::WatchDegraded { reason })
+                }
             }
         }
         if paths.iter().any(|p| p.ends_with(b".gitignore")) {
@@ -322,22 +320,25 @@ impl Pump {
         if before.as_ref().is_some_and(|b| b.id == Some(id)) {
             return; // Same content (a touch, or a write of the same bytes).
         }
-        let kind = match before.as_ref().and_then(|b| b.id) {
-            Some(_) => "modified",
-            None => "created",
+        let change = match before.as_ref().and_then(|b| b.id) {
+            Some(_) => FileEvent::Modified,
+            None => FileEvent::Created,
         };
         let text = (data.len() <= MAX_DIFF_BYTES && !is_binary(&data)).then(|| Arc::new(data));
-        let mut fields =
-            json!({ "path": rel.to_str_lossy(), "kind": kind, "id": id.to_string(), "mode": mode });
-        if let Some(d) = self.diff(
+        let diff = self.diff(
             rel,
             before.as_ref(),
             text.as_deref().map(Vec::as_slice),
             true,
-        ) {
-            fields["diff"] = json!(d);
-        }
-        self.events.emit("file_changed", fields);
+        );
+        self.events.emit(EventKind::FileChanged {
+            path: rel.to_string(),
+            path_bytes: path_bytes(rel),
+            change,
+            id: Some(id.to_string()),
+            mode: Some(mode.into()),
+            diff,
+        });
         self.remember(rel, Some(id), text);
     }
 
@@ -357,11 +358,15 @@ impl Pump {
             if before.as_ref().is_none_or(|b| b.id.is_none()) {
                 continue;
             }
-            let mut fields = json!({ "path": path.to_str_lossy(), "kind": "deleted", "id": null });
-            if let Some(d) = self.diff(path.as_bstr(), before.as_ref(), Some(&[]), false) {
-                fields["diff"] = json!(d);
-            }
-            self.events.emit("file_changed", fields);
+            let diff = self.diff(path.as_bstr(), before.as_ref(), Some(&[]), false);
+            self.events.emit(EventKind::FileChanged {
+                path: path.to_string(),
+                path_bytes: path_bytes(&path),
+                change: FileEvent::Deleted,
+                id: None,
+                mode: None,
+                diff,
+            });
             self.remember(path.as_bstr(), None, None);
         }
     }

@@ -7,7 +7,9 @@
 //! differs ([`report_leftovers`]); record a checkpoint of the result that names both.
 
 use gix::bstr::BString;
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use crate::protocol::events::EventKind;
 
 use super::checkpoint::record;
 use super::worktree::{self, Applied};
@@ -120,15 +122,16 @@ pub fn restore_to(
             ..NewCheckpoint::new(target.dialog.clone(), end_kind, label)
         };
         recorded = Some(record(p, o, now, new)?.id);
-        p.events.emit(
-            "restored",
-            json!({
-                "kind": end_kind, "restored_to": target.id, "dialog": target.dialog,
-                "undo_checkpoint": undo.id, "restore_checkpoint": recorded,
-                "written": applied.written.len(), "deleted": applied.deleted.len(),
-                "skipped": applied.skipped,
-            }),
-        );
+        p.events.emit(EventKind::Restored {
+            kind: end_kind,
+            restored_to: target.id,
+            dialog: target.dialog.clone(),
+            undo_checkpoint: undo.id,
+            restore_checkpoint: recorded,
+            written: applied.written.len(),
+            deleted: applied.deleted.len(),
+            skipped: applied.skipped.clone(),
+        });
     }
     // The client's metadata of the target (e.g. the agent's conversation), to roll back with.
     let mut with_meta = target.clone();

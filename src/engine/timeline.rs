@@ -1,7 +1,7 @@
 //! Dialogs and sessions (one timeline per conversation, approvals and resets), retention, the
 //! store's disk budget, and gc.
 
-use serde_json::json;
+use crate::protocol::events::EventKind;
 
 use super::checkpoint::{active_session, record};
 use super::restore::restore_to;
@@ -68,9 +68,13 @@ pub fn session_approve(
         new_session: approved.session + 1,
         commits_approved,
     };
-    let mut event = serde_json::to_value(&result).expect("results always serialise");
-    event["dialog"] = json!(dialog);
-    p.events.emit("session_approved", event);
+    p.events.emit(EventKind::SessionApproved {
+        dialog,
+        approved_commit: result.approved_commit,
+        session: result.session,
+        new_session: result.new_session,
+        commits_approved: result.commits_approved,
+    });
     Ok(result)
 }
 
@@ -86,13 +90,13 @@ pub fn session_reset(p: &Project, o: &mut Opened, params: SessionResetParams) ->
     if let Some(id) = restored.restore_checkpoint {
         let ended = o.store.checkpoint(&o.store.repo(), id.object_id())?;
         new_session = Some(ended.session + 1);
-        p.events.emit(
-            "session_reset",
-            json!({
-                "dialog": dialog, "reset_to": target.id, "abandoned_session": ended.session,
-                "new_session": ended.session + 1, "skipped": restored.skipped,
-            }),
-        );
+        p.events.emit(EventKind::SessionReset {
+            dialog,
+            reset_to: target.id,
+            abandoned_session: ended.session,
+            new_session: ended.session + 1,
+            skipped: restored.skipped.clone(),
+        });
     }
     Ok(r::Reset {
         restored,

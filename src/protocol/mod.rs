@@ -2,6 +2,7 @@
 //! socket. Requests may be pipelined; responses carry the request's id and may come back in any
 //! order. Lines longer than the daemon's cap are refused before anything is parsed.
 
+pub mod events;
 pub mod framing;
 pub mod methods;
 pub mod results;
@@ -205,7 +206,7 @@ pub fn error_line(id: &Value, error: &RpcError) -> Vec<u8> {
 }
 
 /// Encodes a notification line (no id): how events are sent.
-pub fn notification_line(method: &str, params: &Value) -> Vec<u8> {
+pub fn notification_line(method: &str, params: &impl Serialize) -> Vec<u8> {
     line(&serde_json::json!({ "jsonrpc": "2.0", "method": method, "params": params }))
 }
 

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use super::Ctx;
 use crate::client::ClientError;
+use crate::protocol::events::EventKind;
 use crate::protocol::methods::{rpc, SubscribeParams};
 
 pub fn run(ctx: &Ctx, diffs: bool) -> Result<i32, ClientError> {
@@ -22,7 +23,10 @@ pub fn run(ctx: &Ctx, diffs: bool) -> Result<i32, ClientError> {
         {
             return Ok(0); // The reader went away (e.g. `| head`).
         }
-        if event["event"] == "error" {
+        // The stream's last event when this subscriber fell behind; kinds this client does
+        // not know are printed like the others.
+        let decoded = serde_json::from_value::<EventKind>(event);
+        if matches!(decoded, Ok(EventKind::Error { .. })) {
             return Ok(1);
         }
     }
