@@ -29,6 +29,39 @@ pub enum ConfigError {
 }
 
 /// The parsed configuration file.
+/// The default exclusion list, in gitignore syntax. Directory patterns match at any depth.
+pub const BUILT_IN_EXCLUSIONS: &[&str] = &[
+    ".git/",
+    ".hg/",
+    ".svn/",
+    ".jj/",
+    "node_modules/",
+    "venv/",
+    ".venv/",
+    "__pycache__/",
+    "dist/",
+    "build/",
+    "target/",
+    "*.pyc",
+    "*.pyo",
+    "*.so",
+    "*.dylib",
+    "*.dll",
+    ".env",
+    ".env.*",
+    "!.env.example",
+    "!.env.sample",
+    "!.env.template",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ed25519",
+    "id_ecdsa_sk",
+    "id_ed25519_sk",
+    "*.pem",
+    "*.key",
+];
+
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -249,12 +282,12 @@ impl Config {
             }
         }
         for pattern in &self.exclusions.remove {
-            if !crate::filter::BUILT_IN_EXCLUSIONS.contains(&pattern.as_str()) {
+            if !BUILT_IN_EXCLUSIONS.contains(&pattern.as_str()) {
                 return Err(ConfigError::Value {
                     key: "exclusions.remove",
                     message: format!(
                         "{pattern:?} is not a built-in pattern; built-ins are: {}",
-                        crate::filter::BUILT_IN_EXCLUSIONS.join(" ")
+                        BUILT_IN_EXCLUSIONS.join(" ")
                     ),
                 });
             }

@@ -16,8 +16,6 @@ use std::path::Path;
 
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 
-use crate::filter::Stat;
-
 /// How many times a file that changes while it is read is read again before it is skipped.
 const READ_ATTEMPTS: usize = 4;
 /// A file modified this recently may be written again within the same timestamp tick, which
@@ -293,5 +291,28 @@ mod tests {
             read_link_beneath(root.as_fd(), b"link").unwrap(),
             outside.path().as_os_str().as_bytes()
         );
+    }
+}
+
+/// What `stat` said about a file when it was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+    pub ino: u64,
+    pub mode: u32,
+}
+
+impl Stat {
+    pub fn of(meta: &std::fs::Metadata) -> Stat {
+        use std::os::unix::fs::MetadataExt;
+        Stat {
+            size: meta.len(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+            ino: meta.ino(),
+            mode: meta.mode(),
+        }
     }
 }

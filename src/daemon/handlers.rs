@@ -1,18 +1,18 @@
 //! The daemon's side of each method: decode the params, call the engine on the project's
-//! owner, encode the result. The daemon-wide methods (hello, status, watch, unwatch, projects,
-//! subscribe) live here too; every rule about a project's files lives in the engine.
+//! owner, encode the result. `hello` and `subscribe` live here too, the registry methods in
+//! [`projects`](super::projects); every rule about a project's files lives in the engine.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
+use super::projects::{projects, status, unwatch, watch};
 use super::Daemon;
-use crate::engine::registry::save_registry;
 use crate::engine::{self, checkpoint, edit, restore, timeline, Opened, Project};
 use crate::protocol::events::EventKind;
-use crate::protocol::methods::{rpc, Method, NoParams, PathParams, SubscribeParams, WatchParams};
+use crate::protocol::methods::{rpc, Method, NoParams, SubscribeParams};
 use crate::protocol::results as r;
 use crate::protocol::{
     decode_request, error_line, notification_line, response_line, ErrorCode, RpcError,
@@ -129,7 +129,7 @@ where
     Ok(encode::<M>(&result?))
 }
 
-fn encode<M: Method>(result: &M::Result) -> Value {
+pub(super) fn encode<M: Method>(result: &M::Result) -> Value {
     serde_json::to_value(result).expect("results always serialise")
 }
 
@@ -333,192 +333,10 @@ async fn subscribe(
     Ok(())
 }
 
-async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<r::Status, RpcError> {
-    let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
-    let infos = project_list(&listed).await?;
-    let stores: Vec<PathBuf> = listed.iter().map(|p| p.store_dir.clone()).collect();
-    let sizes = blocking(move || {
-        stores
-            .iter()
-            .map(|s| crate::store::gc::dir_size(&s.join("objects")))
-            .collect::<Vec<u64>>()
-    })
-    .await?;
-    let projects = infos
-        .into_iter()
-        .zip(sizes)
-        .zip(&listed)
-        .map(|((project, store_bytes), p)| r::ProjectStatus {
-            project,
-            store_bytes,
-            busy: p.is_busy(),
-            mode: p.mode(),
-            progress: p.progress.get().map(|(phase, done, total)| r::Progress {
-                phase: phase.to_string(),
-                done,
-                total,
-            }),
-        })
-        .collect();
-    Ok(r::Status {
-        daemon: format!("ckptd {}", env!("CARGO_PKG_VERSION")),
-        protocol: PROTOCOL_VERSION,
-        pid: std::process::id(),
-        uptime_seconds: daemon.started.elapsed().as_secs(),
-        socket: daemon.paths.socket.clone(),
-        data_dir: daemon.paths.data_dir.clone(),
-        projects,
-    })
-}
-
-/// Each project's root, store and whether it is there; the checks run off the async runtime.
-async fn project_list(projects: &[Arc<Project>]) -> Result<Vec<r::ProjectInfo>, RpcError> {
-    let listed: Vec<(PathBuf, PathBuf)> = projects
-        .iter()
-        .map(|p| (p.root.clone(), p.store_dir.clone()))
-        .collect();
-    blocking(move || {
-        listed
-            .into_iter()
-            .map(|(root, store)| r::ProjectInfo {
-                available: root.is_dir(),
-                root,
-                store,
-            })
-            .collect()
-    })
-    .await
-}
-
-async fn projects(daemon: &Arc<Daemon>, _: NoParams) -> Result<Vec<r::ProjectInfo>, RpcError> {
-    let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
-    project_list(&listed).await
-}
-
-async fn watch(daemon: &Arc<Daemon>, params: WatchParams) -> Result<r::Watched, RpcError> {
-    let root = engine::project::absolute(&params.path)?;
-    let data_dir = daemon.paths.data_dir.clone();
-    let (root, data_dir, danger) = blocking(move || {
-        let root = std::fs::canonicalize(&root).map_err(|e| (root, e))?;
-        let data_dir = std::fs::canonicalize(&data_dir).unwrap_or(data_dir);
-        let danger = dangerous_root(&root);
-        Ok((root, data_dir, danger))
-    })
-    .await?
-    .map_err(|(root, e): (PathBuf, std::io::Error)| {
-        invalid(format!("cannot watch {}: {e}", root.display()))
-    })?;
-    let is_dir = {
-        let root = root.clone();
-        blocking(move || root.is_dir()).await?
-    };
-    if !is_dir {
-        return Err(invalid(format!("{} is not a directory", root.display())));
-    }
-    if root.starts_with(&data_dir) {
-        return Err(invalid("cannot watch ckpt's own data directory"));
-    }
-    let danger = danger.filter(|_| !params.force);
-    let _registry = daemon.registry_lock.lock().await;
-    let project = {
-        let mut projects = daemon.projects.write().await;
-        if let Some(existing) = projects.get(&root) {
-            existing.clone()
-        } else {
-            if let Some(other) = projects
-                .keys()
-                .find(|r| root.starts_with(r) || r.starts_with(&root))
-            {
-                return Err(RpcError::new(
-                    ErrorCode::ProjectOverlap,
-                    format!(
-                        "{} overlaps the watched project {}",
-                        root.display(),
-                        other.display()
-                    ),
-                ));
-            }
-            if let Some(why) = danger {
-                return Err(invalid(format!(
-                    "{} is {why}: its checkpoints would copy SSH keys, other projects and \
-                     everything else there into the store; pass --force (`force`) if you mean it",
-                    root.display()
-                )));
-            }
-            let project = Arc::new(Project::new(root.clone(), &daemon.config, &daemon.paths));
-            projects.insert(root.clone(), project.clone());
-            let roots: Vec<PathBuf> = projects.keys().cloned().collect();
-            if let Err(e) = save_roots(daemon, roots).await {
-                projects.remove(&root);
-                return Err(e);
-            }
-            tracing::info!(root = %root.display(), "watching a new project");
-            project
-        }
-    };
-    let dialogs = project
-        .run(|_, o| Ok(o.store.dialogs(&o.store.repo())?.len()))
-        .await?;
-    Ok(r::Watched {
-        root: project.root.clone(),
-        store: project.store_dir.clone(),
-        dialogs,
-    })
-}
-
-/// Why watching `root` is most likely a slip: `/`, the home folder, or a folder holding it.
-fn dangerous_root(root: &Path) -> Option<&'static str> {
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .map(|h| std::fs::canonicalize(&h).unwrap_or(h));
-    if root == Path::new("/") {
-        Some("the root of the filesystem")
-    } else if home.as_deref() == Some(root) {
-        Some("your home folder")
-    } else if home.as_deref().is_some_and(|h| h.starts_with(root)) {
-        Some("a folder that holds your home folder")
-    } else {
-        None
-    }
-}
-
-async fn unwatch(daemon: &Arc<Daemon>, params: PathParams) -> Result<r::Unwatched, RpcError> {
-    let path = engine::project::absolute(&params.path)?;
-    let path = blocking(move || std::fs::canonicalize(&path).unwrap_or(path)).await?;
-    let _registry = daemon.registry_lock.lock().await;
-    let mut projects = daemon.projects.write().await;
-    let root = projects
-        .keys()
-        .filter(|r| path.starts_with(r))
-        .max_by_key(|r| r.as_os_str().len())
-        .cloned()
-        .ok_or_else(|| not_a_project(&path))?;
-    let project = projects.remove(&root).expect("found just above");
-    let roots: Vec<PathBuf> = projects.keys().cloned().collect();
-    if let Err(e) = save_roots(daemon, roots).await {
-        projects.insert(root, project);
-        return Err(e);
-    }
-    tracing::info!(root = %root.display(), "no longer watching");
-    Ok(r::Unwatched {
-        root,
-        store: project.store_dir.clone(),
-    })
-}
-
-async fn save_roots(daemon: &Arc<Daemon>, roots: Vec<PathBuf>) -> Result<(), RpcError> {
-    let file = daemon.paths.registry_file();
-    blocking(move || save_registry(&file, &roots))
-        .await?
-        .map_err(|e| {
-            RpcError::new(
-                ErrorCode::IoError,
-                format!("cannot save the project registry: {e}"),
-            )
-        })
-}
-
-async fn find_project(daemon: &Arc<Daemon>, path: &Path) -> Result<Arc<Project>, RpcError> {
+pub(super) async fn find_project(
+    daemon: &Arc<Daemon>,
+    path: &Path,
+) -> Result<Arc<Project>, RpcError> {
     let path = engine::project::absolute(path)?;
     let lookup = path.clone();
     match blocking(move || std::fs::canonicalize(&lookup)).await? {
@@ -539,7 +357,7 @@ async fn find_project(daemon: &Arc<Daemon>, path: &Path) -> Result<Arc<Project>,
 }
 
 /// Runs filesystem work off the async runtime.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, RpcError> {
     tokio::task::spawn_blocking(f)
@@ -547,11 +365,11 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| RpcError::new(ErrorCode::Internal, format!("blocking task failed: {e}")))
 }
 
-fn invalid(message: impl Into<String>) -> RpcError {
+pub(super) fn invalid(message: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, message)
 }
 
-fn not_a_project(path: &Path) -> RpcError {
+pub(super) fn not_a_project(path: &Path) -> RpcError {
     RpcError::new(
         ErrorCode::NotAProject,
         format!(

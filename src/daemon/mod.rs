@@ -7,6 +7,7 @@
 //! different projects proceed in parallel.
 
 mod handlers;
+mod projects;
 mod server;
 pub mod socket;
 

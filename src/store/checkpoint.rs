@@ -4,7 +4,7 @@
 //! (`[dialog] #seq kind: first line of the label`), a blank line, then the whole label. The
 //! structured fields live in one extra commit header, `ckpt`, holding single-line JSON.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use gix::bstr::{BString, ByteSlice};
 use gix::ObjectId;
@@ -208,34 +208,12 @@ impl Store {
         let parent_id = self.ref_target(&repo, &ref_name)?;
         let parent = parent_id.map(|id| self.checkpoint(&repo, id)).transpose()?;
 
-        let meta_blob = match &new.meta {
-            Some(value) => {
-                let bytes = serde_json::to_vec(value)
-                    .map_err(|e| StoreError::git("encoding metadata", e))?;
-                if bytes.len() > MAX_CLIENT_META_BYTES {
-                    return Err(CheckpointError::MetaTooLarge { size: bytes.len() });
-                }
-                Some(
-                    repo.write_blob(&bytes)
-                        .map_err(|e| StoreError::git("writing metadata", e))?
-                        .detach(),
-                )
-            }
-            None => None,
-        };
-
-        let (files, added, modified, deleted) = match &parent {
-            Some(p) => {
-                let changes = diff_trees(&repo, Some(parse_id(&p.tree)?), Some(tree), &[])?;
-                let (a, m, d) = count_changes(&changes);
-                ((p.files + a).saturating_sub(d), a, m, d)
-            }
-            None => {
-                let changes = diff_trees(&repo, None, Some(tree), &[])?;
-                let n = changes.len() as u64;
-                (n, n, 0, 0)
-            }
-        };
+        let meta_blob = new
+            .meta
+            .as_ref()
+            .map(|m| write_meta(&repo, m))
+            .transpose()?;
+        let (files, added, modified, deleted) = counts_against(&repo, parent.as_ref(), tree)?;
         let created_at = jiff::Timestamp::now();
         let header = Header {
             v: 1,
@@ -258,25 +236,7 @@ impl Store {
         };
         let header_json =
             serde_json::to_string(&header).map_err(|e| StoreError::git("encoding metadata", e))?;
-        let subject_label = new
-            .label
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(72)
-            .collect::<String>();
-        let mut message = format!("[{}] #{} {}", header.dialog, header.seq, header.kind);
-        if !subject_label.is_empty() {
-            message.push_str(": ");
-            message.push_str(&subject_label);
-        }
-        message.push('\n');
-        if !new.label.is_empty() {
-            message.push('\n');
-            message.push_str(&new.label);
-            message.push('\n');
-        }
+        let message = commit_message(&header, &new.label);
         let mut sig = signature();
         sig.time = gix::date::Time::new(created_at.as_second(), 0);
         let commit = gix::objs::Commit {
@@ -409,79 +369,6 @@ impl Store {
         Ok(())
     }
 
-    /// Names `checkpoint` with `tag` (names follow the rules of dialog names).
-    pub fn add_tag(
-        &self,
-        repo: &gix::Repository,
-        checkpoint: &Checkpoint,
-        tag: &str,
-    ) -> Result<(), CheckpointError> {
-        validate_dialog(tag).map_err(|_| CheckpointError::BadTag(tag.to_string()))?;
-        let name = format!("{TAG_REFS}{tag}");
-        if self.ref_target(repo, &name)?.is_some() {
-            return Err(CheckpointError::TagExists(tag.to_string()));
-        }
-        self.update_ref(repo, &name, None, checkpoint.id.object_id(), "ckpt: tag")?;
-        Ok(())
-    }
-
-    /// Appends a line of `text` to the notes of `checkpoint` (kept by a ref, so gc keeps it).
-    pub fn add_note(
-        &self,
-        repo: &gix::Repository,
-        checkpoint: &Checkpoint,
-        text: &str,
-    ) -> Result<(), CheckpointError> {
-        let name = format!("{NOTE_REFS}{}", checkpoint.id);
-        let previous = self.ref_target(repo, &name)?;
-        let mut notes = match previous {
-            Some(id) => {
-                repo.find_object(id)
-                    .map_err(|e| StoreError::git("reading notes", e))?
-                    .detach()
-                    .data
-            }
-            None => Vec::new(),
-        };
-        notes.extend_from_slice(text.trim_end().as_bytes());
-        notes.push(b'\n');
-        let blob = repo
-            .write_blob(&notes)
-            .map_err(|e| StoreError::git("writing notes", e))?
-            .detach();
-        self.sync()?;
-        self.update_ref(repo, &name, previous, blob, "ckpt: note")?;
-        Ok(())
-    }
-
-    /// Fills in the tags and notes of `checkpoints`.
-    pub fn annotate(
-        &self,
-        repo: &gix::Repository,
-        checkpoints: &mut [Checkpoint],
-    ) -> Result<(), CheckpointError> {
-        let tags = self.refs_under(repo, TAG_REFS)?;
-        let notes: HashMap<String, ObjectId> =
-            self.refs_under(repo, NOTE_REFS)?.into_iter().collect();
-        for c in checkpoints.iter_mut() {
-            let id = c.id.object_id();
-            c.tags = tags
-                .iter()
-                .filter(|(_, t)| *t == id)
-                .map(|(n, _)| n.clone())
-                .collect();
-            if let Some(blob) = notes.get(&c.id.to_string()) {
-                let data = repo
-                    .find_object(*blob)
-                    .map_err(|e| StoreError::git("reading notes", e))?
-                    .detach()
-                    .data;
-                c.notes = Some(String::from_utf8_lossy(&data).trim_end().to_string());
-            }
-        }
-        Ok(())
-    }
-
     /// Whether `dialog` has a timeline yet.
     pub fn dialog_exists(
         &self,
@@ -600,88 +487,6 @@ impl Store {
         Ok(out)
     }
 
-    /// Resolves a checkpoint name: a full id or a unique prefix (at least 4 hex digits), a
-    /// tag, `@` or `latest` (the newest checkpoint), `@~N` (N before it) or `#SEQ`, the last
-    /// three in the dialog of the newest checkpoint.
-    pub fn resolve(
-        &self,
-        repo: &gix::Repository,
-        text: &str,
-    ) -> Result<Checkpoint, CheckpointError> {
-        self.resolve_in(repo, text, None)
-    }
-
-    /// Like [`Store::resolve`], with `@`, `@~N` and `#SEQ` counted in `dialog` when given.
-    pub fn resolve_in(
-        &self,
-        repo: &gix::Repository,
-        text: &str,
-        dialog: Option<&str>,
-    ) -> Result<Checkpoint, CheckpointError> {
-        let name = text.trim();
-        let back = match name {
-            "@" | "latest" => Some(0),
-            _ => name
-                .strip_prefix("@~")
-                .map(|n| {
-                    n.parse::<usize>()
-                        .map_err(|_| CheckpointError::BadId(text.into()))
-                })
-                .transpose()?,
-        };
-        let seq = name
-            .strip_prefix('#')
-            .map(|n| {
-                n.parse::<u64>()
-                    .map_err(|_| CheckpointError::BadId(text.into()))
-            })
-            .transpose()?;
-        if back.is_some() || seq.is_some() {
-            let dialog = match dialog {
-                Some(d) => d.to_string(),
-                None => match self.list(repo, None)?.into_iter().next() {
-                    Some(newest) => newest.dialog,
-                    None => return Err(CheckpointError::Unknown(text.into())),
-                },
-            };
-            let chain = self.list(repo, Some(&dialog))?;
-            let found = match (back, seq) {
-                (Some(n), _) => chain.into_iter().nth(n),
-                (_, Some(seq)) => chain.into_iter().find(|c| c.seq == seq),
-                _ => None,
-            };
-            return found
-                .ok_or_else(|| CheckpointError::Unknown(format!("{text} (in dialog {dialog})")));
-        }
-        if validate_dialog(name).is_ok() {
-            if let Some(id) = self.ref_target(repo, &format!("{TAG_REFS}{name}"))? {
-                return self.checkpoint(repo, id);
-            }
-        }
-        let t = name.to_ascii_lowercase();
-        if t.len() < 4 || t.len() > 40 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(CheckpointError::BadId(text.to_string()));
-        }
-        let mut seen = HashSet::new();
-        let mut matches = Vec::new();
-        for c in self.list(repo, None)? {
-            if c.id.to_string().starts_with(&t) && seen.insert(c.id) {
-                matches.push(c);
-            }
-        }
-        match matches.len() {
-            0 => Err(CheckpointError::Unknown(text.to_string())),
-            1 => Ok(matches.pop().expect("one match")),
-            _ => Err(CheckpointError::Ambiguous {
-                prefix: text.to_string(),
-                candidates: matches
-                    .iter()
-                    .map(|c| format!("{} (#{} {} {})", c.id.short(), c.seq, c.dialog, c.kind))
-                    .collect(),
-            }),
-        }
-    }
-
     /// The files of checkpoint `c`.
     pub fn files_of(
         &self,
@@ -690,6 +495,63 @@ impl Store {
     ) -> Result<BTreeMap<BString, FileState>, CheckpointError> {
         Ok(read_tree(repo, parse_id(&c.tree)?)?)
     }
+}
+
+/// Writes a client's metadata document as a blob (refused over [`MAX_CLIENT_META_BYTES`]).
+fn write_meta(
+    repo: &gix::Repository,
+    value: &serde_json::Value,
+) -> Result<ObjectId, CheckpointError> {
+    let bytes = serde_json::to_vec(value).map_err(|e| StoreError::git("encoding metadata", e))?;
+    if bytes.len() > MAX_CLIENT_META_BYTES {
+        return Err(CheckpointError::MetaTooLarge { size: bytes.len() });
+    }
+    let id = repo
+        .write_blob(&bytes)
+        .map_err(|e| StoreError::git("writing metadata", e))?;
+    Ok(id.detach())
+}
+
+/// `(files, added, modified, deleted)` of `tree` against the parent checkpoint's tree.
+fn counts_against(
+    repo: &gix::Repository,
+    parent: Option<&Checkpoint>,
+    tree: ObjectId,
+) -> Result<(u64, u64, u64, u64), CheckpointError> {
+    Ok(match parent {
+        Some(p) => {
+            let changes = diff_trees(repo, Some(parse_id(&p.tree)?), Some(tree), &[])?;
+            let (a, m, d) = count_changes(&changes);
+            ((p.files + a).saturating_sub(d), a, m, d)
+        }
+        None => {
+            let n = diff_trees(repo, None, Some(tree), &[])?.len() as u64;
+            (n, n, 0, 0)
+        }
+    })
+}
+
+/// `[dialog] #seq kind: first line of the label`, a blank line, then the whole label.
+fn commit_message(header: &Header, label: &str) -> String {
+    let subject: String = label
+        .lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(72)
+        .collect();
+    let mut message = format!("[{}] #{} {}", header.dialog, header.seq, header.kind);
+    if !subject.is_empty() {
+        message.push_str(": ");
+        message.push_str(&subject);
+    }
+    message.push('\n');
+    if !label.is_empty() {
+        message.push('\n');
+        message.push_str(label);
+        message.push('\n');
+    }
+    message
 }
 
 /// RFC 3339 in UTC with exactly three fractional digits, so that the text sorts by time.

@@ -13,6 +13,7 @@ pub mod diff;
 pub mod fsck;
 pub mod gc;
 pub mod import;
+pub mod names;
 pub mod pack;
 pub mod retention;
 pub mod snapshot;

@@ -137,7 +137,7 @@ pub(crate) enum Captured {
     File {
         rel: BString,
         state: FileState,
-        stat: crate::index::Stat,
+        stat: crate::safe_io::Stat,
     },
     Skipped(BString, SkippedFile),
     /// It disappeared between the walk and the read.
@@ -233,7 +233,7 @@ fn store_captured(
     entry: &WalkEntry,
     kind: EntryKind,
     data: Vec<u8>,
-    stat: crate::index::Stat,
+    stat: crate::safe_io::Stat,
     options: SnapshotOptions,
     pack: Option<&PackWriter>,
 ) -> Result<Captured, StoreError> {

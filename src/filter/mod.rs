@@ -6,7 +6,7 @@
 //! inside that repository: the enclosing project's `.gitignore` files stop at its root. Entries
 //! named `.git` are always excluded, whatever the configuration says.
 
-use std::fs::{FileType, Metadata};
+use std::fs::FileType;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,8 +15,12 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
+mod rules;
+
 use crate::config::ExclusionConfig;
-use crate::safe_io::read_small;
+use crate::safe_io::{read_small, Stat};
+use rules::{git_dir, global_rule_files};
+pub use rules::{IgnoreRules, RulesCache};
 
 /// Whether `name` is a temporary file (or sync cookie) of a ckptd that no longer runs: the
 /// names carry the writer's pid, and that process is gone or is not a ckptd.
@@ -41,39 +45,6 @@ pub fn is_litter(name: &[u8]) -> bool {
         Err(_) => true,
     }
 }
-
-/// The default exclusion list, in gitignore syntax. Directory patterns match at any depth.
-pub const BUILT_IN_EXCLUSIONS: &[&str] = &[
-    ".git/",
-    ".hg/",
-    ".svn/",
-    ".jj/",
-    "node_modules/",
-    "venv/",
-    ".venv/",
-    "__pycache__/",
-    "dist/",
-    "build/",
-    "target/",
-    "*.pyc",
-    "*.pyo",
-    "*.so",
-    "*.dylib",
-    "*.dll",
-    ".env",
-    ".env.*",
-    "!.env.example",
-    "!.env.sample",
-    "!.env.template",
-    "id_rsa",
-    "id_dsa",
-    "id_ecdsa",
-    "id_ed25519",
-    "id_ecdsa_sk",
-    "id_ed25519_sk",
-    "*.pem",
-    "*.key",
-];
 
 /// Names the restore machinery uses for its temporary files; never part of a checkpoint.
 pub const TEMP_PREFIX: &str = ".ckpt-tmp-";
@@ -103,29 +74,6 @@ pub struct WalkEntry {
     pub stat: Stat,
 }
 
-/// What `stat` said about a file when it was seen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
-    pub size: u64,
-    pub mtime_ns: i128,
-    pub ctime_ns: i128,
-    pub ino: u64,
-    pub mode: u32,
-}
-
-impl Stat {
-    pub fn of(meta: &Metadata) -> Stat {
-        use std::os::unix::fs::MetadataExt;
-        Stat {
-            size: meta.len(),
-            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-            ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
-            ino: meta.ino(),
-            mode: meta.mode(),
-        }
-    }
-}
-
 /// Something the walk could not look at (and so could not judge).
 #[derive(Debug, Clone)]
 pub struct WalkSkip {
@@ -140,7 +88,7 @@ impl Filter {
         hard_excluded: Vec<PathBuf>,
     ) -> Result<Filter, FilterError> {
         let mut builder = GitignoreBuilder::new(root);
-        let patterns = BUILT_IN_EXCLUSIONS
+        let patterns = crate::config::BUILT_IN_EXCLUSIONS
             .iter()
             .filter(|p| !config.remove.iter().any(|r| r == *p))
             .map(|p| p.to_string())
@@ -373,171 +321,9 @@ pub struct WalkResult {
     pub litter: Vec<BString>,
 }
 
-/// Memoised rules per folder (relative path); None for an excluded folder or a non-folder.
-#[derive(Debug, Default)]
-pub struct RulesCache {
-    map: std::collections::BTreeMap<BString, Option<IgnoreRules>>,
-}
-
-impl RulesCache {
-    /// Forgets what is known about `rel` and everything below it: it changed (its type, or an
-    /// ignore file in it), so its folder-ness and rules must be looked at again.
-    pub fn invalidate(&mut self, rel: &BStr) {
-        if rel.is_empty() {
-            self.map.clear();
-            return;
-        }
-        let stale: Vec<BString> = self
-            .map
-            .range::<BStr, _>((std::ops::Bound::Included(rel), std::ops::Bound::Unbounded))
-            .map(|(k, _)| k)
-            .take_while(|k| k.starts_with(rel))
-            .filter(|k| k.len() == rel.len() || k[rel.len()] == b'/')
-            .cloned()
-            .collect();
-        for k in stale {
-            self.map.remove(&k);
-        }
-    }
-
-    pub fn clear(&mut self) {
-        self.map.clear();
-    }
-}
-
-fn global_rule_files() -> Vec<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".config")));
-    let mut files = Vec::new();
-    if let Some(h) = &home {
-        files.push(h.join(".gitconfig"));
-    }
-    if let Some(x) = xdg {
-        files.push(x.join("git").join("config"));
-        files.push(x.join("git").join("ignore"));
-    }
-    files
-}
-
-/// The ignore files in force in one directory: its own `.gitignore` and those of its ancestors
-/// up to the repository (or project) root, innermost first, then that root's `info/exclude`.
-#[derive(Debug, Clone)]
-pub struct IgnoreRules {
-    /// Innermost first.
-    gitignores: Vec<Arc<Gitignore>>,
-    info_exclude: Option<Arc<Gitignore>>,
-}
-
-impl IgnoreRules {
-    fn for_repository_root(dir: &Path) -> IgnoreRules {
-        Self::for_repository_root_with(dir, read_gitignore(dir))
-    }
-
-    /// The rules of a repository (or project) root whose `.gitignore` holds `gitignore`.
-    fn for_repository_root_with(dir: &Path, gitignore: Option<Vec<u8>>) -> IgnoreRules {
-        let info_exclude = git_dir(dir).and_then(|g| {
-            let path = g.join("info").join("exclude");
-            read_small(&path, MAX_IGNORE_FILE_BYTES)
-                .map(|data| Arc::new(parse_ignore_file(dir, &path, &data)))
-        });
-        let mut rules = IgnoreRules {
-            gitignores: Vec::new(),
-            info_exclude,
-        };
-        rules.push_gitignore(dir, gitignore);
-        rules
-    }
-
-    /// The rules inside `dir`, a child folder of the folder these rules belong to: a nested
-    /// repository starts afresh, any other folder adds its own `.gitignore`.
-    pub fn enter(&self, dir: &Path) -> IgnoreRules {
-        self.enter_with(dir, read_gitignore(dir))
-    }
-
-    /// Like [`IgnoreRules::enter`], with `gitignore` as the content of the folder's
-    /// `.gitignore` (from a checkpoint's tree, say) instead of the file on disk.
-    fn enter_with(&self, dir: &Path, gitignore: Option<Vec<u8>>) -> IgnoreRules {
-        if dir.join(".git").symlink_metadata().is_ok() {
-            return IgnoreRules::for_repository_root_with(dir, gitignore);
-        }
-        let mut rules = self.clone();
-        rules.push_gitignore(dir, gitignore);
-        rules
-    }
-
-    fn push_gitignore(&mut self, dir: &Path, gitignore: Option<Vec<u8>>) {
-        if let Some(data) = gitignore {
-            let file = dir.join(".gitignore");
-            self.gitignores
-                .insert(0, Arc::new(parse_ignore_file(dir, &file, &data)));
-        }
-    }
-
-    fn is_ignored(&self, abs: &Path, is_dir: bool, global: &Gitignore) -> bool {
-        let sources = self
-            .gitignores
-            .iter()
-            .map(|g| g.as_ref())
-            .chain(self.info_exclude.as_deref())
-            .chain(std::iter::once(global));
-        for gi in sources {
-            match gi.matched(abs, is_dir) {
-                Match::None => continue,
-                Match::Ignore(_) => return true,
-                Match::Whitelist(_) => return false,
-            }
-        }
-        false
-    }
-}
-
-/// Ignore files larger than this are not read (no real one comes close).
-const MAX_IGNORE_FILE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// The `.gitignore` of `dir` on disk, if it is a regular file (never a FIFO).
-fn read_gitignore(dir: &Path) -> Option<Vec<u8>> {
-    read_small(&dir.join(".gitignore"), MAX_IGNORE_FILE_BYTES)
-}
-
-/// Parses the content of an ignore file exactly as the `ignore` crate reads one from disk
-/// (line by line, a leading BOM dropped, stopping at the first line that is not UTF-8), so
-/// rules from a checkpoint's tree and from the disk always agree.
-fn parse_ignore_file(root: &Path, file: &Path, data: &[u8]) -> Gitignore {
-    use std::io::BufRead;
-    let mut builder = GitignoreBuilder::new(root);
-    for (i, line) in std::io::Cursor::new(data).lines().enumerate() {
-        let Ok(line) = line else {
-            tracing::warn!(path = %file.display(), line = i + 1, "ignore file is not UTF-8 from here on; using what came before");
-            break;
-        };
-        let line = if i == 0 {
-            line.trim_start_matches('\u{feff}')
-        } else {
-            &line
-        };
-        if let Err(err) = builder.add_line(Some(file.to_path_buf()), line) {
-            tracing::warn!(path = %file.display(), error = %err, "ignore file has errors; using what parsed");
-        }
-    }
-    builder.build().unwrap_or_else(|err| {
-        tracing::warn!(path = %file.display(), error = %err, "ignore file unusable; ignoring it");
-        Gitignore::empty()
-    })
-}
-
-/// The git directory of a working tree at `dir`: `.git` itself, or where a `.git` file points.
-fn git_dir(dir: &Path) -> Option<PathBuf> {
-    let dot_git = dir.join(".git");
-    let meta = dot_git.symlink_metadata().ok()?;
-    if meta.is_dir() {
-        return Some(dot_git);
-    }
-    let text = read_small(&dot_git, 4096)?;
-    let text = String::from_utf8(text).ok()?;
-    let target = text.strip_prefix("gitdir:")?.trim();
-    Some(dir.join(target))
+/// Converts a tree path to a filesystem path below `root`.
+pub fn rel_to_abs(root: &Path, rel: &[u8]) -> PathBuf {
+    root.join(std::ffi::OsStr::from_bytes(rel.as_bstr()))
 }
 
 pub(crate) fn split_parent(path: &BStr) -> (&BStr, &BStr) {
@@ -556,9 +342,4 @@ pub(crate) fn join_rel(dir: &BString, name: &[u8]) -> BString {
         p.extend_from_slice(name);
         p
     }
-}
-
-/// Converts a tree path to a filesystem path below `root`.
-pub fn rel_to_abs(root: &Path, rel: &[u8]) -> PathBuf {
-    root.join(std::ffi::OsStr::from_bytes(rel.as_bstr()))
 }

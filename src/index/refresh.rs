@@ -1,0 +1,347 @@
+//! Bringing the index up to date: re-reading what the watcher reported (or, when it cannot
+//! vouch, verifying every file by stat), capturing changed files into the store.
+
+use super::*;
+
+impl FileIndex {
+    /// Verifies the whole project by stat (re-hashing only what differs).
+    pub fn verify_all(
+        &mut self,
+        store: &Store,
+        filter: &Filter,
+        options: SnapshotOptions,
+        on_dir: OnDir<'_>,
+    ) -> Result<RefreshOutcome, StoreError> {
+        self.rules.clear();
+        let mut outcome = RefreshOutcome {
+            full: true,
+            ..RefreshOutcome::default()
+        };
+        self.verify_subtree(
+            store,
+            filter,
+            BString::default(),
+            options,
+            on_dir,
+            &mut outcome,
+        )?;
+        self.rule_stats = self.current_rule_stats(filter);
+        self.stale = HashMap::new();
+        self.verified = true;
+        Ok(outcome)
+    }
+
+    /// Refreshes `dirty` paths (relative to the root), plus racy entries; falls back to a full
+    /// verify when the index was never verified or a rule file outside the project changed.
+    pub fn refresh(
+        &mut self,
+        store: &Store,
+        filter: &Filter,
+        dirty: impl IntoIterator<Item = BString>,
+        options: SnapshotOptions,
+        on_dir: OnDir<'_>,
+    ) -> Result<RefreshOutcome, StoreError> {
+        let racy = self.racy.clone();
+        let result = self.refresh_inner(store, filter, dirty, options, on_dir);
+        if result.is_err() {
+            // Entries read in the racy window must still be read again.
+            self.racy.extend(racy);
+        }
+        self.progress.start(0, 0);
+        result
+    }
+
+    pub(super) fn refresh_inner(
+        &mut self,
+        store: &Store,
+        filter: &Filter,
+        dirty: impl IntoIterator<Item = BString>,
+        options: SnapshotOptions,
+        on_dir: OnDir<'_>,
+    ) -> Result<RefreshOutcome, StoreError> {
+        if !self.verified || self.current_rule_stats(filter) != self.rule_stats {
+            return self.verify_all(store, filter, options, on_dir);
+        }
+        let racy = std::mem::take(&mut self.racy);
+        let mut paths: BTreeSet<BString> = dirty.into_iter().collect();
+        paths.extend(racy.iter().cloned());
+        // Anything that changed may have changed type (a folder replaced by a symlink): nothing
+        // cached about it may be trusted, or a file below could be read through a symlink.
+        for p in &paths {
+            self.rules.invalidate(p.as_bstr());
+        }
+        // A changed ignore file re-evaluates its whole folder.
+        let mut subtrees: BTreeSet<BString> = BTreeSet::new();
+        for p in &paths {
+            let (parent, name) = split_parent(p.as_bstr());
+            if name == b".gitignore" || name == b".git" {
+                subtrees.insert(parent.to_owned());
+            }
+        }
+        let mut outcome = RefreshOutcome::default();
+        let mut done: Vec<BString> = Vec::new();
+        // `within` treats an empty list as "everything"; here an empty list covers nothing.
+        let covered = |p: &BString, done: &[BString]| !done.is_empty() && within(p, done);
+        for dir in &subtrees {
+            if covered(dir, &done) {
+                continue;
+            }
+            self.rules.invalidate(dir.as_bstr());
+            self.verify_subtree(store, filter, dir.clone(), options, on_dir, &mut outcome)?;
+            done.push(dir.clone());
+        }
+        let mut files = Vec::new();
+        for path in paths {
+            if covered(&path, &done) {
+                continue;
+            }
+            let abs = rel_to_abs(filter.root(), &path);
+            match std::fs::symlink_metadata(&abs) {
+                Ok(meta) if meta.is_dir() => {
+                    self.verify_subtree(
+                        store,
+                        filter,
+                        path.clone(),
+                        options,
+                        on_dir,
+                        &mut outcome,
+                    )?;
+                    done.push(path);
+                }
+                Ok(meta) => {
+                    let (parent, _) = split_parent(path.as_bstr());
+                    if !path.is_empty()
+                        && self.node(parent).is_none()
+                        && filter.rules_for_dir(&mut self.rules, parent).is_some()
+                    {
+                        // A folder the index has not seen yet (its own event may come later).
+                        let parent = parent.to_owned();
+                        self.verify_subtree(
+                            store,
+                            filter,
+                            parent.clone(),
+                            options,
+                            on_dir,
+                            &mut outcome,
+                        )?;
+                        done.push(parent);
+                    } else if filter.includes_file(&mut self.rules, path.as_bstr()) {
+                        let unchanged = self
+                            .get(path.as_bstr())
+                            .is_some_and(|e| e.stat == Stat::of(&meta));
+                        if !unchanged || racy.contains(&path) {
+                            files.push(WalkEntry {
+                                rel: path,
+                                file_type: meta.file_type(),
+                                stat: Stat::of(&meta),
+                            });
+                        }
+                    } else {
+                        self.remove(path.as_bstr());
+                    }
+                }
+                Err(_) => self.remove(path.as_bstr()),
+            }
+        }
+        let captured = self.capture_changed(store, filter.root(), files, options)?;
+        outcome.hashed += captured.len();
+        for c in captured {
+            self.apply_capture(c);
+        }
+        Ok(outcome)
+    }
+
+    pub(super) fn current_rule_stats(&self, filter: &Filter) -> Vec<(PathBuf, Option<Stat>)> {
+        let repos: Vec<BString> = self.repos.iter().cloned().collect();
+        filter
+            .rule_files(&repos)
+            .into_iter()
+            .map(|p| {
+                let stat = std::fs::metadata(&p).ok().map(|m| Stat::of(&m));
+                (p, stat)
+            })
+            .collect()
+    }
+
+    /// Re-walks the folder `start` under the current rules and replaces its part of the index.
+    pub(super) fn verify_subtree(
+        &mut self,
+        store: &Store,
+        filter: &Filter,
+        start: BString,
+        options: SnapshotOptions,
+        on_dir: OnDir<'_>,
+        outcome: &mut RefreshOutcome,
+    ) -> Result<(), StoreError> {
+        let old = self.detach(start.as_bstr());
+        let mut old_files = HashMap::new();
+        if let Some(node) = &old {
+            flatten(node, &start, &mut old_files, &mut BTreeSet::new());
+        }
+        let here = std::slice::from_ref(&start);
+        let racy: BTreeSet<BString> = self
+            .racy
+            .iter()
+            .filter(|k| within(k, here))
+            .cloned()
+            .collect();
+        self.skipped.retain(|k, _| !within(k, here));
+        self.racy.retain(|k| !within(k, here));
+        self.repos.retain(|k| !within(k, here));
+        let Some(rules) = filter.rules_for_dir(&mut self.rules, start.as_bstr()) else {
+            return Ok(());
+        };
+        self.progress.start(1, 0);
+        let progress = self.progress.clone();
+        let mut counting = |dir: &Path| {
+            progress.step();
+            on_dir(dir)
+        };
+        let walk = filter.walk_from(start.clone(), rules, &mut counting);
+        let mut to_read = Vec::new();
+        let mut node = DirNode::default();
+        for dir in &walk.dirs {
+            if dir != &start {
+                node_at(&mut node, relative_to(&start, dir.as_bstr()), true);
+            }
+        }
+        for file in walk.files {
+            let stat = file.stat;
+            let known = old_files
+                .get(&file.rel)
+                .or_else(|| self.stale.get(&file.rel));
+            match known {
+                Some(e) if e.stat == stat && !racy.contains(&file.rel) => {
+                    let (parent, name) = split_parent(file.rel.as_bstr());
+                    let dir =
+                        node_at(&mut node, relative_to(&start, parent), true).expect("created");
+                    dir.files.insert(name.to_owned(), *e);
+                }
+                _ => to_read.push(file),
+            }
+        }
+        for skip in walk.skips {
+            self.note_skip(skip.rel, (SkipReason::Unreadable, skip.reason));
+        }
+        remove_litter(filter.root(), &walk.litter);
+        self.repos.extend(walk.repos);
+        self.attach(start.as_bstr(), node);
+        let captured = self.capture_changed(store, filter.root(), to_read, options)?;
+        outcome.hashed += captured.len();
+        for c in captured {
+            self.apply_capture(c);
+        }
+        Ok(())
+    }
+
+    /// Reads and stores the given files in parallel; a large batch goes into one new pack.
+    pub(super) fn capture_changed(
+        &self,
+        store: &Store,
+        root: &Path,
+        files: Vec<WalkEntry>,
+        options: SnapshotOptions,
+    ) -> Result<Vec<(Captured, i128)>, StoreError> {
+        if files.is_empty() {
+            // The usual case of a checkpoint with nothing changed: no folder to open.
+            return Ok(Vec::new());
+        }
+        let read_at = now_ns();
+        self.progress.start(2, files.len() as u64);
+        let progress = &self.progress;
+        // Opened before the pack, so that failing to open it leaves no temporary pack behind.
+        let root_fd = crate::safe_io::open_dir(root).map_err(|source| StoreError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let pack = if options.write && files.len() >= PACK_THRESHOLD {
+            Some(PackWriter::new(store.dir())?)
+        } else {
+            None
+        };
+        let threads = if files.len() < 64 {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(8)
+        };
+        let chunk = files.len().div_ceil(threads).max(1);
+        let captured: Vec<Result<Vec<(Captured, i128)>, StoreError>> =
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = files
+                    .chunks(chunk)
+                    .map(|part| {
+                        let repo = store.thread_safe();
+                        let pack = pack.as_ref();
+                        let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
+                        scope.spawn(move || {
+                            let repo = repo.to_thread_local();
+                            part.iter()
+                                .map(|e| {
+                                    let c = capture(&repo, root_fd, e, options, pack)?;
+                                    progress.step();
+                                    Ok((c, read_at))
+                                })
+                                .collect::<Result<Vec<_>, StoreError>>()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("capture worker panicked"))
+                    .collect()
+            });
+        // A store error fails the whole batch: nothing of it reaches the index.
+        let captured: Vec<(Captured, i128)> =
+            match captured.into_iter().collect::<Result<Vec<_>, _>>() {
+                Ok(parts) => parts.into_iter().flatten().collect(),
+                Err(e) => {
+                    if let Some(pack) = pack {
+                        pack.discard();
+                    }
+                    return Err(e);
+                }
+            };
+        if let Some(pack) = pack {
+            let first = captured.iter().find_map(|(c, _)| match c {
+                Captured::File { state, .. } => Some(state.id),
+                _ => None,
+            });
+            let written = pack.finish()?;
+            if written > 0 {
+                // Makes the store load the new pack now, so later existence checks see it.
+                if let Some(id) = first {
+                    let _ = store.repo().has_object(id);
+                }
+                tracing::info!(objects = written, "wrote a pack");
+            }
+        }
+        Ok(captured)
+    }
+
+    pub(super) fn apply_capture(&mut self, (captured, read_at): (Captured, i128)) {
+        match captured {
+            Captured::File { rel, state, stat } => {
+                if stat.mtime_ns + RACY_WINDOW_NS >= read_at {
+                    self.racy.insert(rel.clone());
+                }
+                self.skipped.remove(&rel);
+                self.insert(rel.as_bstr(), IndexEntry { state, stat });
+            }
+            Captured::Skipped(rel, skip) => {
+                self.remove(rel.as_bstr());
+                self.note_skip(rel, (skip.reason_code, skip.reason));
+            }
+            Captured::Vanished(rel) => self.remove(rel.as_bstr()),
+        }
+    }
+
+    /// Remembers that `rel` exists but cannot be captured; logged when it starts.
+    pub(super) fn note_skip(&mut self, rel: BString, reason: (SkipReason, String)) {
+        if self.skipped.get(&rel) != Some(&reason) {
+            tracing::warn!(path = %rel, reason = %reason.1, "skipped while taking a snapshot");
+        }
+        self.skipped.insert(rel, reason);
+    }
+}

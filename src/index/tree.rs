@@ -1,0 +1,149 @@
+//! The index's folder tree: cached tree ids per folder, invalidated on change and written back
+//! as git trees.
+
+use super::*;
+
+impl FileIndex {
+    /// Writes the trees that changed and returns the root tree id.
+    pub fn write_tree(&mut self, repo: &gix::Repository) -> Result<ObjectId, StoreError> {
+        let id = match write_node(repo, &mut self.root)? {
+            Some(id) => id,
+            None => repo
+                .write_object(gix::objs::Tree::empty())
+                .map(|id| id.detach())
+                .map_err(|e| StoreError::git("writing a tree", e))?,
+        };
+        self.last_root = Some(id);
+        Ok(id)
+    }
+
+    pub(super) fn node(&self, path: &BStr) -> Option<&DirNode> {
+        let mut node = &self.root;
+        if !path.is_empty() {
+            for comp in path.split(|b| *b == b'/') {
+                node = node.dirs.get(comp.as_bstr())?;
+            }
+        }
+        Some(node)
+    }
+
+    pub(super) fn invalidate_trees(&mut self, dir: &BStr) {
+        let mut node = &mut self.root;
+        node.tree = None;
+        if dir.is_empty() {
+            return;
+        }
+        for comp in dir.split(|b| *b == b'/') {
+            match node.dirs.get_mut(comp.as_bstr()) {
+                Some(next) => {
+                    next.tree = None;
+                    node = next;
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Takes the folder at `path` out of the index (the root: everything).
+    pub(super) fn detach(&mut self, path: &BStr) -> Option<DirNode> {
+        if path.is_empty() {
+            return Some(std::mem::take(&mut self.root));
+        }
+        let (parent, name) = split_parent(path);
+        let taken = node_at(&mut self.root, parent, false)?.dirs.remove(name);
+        if taken.is_some() {
+            self.invalidate_trees(parent);
+        }
+        taken
+    }
+
+    pub(super) fn attach(&mut self, path: &BStr, mut node: DirNode) {
+        node.tree = None;
+        if path.is_empty() {
+            self.root = node;
+            return;
+        }
+        let (parent, name) = split_parent(path);
+        self.invalidate_trees(parent);
+        if let Some(dir) = node_at(&mut self.root, parent, true) {
+            dir.files.remove(name);
+            dir.dirs.insert(name.to_owned(), node);
+        }
+    }
+}
+
+pub(super) fn node_at<'a>(
+    root: &'a mut DirNode,
+    path: &BStr,
+    create: bool,
+) -> Option<&'a mut DirNode> {
+    let mut node = root;
+    if path.is_empty() {
+        return Some(node);
+    }
+    for comp in path.split(|b| *b == b'/') {
+        if create {
+            node.files.remove(comp.as_bstr());
+            node = node.dirs.entry(comp.into()).or_default();
+        } else {
+            node = node.dirs.get_mut(comp.as_bstr())?;
+        }
+    }
+    Some(node)
+}
+
+pub(super) fn flatten(
+    node: &DirNode,
+    prefix: &BString,
+    files: &mut HashMap<BString, IndexEntry>,
+    dirs: &mut BTreeSet<BString>,
+) {
+    dirs.insert(prefix.clone());
+    for (name, e) in &node.files {
+        files.insert(join_rel(prefix, name), *e);
+    }
+    for (name, child) in &node.dirs {
+        flatten(child, &join_rel(prefix, name), files, dirs);
+    }
+}
+
+/// Writes the tree of `node` (None when it holds no file at any depth: git has no empty folders).
+pub(super) fn write_node(
+    repo: &gix::Repository,
+    node: &mut DirNode,
+) -> Result<Option<ObjectId>, StoreError> {
+    if let Some(known) = node.tree {
+        return Ok(known);
+    }
+    let mut entries: Vec<Entry> = node
+        .files
+        .iter()
+        .map(|(name, e)| Entry {
+            mode: e.state.kind.into(),
+            filename: name.clone(),
+            oid: e.state.id,
+        })
+        .collect();
+    for (name, child) in node.dirs.iter_mut() {
+        if let Some(id) = write_node(repo, child)? {
+            entries.push(Entry {
+                mode: EntryKind::Tree.into(),
+                filename: name.clone(),
+                oid: id,
+            });
+        }
+    }
+    let id = if entries.is_empty() {
+        None
+    } else {
+        entries.sort();
+        let tree = gix::objs::Tree { entries };
+        Some(
+            repo.write_object(&tree)
+                .map_err(|e| StoreError::git("writing a tree", e))?
+                .detach(),
+        )
+    };
+    node.tree = Some(id);
+    Ok(id)
+}

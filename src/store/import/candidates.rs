@@ -1,0 +1,248 @@
+//! Which commits of a bundle become checkpoints, in which order, and which are refused.
+
+use std::collections::{HashMap, HashSet};
+
+use gix::bstr::ByteSlice;
+use gix::ObjectId;
+
+use super::BundleHeader;
+use crate::model::SkippedFile;
+use crate::store::checkpoint::rfc3339_millis;
+use crate::store::{CheckpointError, Imported, Store, StoreError};
+
+/// A commit of a bundle that is to become a checkpoint.
+#[derive(Debug)]
+pub struct Candidate {
+    pub commit: ObjectId,
+    pub tree: ObjectId,
+    pub label: String,
+    pub message_id: Option<String>,
+    pub meta: Option<serde_json::Value>,
+    pub skipped: Vec<SkippedFile>,
+    pub imported: Imported,
+}
+
+/// A ref of a bundle that will not become a checkpoint, and why.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct NotImported {
+    pub from: String,
+    pub ref_name: String,
+    pub reason: String,
+}
+
+impl Store {
+    /// The checkpoints that the bundle's refs (whose objects are in the store now) make, oldest
+    /// first: one per distinct commit. Another store's checkpoint keeps its label, message id,
+    /// client metadata and skipped files; a plain commit is labelled with its message. Commits
+    /// that are checkpoints of this store already, or were imported before, are left out.
+    pub fn import_candidates(
+        &self,
+        repo: &gix::Repository,
+        header: &BundleHeader,
+    ) -> Result<(Vec<Candidate>, Vec<NotImported>), CheckpointError> {
+        let mut present = HashSet::new();
+        let mut imported_before = HashMap::new();
+        for c in self.list(repo, None)? {
+            if let Some(i) = &c.imported {
+                imported_before.insert(i.from.clone(), c.id);
+            }
+            present.insert(c.id.to_string());
+        }
+        // One candidate per commit; HEAD only when nothing else names it.
+        let mut refs: Vec<&(ObjectId, String)> =
+            header.refs.iter().filter(|(_, n)| n != "HEAD").collect();
+        refs.extend(header.refs.iter().filter(|(_, n)| n == "HEAD"));
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        let mut left = Vec::new();
+        for (id, ref_name) in refs {
+            let skip = |reason: String| NotImported {
+                from: id.to_string(),
+                ref_name: ref_name.clone(),
+                reason,
+            };
+            let commit = match repo
+                .find_object(*id)
+                .map_err(|e| StoreError::git("reading an imported object", e))?
+                .peel_to_kind(gix::object::Kind::Commit)
+            {
+                Ok(object) => object.into_commit(),
+                Err(_) => {
+                    left.push(skip("not a commit".into()));
+                    continue;
+                }
+            };
+            let commit_id = commit.id;
+            if !seen.insert(commit_id) {
+                continue;
+            }
+            let from = commit_id.to_string();
+            if present.contains(&from) {
+                left.push(skip("already a checkpoint of this project".into()));
+                continue;
+            }
+            if let Some(existing) = imported_before.get(&from) {
+                left.push(skip(format!("imported before as {}", existing.short())));
+                continue;
+            }
+            let tree = commit
+                .tree_id()
+                .map_err(|e| StoreError::git("reading an imported commit", e))?
+                .detach();
+            let candidate = match self.checkpoint(repo, commit_id) {
+                Ok(mut c) => {
+                    if let Err(e) = self.load_meta(repo, &mut c) {
+                        tracing::warn!(from = %from, error = %e, "imported checkpoint's metadata is unreadable; left out");
+                    }
+                    let label = match c.label.is_empty() {
+                        true => format!("{} #{} of dialog {}", c.kind, c.seq, c.dialog),
+                        false => c.label,
+                    };
+                    Candidate {
+                        commit: commit_id,
+                        tree,
+                        label,
+                        message_id: c.message_id,
+                        meta: c.meta,
+                        skipped: c.skipped,
+                        imported: Imported {
+                            from,
+                            kind: c.kind.to_string(),
+                            created_at: c.created_at,
+                            dialog: Some(c.dialog),
+                            ref_name: Some(ref_name.clone()),
+                        },
+                    }
+                }
+                Err(_) => {
+                    let seconds = commit.time().map(|t| t.seconds).unwrap_or(0);
+                    let created_at = jiff::Timestamp::from_second(seconds)
+                        .map(rfc3339_millis)
+                        .unwrap_or_default();
+                    let message = commit
+                        .message_raw_sloppy()
+                        .to_str_lossy()
+                        .trim()
+                        .to_string();
+                    Candidate {
+                        commit: commit_id,
+                        tree,
+                        label: message,
+                        message_id: None,
+                        meta: None,
+                        skipped: Vec::new(),
+                        imported: Imported {
+                            from,
+                            kind: "commit".into(),
+                            created_at,
+                            dialog: None,
+                            ref_name: Some(ref_name.clone()),
+                        },
+                    }
+                }
+            };
+            out.push(candidate);
+        }
+        out.sort_by(|a, b| a.imported.created_at.cmp(&b.imported.created_at));
+        order_ties(repo, &mut out)?;
+        Ok((out, left))
+    }
+}
+
+/// Paths below tree `id` that no checkout should ever write: entries named `.`, `..`, `.git`
+/// in any case, empty, holding `/` or NUL, and names that appear twice in one tree (at most
+/// `limit` of them). Trees already looked at (`seen`) are skipped.
+pub fn unsafe_paths(
+    repo: &gix::Repository,
+    id: ObjectId,
+    seen: &mut HashSet<ObjectId>,
+    limit: usize,
+) -> Result<Vec<String>, StoreError> {
+    let mut found = Vec::new();
+    let mut todo = vec![(String::new(), id)];
+    while let Some((prefix, tree_id)) = todo.pop() {
+        if found.len() >= limit || !seen.insert(tree_id) {
+            continue;
+        }
+        let object = repo
+            .find_object(tree_id)
+            .map_err(|e| StoreError::git("reading an imported tree", e))?;
+        let tree = gix::objs::TreeRef::from_bytes(&object.data, gix::hash::Kind::Sha1)
+            .map_err(|e| StoreError::git("decoding an imported tree", e))?;
+        let mut names = HashSet::new();
+        for entry in &tree.entries {
+            let name: &[u8] = entry.filename.as_ref();
+            let path = format!("{prefix}{}", name.to_str_lossy());
+            let bad = name.is_empty()
+                || name == b"."
+                || name == b".."
+                || name.eq_ignore_ascii_case(b".git")
+                || name.contains(&b'/')
+                || name.contains(&0);
+            if bad || !names.insert(name) {
+                found.push(path);
+            } else if entry.mode.is_tree() {
+                todo.push((format!("{path}/"), entry.oid.to_owned()));
+            }
+        }
+    }
+    found.truncate(limit);
+    Ok(found)
+}
+
+/// Puts candidates recorded in the same second (git's clock) in history order: among a run
+/// of equal times, one with fewer of the others among its ancestors comes first.
+fn order_ties(repo: &gix::Repository, candidates: &mut [Candidate]) -> Result<(), StoreError> {
+    let seconds = |c: &Candidate| c.imported.created_at.get(..19).map(str::to_string);
+    let mut start = 0;
+    while start < candidates.len() {
+        let key = seconds(&candidates[start]);
+        let end = start
+            + candidates[start..]
+                .iter()
+                .take_while(|c| seconds(c) == key)
+                .count();
+        if end - start > 1 {
+            let run = &mut candidates[start..end];
+            let ids: HashSet<ObjectId> = run.iter().map(|c| c.commit).collect();
+            let mut counts = HashMap::new();
+            for c in run.iter() {
+                let since = commit_seconds(repo, c.commit)?;
+                let ancestors = ancestors_since(repo, c.commit, since)?;
+                counts.insert(c.commit, ancestors.intersection(&ids).count());
+            }
+            run.sort_by_key(|c| counts[&c.commit]);
+        }
+        start = end;
+    }
+    Ok(())
+}
+
+fn commit_seconds(repo: &gix::Repository, id: ObjectId) -> Result<i64, StoreError> {
+    let commit = repo
+        .find_commit(id)
+        .map_err(|e| StoreError::git("reading an imported commit", e))?;
+    Ok(commit.time().map(|t| t.seconds).unwrap_or(0))
+}
+
+/// The ancestors of `id` (not itself) reached through commits made at or after `since`.
+fn ancestors_since(
+    repo: &gix::Repository,
+    id: ObjectId,
+    since: i64,
+) -> Result<HashSet<ObjectId>, StoreError> {
+    let mut seen = HashSet::new();
+    let mut todo = vec![id];
+    while let Some(next) = todo.pop() {
+        let Ok(commit) = repo.find_commit(next) else {
+            continue; // history that is not in this store
+        };
+        for parent in commit.parent_ids() {
+            let parent = parent.detach();
+            if seen.insert(parent) && commit_seconds(repo, parent).is_ok_and(|t| t >= since) {
+                todo.push(parent);
+            }
+        }
+    }
+    Ok(seen)
+}

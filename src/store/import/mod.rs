@@ -1,0 +1,339 @@
+//! Reading git bundles into the store: the objects of `ckpt export --bundle` or of plain
+//! `git bundle create`.
+//!
+//! A bundle is a short text header (a signature line, optional capabilities, prerequisite
+//! commits `-<id>`, then `<id> <ref>` lines, then a blank line) followed by a pack. The pack is
+//! indexed into `objects/pack` by gix-pack, which resolves its deltas (including ones against
+//! objects this store already has, as `git bundle` writes for incremental bundles) and checks its
+//! checksum; a pack that is damaged or that needs objects nobody has leaves nothing behind.
+//! Turning the bundle's commits into checkpoints is up to the caller.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use gix::ObjectId;
+
+mod candidates;
+mod scan;
+
+use super::error_chain;
+use super::{Store, StoreError};
+pub use candidates::{unsafe_paths, Candidate, NotImported};
+pub use scan::{scan_pack, MAX_BUNDLE_OBJECT_BYTES};
+
+/// Longest header accepted (git writes a line per ref; this allows ~100,000 refs).
+const MAX_HEADER_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a git bundle: {reason}")]
+    NotABundle { path: PathBuf, reason: String },
+    #[error("{path}: {reason}")]
+    Unsupported { path: PathBuf, reason: String },
+    #[error("the bundle's pack cannot be read: {0}")]
+    Pack(String),
+    #[error(
+        "the bundle builds on {} commit(s) this store does not have ({}); import the bundle it \
+         builds on first: {message}", missing.len(), short_list(missing)
+    )]
+    MissingPrerequisites {
+        missing: Vec<ObjectId>,
+        message: String,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn short_list(ids: &[ObjectId]) -> String {
+    let mut out: Vec<String> = ids.iter().take(3).map(|id| id.to_string()).collect();
+    if ids.len() > 3 {
+        out.push(format!("and {} more", ids.len() - 3));
+    }
+    out.join(", ")
+}
+
+/// The header of a bundle.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BundleHeader {
+    /// Commits the bundle builds on but does not contain.
+    pub prerequisites: Vec<ObjectId>,
+    /// The bundle's refs, in file order.
+    pub refs: Vec<(ObjectId, String)>,
+}
+
+/// What [`Store::import_bundle_objects`] brought in.
+#[derive(Debug)]
+pub struct ImportedObjects {
+    pub header: BundleHeader,
+    /// Objects in the bundle's pack.
+    pub objects: u32,
+    /// The `.keep` file that protects the new pack; remove it once refs reach what is needed.
+    pub keep: Option<PathBuf>,
+}
+
+impl ImportedObjects {
+    /// Removes the pack the import wrote (nothing refers to it yet): a refused bundle leaves
+    /// nothing behind.
+    pub fn discard(&self) {
+        if let Some(keep) = &self.keep {
+            for ext in ["idx", "pack", "rev", "keep"] {
+                let _ = std::fs::remove_file(keep.with_extension(ext));
+            }
+        }
+    }
+}
+
+/// Reads a bundle header (v2, or v3 with the sha1 object format) up to the blank line, leaving
+/// `r` at the start of the pack.
+pub fn read_header(r: &mut impl BufRead, path: &Path) -> Result<BundleHeader, ImportError> {
+    let not_bundle = |reason: String| ImportError::NotABundle {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut header = BundleHeader::default();
+    let mut line = Vec::new();
+    let mut total = 0usize;
+    let mut first = true;
+    loop {
+        line.clear();
+        let n = std::io::Read::take(&mut *r, (MAX_HEADER_BYTES - total + 1) as u64)
+            .read_until(b'\n', &mut line)
+            .map_err(|source| ImportError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        total += n;
+        if total > MAX_HEADER_BYTES {
+            return Err(not_bundle(format!(
+                "its header is longer than {MAX_HEADER_BYTES} bytes"
+            )));
+        }
+        if n == 0 || line.last() != Some(&b'\n') {
+            return Err(not_bundle(match (first, n) {
+                (true, 0) => "the file is empty".into(),
+                (true, _) => "it does not start with `# v2 git bundle`".into(),
+                (false, _) => "the header ends before the pack starts".into(),
+            }));
+        }
+        line.pop();
+        let text =
+            std::str::from_utf8(&line).map_err(|_| not_bundle("its header is not text".into()))?;
+        if first {
+            first = false;
+            match text {
+                "# v2 git bundle" | "# v3 git bundle" => continue,
+                _ => {
+                    return Err(not_bundle(
+                        "it does not start with `# v2 git bundle`".into(),
+                    ))
+                }
+            }
+        }
+        if text.is_empty() {
+            return Ok(header);
+        }
+        if let Some(capability) = text.strip_prefix('@') {
+            match capability.split_once('=') {
+                Some(("object-format", "sha1")) => {}
+                Some(("object-format", other)) => {
+                    return Err(ImportError::Unsupported {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "object format {other} is not supported; ckpt stores use sha1"
+                        ),
+                    })
+                }
+                // `filter` means a partial pack: objects would be missing.
+                _ => {
+                    return Err(ImportError::Unsupported {
+                        path: path.to_path_buf(),
+                        reason: format!("bundle capability `{capability}` is not supported"),
+                    })
+                }
+            }
+            continue;
+        }
+        let (prerequisite, rest) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (hex, name) = rest.split_once(' ').unwrap_or((rest, ""));
+        let id = ObjectId::from_hex(hex.as_bytes())
+            .map_err(|_| not_bundle(format!("bad header line `{}`", truncate(text))))?;
+        if prerequisite {
+            header.prerequisites.push(id);
+        } else if name.is_empty() {
+            return Err(not_bundle(format!(
+                "ref line `{}` names no ref",
+                truncate(text)
+            )));
+        } else {
+            header.refs.push((id, name.to_string()));
+        }
+    }
+}
+
+fn truncate(text: &str) -> String {
+    text.chars().take(100).collect()
+}
+
+impl Store {
+    /// Indexes the pack of the bundle at `path` into the store and returns the bundle's header.
+    /// Objects become durable before this returns; nothing refers to them yet.
+    #[tracing::instrument(skip_all, fields(bundle = %path.display()))]
+    pub fn import_bundle_objects(&self, path: &Path) -> Result<ImportedObjects, ImportError> {
+        let read_err = |source| ImportError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        // Never blocks on a FIFO; a folder, FIFO or device is refused.
+        let file = crate::safe_io::open_regular(path).map_err(|source| match source.kind() {
+            std::io::ErrorKind::InvalidInput => ImportError::NotABundle {
+                path: path.to_path_buf(),
+                reason: if path.is_dir() {
+                    "it is a directory".into()
+                } else {
+                    source.to_string()
+                },
+            },
+            _ => read_err(source),
+        })?;
+        let mut reader = BufReader::with_capacity(1 << 16, file);
+        let header = read_header(&mut reader, path)?;
+        if header.refs.is_empty() {
+            return Err(ImportError::NotABundle {
+                path: path.to_path_buf(),
+                reason: "it names no commits".into(),
+            });
+        }
+        let offset = std::io::Seek::stream_position(&mut reader).map_err(read_err)?;
+        scan_pack(path, offset, MAX_BUNDLE_OBJECT_BYTES).map_err(ImportError::Pack)?;
+        let repo = self.repo();
+        let missing: Vec<ObjectId> = header
+            .prerequisites
+            .iter()
+            .filter(|id| !repo.has_object(*id))
+            .copied()
+            .collect();
+        let pack_dir = self.dir().join("objects").join("pack");
+        std::fs::create_dir_all(&pack_dir).map_err(|source| StoreError::Io {
+            path: pack_dir.clone(),
+            source,
+        })?;
+        let options = gix_pack::bundle::write::Options {
+            thread_limit: Some(2),
+            ..Default::default()
+        };
+        let outcome = gix_pack::Bundle::write_to_directory(
+            &mut reader,
+            Some(&pack_dir),
+            &mut gix::progress::Discard,
+            &AtomicBool::new(false),
+            Some(repo.objects.clone()),
+            gix::hash::Kind::Sha1,
+            options,
+        )
+        .map_err(|e| {
+            let message = error_chain(&e);
+            match missing.is_empty() {
+                true => ImportError::Pack(message),
+                false => ImportError::MissingPrerequisites {
+                    missing: missing.clone(),
+                    message,
+                },
+            }
+        })?;
+        self.sync()?;
+        // Refs must name objects the store has now.
+        let repo = self.repo();
+        let unknown: HashSet<ObjectId> = header
+            .refs
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| !repo.has_object(*id))
+            .collect();
+        if !unknown.is_empty() {
+            if let Some(keep) = &outcome.keep_path {
+                let _ = std::fs::remove_file(keep);
+            }
+            let unknown: Vec<ObjectId> = unknown.into_iter().collect();
+            return Err(ImportError::Pack(format!(
+                "it lacks the commits its header names ({})",
+                short_list(&unknown)
+            )));
+        }
+        tracing::info!(
+            objects = outcome.index.num_objects,
+            refs = header.refs.len(),
+            "bundle indexed"
+        );
+        Ok(ImportedObjects {
+            header,
+            objects: outcome.index.num_objects,
+            keep: outcome.keep_path,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &[u8]) -> Result<BundleHeader, ImportError> {
+        read_header(&mut &text[..], Path::new("b"))
+    }
+
+    #[test]
+    fn headers_parse() {
+        let a = "1".repeat(40);
+        let b = "2".repeat(40);
+        let text = format!("# v2 git bundle\n-{a} parent\n{b} refs/heads/main\n{b} HEAD\n\nPACK");
+        let mut r = text.as_bytes();
+        let h = read_header(&mut r, Path::new("b")).unwrap();
+        assert_eq!(
+            h.prerequisites,
+            vec![ObjectId::from_hex(a.as_bytes()).unwrap()]
+        );
+        assert_eq!(h.refs.len(), 2);
+        assert_eq!(h.refs[0].1, "refs/heads/main");
+        assert_eq!(r, b"PACK");
+        let v3 = format!("# v3 git bundle\n@object-format=sha1\n{b} refs/heads/x\n\n");
+        assert_eq!(parse(v3.as_bytes()).unwrap().refs.len(), 1);
+    }
+
+    #[test]
+    fn bad_headers_are_refused() {
+        let b = "2".repeat(40);
+        for (text, needle) in [
+            ("".to_string(), "empty"),
+            ("PACK....".to_string(), "does not start"),
+            (
+                "# v2 git bundle\nzz refs/heads/x\n\n".to_string(),
+                "bad header line",
+            ),
+            (format!("# v2 git bundle\n{b}\n\n"), "names no ref"),
+            (
+                format!("# v2 git bundle\n{b} refs/heads/x\n"),
+                "ends before",
+            ),
+            (
+                format!("# v3 git bundle\n@object-format=sha256\n{b} x\n\n"),
+                "sha256",
+            ),
+            (
+                format!("# v3 git bundle\n@filter=blob:none\n{b} x\n\n"),
+                "filter",
+            ),
+        ] {
+            let e = parse(text.as_bytes()).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+    }
+}
