@@ -308,6 +308,7 @@ pub fn main() -> i32 {
     code
 }
 
+// A dispatch table: one arm per command, each a call into `commands`.
 fn run(cli: Cli) -> Result<i32, ClientError> {
     let config = Config::load(None).map_err(|e| ClientError::Usage(e.to_string()))?;
     let paths = Paths::resolve(&config, cli.socket.as_deref())

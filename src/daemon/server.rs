@@ -217,6 +217,8 @@ async fn refuse(stream: Stream) {
     .await;
 }
 
+// One select loop over a connection's whole life (reading, idle, in flight, subscribed,
+// closing): its states share the loop's locals, so it stays one function.
 async fn serve(
     daemon: Arc<Daemon>,
     stream: Stream,

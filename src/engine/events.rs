@@ -259,6 +259,7 @@ impl Pump {
         }
     }
 
+    // Long by design: one read-hash-compare-diff sequence per changed path, in order.
     fn path_changed(&mut self, rel: &BStr) {
         let abs = self.filter.root().join(rel.to_path_lossy());
         let meta = match std::fs::symlink_metadata(&abs) {

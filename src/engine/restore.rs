@@ -15,7 +15,7 @@ use super::checkpoint::record;
 use super::worktree::{self, Applied};
 use super::{Error, Opened, Project, Result};
 use crate::filter::rel_to_abs;
-use crate::model::{Kind, SkipReason, SkippedFile};
+use crate::model::{CheckpointId, Kind, SkipReason, SkippedFile};
 use crate::protocol::methods::{RestoreParams, UndoParams};
 use crate::protocol::results::Restored;
 use crate::protocol::results::{lossy, non_utf8};
@@ -58,24 +58,13 @@ pub fn restore_to(
     dry_run: bool,
     end_kind: Kind,
 ) -> Result<Restored> {
-    // File timestamps come from the kernel's coarse clock, which lags the precise one: compare
-    // them with that clock, or a write just after this moment could look older.
-    let started = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-    let started = started.tv_sec as i128 * 1_000_000_000 + started.tv_nsec as i128;
+    let started = coarse_now_ns();
     o.prepare(p)?;
     refuse_unmatched_paths(o, target, &paths)?;
     let current = o.index.write_tree(&o.store.repo())?;
-    let undo = if dry_run {
-        None
-    } else {
-        let label = format!(
-            "before restoring to {} (#{} {})",
-            target.id.short(),
-            target.seq,
-            target.kind
-        );
-        let new = NewCheckpoint::new(target.dialog.clone(), Kind::PreRestore, label);
-        Some(record(p, o, current, new)?)
+    let undo = match dry_run {
+        true => None,
+        false => Some(record_undo_point(p, o, target, current)?),
     };
     let target_tree = parse_id(&target.tree)?;
     let mut applied = {
@@ -83,45 +72,12 @@ pub fn restore_to(
         let plan = diff_trees(&repo, Some(current), Some(target_tree), &paths)?;
         worktree::apply(&repo, &o.filter, &mut o.index, target_tree, &plan, dry_run)
     };
-    if !dry_run {
-        if let Err(e) = o.store.sync() {
-            tracing::warn!(error = %e, "could not flush restored files");
-        }
-    }
-    for skip in &applied.skipped {
-        tracing::warn!(path = %skip.path, reason = %skip.reason, "skipped while restoring");
-    }
-    tracing::info!(
-        target = %target.id,
-        dry_run,
-        written = applied.written.len(),
-        deleted = applied.deleted.len(),
-        skipped = applied.skipped.len(),
-        "restore finished"
-    );
+    log_applied(o, target, &applied, dry_run);
     let mut recorded = None;
     if let Some(undo) = &undo {
         let now = report_leftovers(p, o, target, &paths, started, &mut applied)?;
-        let scope = if paths.is_empty() {
-            String::new()
-        } else {
-            format!(" ({} paths)", paths.len())
-        };
-        let label = format!(
-            "restored to {} (#{} {}){scope}",
-            target.id.short(),
-            target.seq,
-            target.kind
-        );
-        let link = RestoreLink {
-            restored_to: target.id,
-            undo: undo.id,
-        };
-        let new = NewCheckpoint {
-            restore: Some(link),
-            ..NewCheckpoint::new(target.dialog.clone(), end_kind, label)
-        };
-        recorded = Some(record(p, o, now, new)?.id);
+        let id = record_result(p, o, target, undo, now, paths.len(), end_kind)?;
+        recorded = Some(id);
         p.events.emit(EventKind::Restored {
             kind: end_kind,
             restored_to: target.id,
@@ -148,6 +104,82 @@ pub fn restore_to(
         restore_checkpoint: recorded,
         meta: with_meta.meta.unwrap_or(Value::Null),
     })
+}
+
+/// Now, by the kernel's coarse clock: file timestamps come from it, and it lags the precise
+/// one, so a write just after this moment could otherwise look older.
+fn coarse_now_ns() -> i128 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
+}
+
+/// Records the files as they are (`current`) as the `pre-restore` checkpoint: the undo.
+fn record_undo_point(
+    p: &Project,
+    o: &mut Opened,
+    target: &Checkpoint,
+    current: gix::ObjectId,
+) -> Result<Checkpoint> {
+    let label = format!(
+        "before restoring to {} (#{} {})",
+        target.id.short(),
+        target.seq,
+        target.kind
+    );
+    let new = NewCheckpoint::new(target.dialog.clone(), Kind::PreRestore, label);
+    record(p, o, current, new)
+}
+
+/// Flushes the written files and logs what the restore did.
+fn log_applied(o: &Opened, target: &Checkpoint, applied: &Applied, dry_run: bool) {
+    if !dry_run {
+        if let Err(e) = o.store.sync() {
+            tracing::warn!(error = %e, "could not flush restored files");
+        }
+    }
+    for skip in &applied.skipped {
+        tracing::warn!(path = %skip.path, reason = %skip.reason, "skipped while restoring");
+    }
+    tracing::info!(
+        target = %target.id,
+        dry_run,
+        written = applied.written.len(),
+        deleted = applied.deleted.len(),
+        skipped = applied.skipped.len(),
+        "restore finished"
+    );
+}
+
+/// Records the state the restore left (`now`) as a checkpoint of `end_kind` that names the
+/// target and the undo point.
+fn record_result(
+    p: &Project,
+    o: &mut Opened,
+    target: &Checkpoint,
+    undo: &Checkpoint,
+    now: gix::ObjectId,
+    paths: usize,
+    end_kind: Kind,
+) -> Result<CheckpointId> {
+    let scope = match paths {
+        0 => String::new(),
+        n => format!(" ({n} paths)"),
+    };
+    let label = format!(
+        "restored to {} (#{} {}){scope}",
+        target.id.short(),
+        target.seq,
+        target.kind
+    );
+    let link = RestoreLink {
+        restored_to: target.id,
+        undo: undo.id,
+    };
+    let new = NewCheckpoint {
+        restore: Some(link),
+        ..NewCheckpoint::new(target.dialog.clone(), end_kind, label)
+    };
+    Ok(record(p, o, now, new)?.id)
 }
 
 /// A restore of paths that name nothing, in the checkpoint or in the working tree, is a

@@ -51,6 +51,8 @@ impl FileIndex {
         result
     }
 
+    // Long by design: the refresh is one sequence (dirty set, folder walks, rule changes,
+    // captures, tree invalidation) whose steps share the same borrowed state.
     pub(super) fn refresh_inner(
         &mut self,
         store: &Store,
@@ -235,6 +237,8 @@ impl FileIndex {
     }
 
     /// Reads and stores the given files in parallel; a large batch goes into one new pack.
+    // Long by design: small files captured in place, many in parallel into one pack; both
+    // paths feed the same result handling.
     pub(super) fn capture_changed(
         &self,
         store: &Store,

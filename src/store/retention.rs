@@ -117,6 +117,8 @@ impl Store {
     /// checkpoint, approved states, tagged or annotated checkpoints, and the newest restore
     /// with the checkpoint that undoes it.
     #[tracing::instrument(skip_all, fields(dialog = ?dialog))]
+    // Long by design: what is kept, the runs it forms, then the refs and the cut, in the one
+    // order that keeps every kept checkpoint reachable if it stops half way.
     pub fn prune(
         &self,
         repo: &gix::Repository,

@@ -35,6 +35,8 @@ impl Store {
     /// first: one per distinct commit. Another store's checkpoint keeps its label, message id,
     /// client metadata and skipped files; a plain commit is labelled with its message. Commits
     /// that are checkpoints of this store already, or were imported before, are left out.
+    // Long by design: one decision per bundle ref (refused, already here, imported before, a
+    // checkpoint of another store, a plain commit), read in order.
     pub fn import_candidates(
         &self,
         repo: &gix::Repository,

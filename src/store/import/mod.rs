@@ -92,6 +92,7 @@ impl ImportedObjects {
 
 /// Reads a bundle header (v2, or v3 with the sha1 object format) up to the blank line, leaving
 /// `r` at the start of the pack.
+// A line parser of git's bundle header format, one case per line kind: kept in one piece.
 pub fn read_header(r: &mut impl BufRead, path: &Path) -> Result<BundleHeader, ImportError> {
     let not_bundle = |reason: String| ImportError::NotABundle {
         path: path.to_path_buf(),
@@ -188,6 +189,8 @@ impl Store {
     /// Indexes the pack of the bundle at `path` into the store and returns the bundle's header.
     /// Objects become durable before this returns; nothing refers to them yet.
     #[tracing::instrument(skip_all, fields(bundle = %path.display()))]
+    // Long by design: open, check, index, verify and clean up on every failure path, in the
+    // order that leaves nothing behind.
     pub fn import_bundle_objects(&self, path: &Path) -> Result<ImportedObjects, ImportError> {
         let read_err = |source| ImportError::Read {
             path: path.to_path_buf(),
