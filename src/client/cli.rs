@@ -55,51 +55,12 @@ pub enum Command {
     /// List registered projects.
     Projects,
     /// Record a checkpoint of the project now.
-    Checkpoint {
-        /// The label, usually the user's message.
-        #[arg(short = 'm', long = "message", value_name = "TEXT")]
-        message: Option<String>,
-        #[arg(long, value_name = "D")]
-        dialog: Option<String>,
-        #[arg(long, value_name = "M")]
-        message_id: Option<String>,
-        /// JSON to keep with the checkpoint: a file, or - for stdin.
-        #[arg(long, value_name = "FILE|-")]
-        meta: Option<String>,
-    },
+    Checkpoint(cmd::checkpoint::Args),
     /// Show the timeline, newest first.
-    List {
-        #[arg(long, value_name = "D")]
-        dialog: Option<String>,
-        #[arg(short = 'n', long, value_name = "N")]
-        limit: Option<usize>,
-        /// Also show approved and abandoned sessions.
-        #[arg(long)]
-        all_sessions: bool,
-        /// Only checkpoints whose label, notes, tags or message id contain TEXT.
-        #[arg(long, value_name = "TEXT")]
-        grep: Option<String>,
-        /// Draw every dialog and session (approved, abandoned, active) as a tree.
-        #[arg(long)]
-        graph: bool,
-    },
+    List(cmd::list::Args),
     /// Export checkpoints as a git bundle (`--bundle FILE`), or one checkpoint's changes as a
     /// patch that `git apply` accepts (`--patch`, on stdout).
-    #[command(group = clap::ArgGroup::new("format").required(true).args(["patch", "bundle"]))]
-    Export {
-        #[arg(required = true, value_name = "ID")]
-        ids: Vec<String>,
-        #[arg(long)]
-        patch: bool,
-        #[arg(long, value_name = "FILE")]
-        bundle: Option<PathBuf>,
-        /// With --patch: against this checkpoint instead of the parent.
-        #[arg(long, value_name = "ID2")]
-        against: Option<String>,
-        /// With --bundle: replace FILE if it exists.
-        #[arg(long)]
-        force: bool,
-    },
+    Export(cmd::transfer::ExportArgs),
     /// Add the commits a git bundle names (from `ckpt export --bundle` or `git bundle create`)
     /// as checkpoints of kind `imported`, on dialog `imported` unless --dialog names one.
     Import {
@@ -124,36 +85,9 @@ pub enum Command {
         files: bool,
     },
     /// Unified diff from checkpoint ID to ID2, or to the working tree.
-    Diff {
-        /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
-        id: String,
-        id2: Option<String>,
-        /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
-        #[arg(long, value_name = "D")]
-        dialog: Option<String>,
-        #[arg(long)]
-        stat: bool,
-        #[arg(long)]
-        name_only: bool,
-        #[arg(last = true, value_name = "PATH")]
-        paths: Vec<PathBuf>,
-    },
+    Diff(cmd::diff::Args),
     /// Make the project (or PATHs) equal to checkpoint ID; undoable.
-    Restore {
-        /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
-        id: String,
-        /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
-        #[arg(long, value_name = "D")]
-        dialog: Option<String>,
-        /// Only report what would be written and deleted.
-        #[arg(long)]
-        dry_run: bool,
-        /// Do not ask for confirmation on a terminal.
-        #[arg(short = 'y', long)]
-        yes: bool,
-        #[arg(last = true, value_name = "PATH")]
-        paths: Vec<PathBuf>,
-    },
+    Restore(cmd::restore::Args),
     /// Undo the last restore (of DIALOG, or of any dialog): restore its undo checkpoint.
     Undo {
         #[arg(long, value_name = "D")]
@@ -178,19 +112,7 @@ pub enum Command {
     },
     /// Cut old checkpoints out of the timelines (kept: the newest N of each active session,
     /// approved states, tagged and annotated ones, the last restore and its undo).
-    Prune {
-        /// Keep this many in each active session (default: the configured retention, 50).
-        #[arg(long, value_name = "N")]
-        keep: Option<usize>,
-        #[arg(long, value_name = "D")]
-        dialog: Option<String>,
-        /// Also remove the pruned objects from disk (`ckpt gc`).
-        #[arg(long)]
-        gc: bool,
-        /// Only list what would be pruned.
-        #[arg(long)]
-        dry_run: bool,
-    },
+    Prune(cmd::maintenance::PruneArgs),
     /// Remove objects no checkpoint reaches and pack the rest into one pack.
     Gc,
     /// Stream the project's events, one JSON object a line, until interrupted.
@@ -333,92 +255,17 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Projects => cmd::daemon::projects(ctx),
         Command::Status => cmd::daemon::status(ctx),
         Command::Shutdown => cmd::daemon::shutdown(ctx),
-        Command::Checkpoint {
-            message,
-            dialog,
-            message_id,
-            meta,
-        } => {
-            let args = cmd::checkpoint::Args {
-                message,
-                dialog,
-                message_id,
-                meta,
-            };
-            cmd::checkpoint::run(ctx, args)
-        }
-        Command::List {
-            dialog,
-            limit,
-            all_sessions,
-            grep,
-            graph,
-        } => {
-            let args = cmd::list::Args {
-                dialog,
-                limit,
-                all_sessions,
-                grep,
-                graph,
-            };
-            cmd::list::run(ctx, args)
-        }
+        Command::Checkpoint(args) => cmd::checkpoint::run(ctx, args),
+        Command::List(args) => cmd::list::run(ctx, args),
         Command::Show { id, dialog, files } => cmd::show::run(ctx, id, dialog, files),
-        Command::Diff {
-            id,
-            id2,
-            dialog,
-            stat,
-            name_only,
-            paths,
-        } => {
-            let args = cmd::diff::Args {
-                id,
-                id2,
-                dialog,
-                stat,
-                name_only,
-                paths,
-            };
-            cmd::diff::run(ctx, args)
-        }
-        Command::Restore {
-            id,
-            dialog,
-            dry_run,
-            yes,
-            paths,
-        } => {
-            let args = cmd::restore::Args {
-                id,
-                dialog,
-                dry_run,
-                yes,
-                paths,
-            };
-            cmd::restore::restore(ctx, args)
-        }
+        Command::Diff(args) => cmd::diff::run(ctx, args),
+        Command::Restore(args) => cmd::restore::restore(ctx, args),
         Command::Undo {
             dialog,
             dry_run,
             yes,
         } => cmd::restore::undo(ctx, dialog, dry_run, yes),
-        Command::Export {
-            ids,
-            patch,
-            bundle,
-            against,
-            force,
-        } => {
-            let args = cmd::transfer::ExportArgs {
-                ids,
-                patch,
-                bundle,
-                against,
-                force,
-            };
-            cmd::transfer::export(ctx, args)
-        }
+        Command::Export(args) => cmd::transfer::export(ctx, args),
         Command::Import { bundle, dialog } => cmd::transfer::import(ctx, bundle, dialog),
         Command::Tag { id, name } => cmd::annotate::tag(ctx, id, name),
         Command::Note { id, text } => cmd::annotate::note(ctx, id, text),
@@ -439,20 +286,7 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Edit(EditCommand::Begin { paths }) => cmd::edit::begin(ctx, paths),
         Command::Edit(EditCommand::Commit { token }) => cmd::edit::commit(ctx, token),
         Command::Edit(EditCommand::Abort { token }) => cmd::edit::abort(ctx, token),
-        Command::Prune {
-            keep,
-            dialog,
-            gc,
-            dry_run,
-        } => {
-            let args = cmd::maintenance::PruneArgs {
-                keep,
-                dialog,
-                gc,
-                dry_run,
-            };
-            cmd::maintenance::prune(ctx, args)
-        }
+        Command::Prune(args) => cmd::maintenance::prune(ctx, args),
         Command::Gc => cmd::maintenance::gc(ctx),
         Command::Verify => cmd::maintenance::verify(ctx),
         Command::Fsck { repair } => cmd::maintenance::fsck(ctx, repair),

@@ -7,10 +7,17 @@ use crate::client::output::{counts, print_skipped};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, CheckpointParams};
 
+#[derive(Debug, clap::Args)]
 pub struct Args {
+    /// The label, usually the user's message.
+    #[arg(short = 'm', long = "message", value_name = "TEXT")]
     pub message: Option<String>,
+    #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
+    #[arg(long, value_name = "M")]
     pub message_id: Option<String>,
+    /// JSON to keep with the checkpoint: a file, or - for stdin.
+    #[arg(long, value_name = "FILE|-")]
     pub meta: Option<String>,
 }
 

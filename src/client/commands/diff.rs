@@ -8,12 +8,19 @@ use crate::client::ClientError;
 use crate::protocol::methods::{rpc, DiffParams};
 use crate::store::diff::FileChange;
 
+#[derive(Debug, clap::Args)]
 pub struct Args {
+    /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
     pub id: String,
     pub id2: Option<String>,
+    /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
+    #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
+    #[arg(long)]
     pub stat: bool,
+    #[arg(long)]
     pub name_only: bool,
+    #[arg(last = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
 

@@ -7,11 +7,20 @@ use crate::model::Kind;
 use crate::protocol::methods::{rpc, ListParams};
 use crate::store::Checkpoint;
 
+#[derive(Debug, clap::Args)]
 pub struct Args {
+    #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
+    #[arg(short = 'n', long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Also show approved and abandoned sessions.
+    #[arg(long)]
     pub all_sessions: bool,
+    /// Only checkpoints whose label, notes, tags or message id contain TEXT.
+    #[arg(long, value_name = "TEXT")]
     pub grep: Option<String>,
+    /// Draw every dialog and session (approved, abandoned, active) as a tree.
+    #[arg(long)]
     pub graph: bool,
 }
 

@@ -6,10 +6,18 @@ use crate::client::ClientError;
 use crate::protocol::methods::{rpc, FsckParams, PruneParams};
 use crate::protocol::results::GcReport;
 
+#[derive(Debug, clap::Args)]
 pub struct PruneArgs {
+    /// Keep this many in each active session (default: the configured retention, 50).
+    #[arg(long, value_name = "N")]
     pub keep: Option<usize>,
+    #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
+    /// Also remove the pruned objects from disk (`ckpt gc`).
+    #[arg(long)]
     pub gc: bool,
+    /// Only list what would be pruned.
+    #[arg(long)]
     pub dry_run: bool,
 }
 

@@ -10,11 +10,20 @@ use crate::client::ClientError;
 use crate::protocol::methods::{rpc, Method, RestoreParams, UndoParams};
 use crate::protocol::results::Restored;
 
+#[derive(Debug, clap::Args)]
 pub struct Args {
+    /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
     pub id: String,
+    /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
+    #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
+    /// Only report what would be written and deleted.
+    #[arg(long)]
     pub dry_run: bool,
+    /// Do not ask for confirmation on a terminal.
+    #[arg(short = 'y', long)]
     pub yes: bool,
+    #[arg(last = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
 

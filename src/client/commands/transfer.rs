@@ -7,11 +7,20 @@ use crate::client::output::{one_line, short};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, ExportBundleParams, ExportPatchParams, ImportBundleParams};
 
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("format").required(true).args(["patch", "bundle"]))]
 pub struct ExportArgs {
+    #[arg(required = true, value_name = "ID")]
     pub ids: Vec<String>,
+    #[arg(long)]
     pub patch: bool,
+    #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
+    /// With --patch: against this checkpoint instead of the parent.
+    #[arg(long, value_name = "ID2")]
     pub against: Option<String>,
+    /// With --bundle: replace FILE if it exists.
+    #[arg(long)]
     pub force: bool,
 }
 
