@@ -8,6 +8,7 @@ mod crash;
 mod daemon;
 mod dialogs;
 mod edits;
+mod engine;
 mod events;
 mod exactness;
 mod exclusions;
