@@ -5,14 +5,25 @@
 //! a git object store outside the project. Clients list, show, diff and restore checkpoints;
 //! a restore first records the current state, so it can always be undone.
 //!
-//! - [`config`]: the TOML configuration and XDG paths.
-//! - [`filter`]: built-in exclusions + git ignore rules, and the walk of a project.
-//! - [`store`]: synchronous gix code: snapshots, checkpoints, diffs, restores.
+//! The layers, each depending only on those listed before it:
+//!
+//! - [`model`]: the domain's values (checkpoint ids and kinds, skip reasons, watch modes).
 //! - [`safe_io`]: opening paths from projects and requests (no FIFO hangs, no symlinked
 //!   parents, no torn reads).
-//! - [`protocol`]: JSON-RPC 2.0 messages, one per line, and their error codes.
-//! - [`daemon`]: the tokio server: accept loop, connections, one lock per project.
-//! - [`client`]: the `ckpt` command line, talking to the daemon over the local socket.
+//! - [`config`]: the TOML configuration, XDG paths and the built-in exclusions.
+//! - [`filter`]: exclusions + git ignore rules, and the walk of a project.
+//! - [`store`]: pure git, synchronous (gix): snapshots, checkpoints and their names, diffs,
+//!   retention, packs, bundles, fsck. It never writes project files.
+//! - [`index`]: what each file was when last read, so a checkpoint reads only what changed;
+//!   [`watch`]: the inotify watcher that reports what changed.
+//! - [`protocol`]: the wire (JSON-RPC 2.0, one message per line): every method's params and
+//!   result types, the events, the error codes.
+//! - [`engine`]: the domain, one owner per project: checkpoint, restore, undo, dialogs,
+//!   sessions, edit transactions, events; the only writer of project files.
+//! - [`daemon`]: the tokio server: accept loop, connections, the dispatch from methods to the
+//!   engine.
+//! - [`client`]: the `ckpt` command line, one file per command, talking to the daemon over the
+//!   local socket with the same protocol types.
 #![forbid(unsafe_code)]
 
 pub mod client;
