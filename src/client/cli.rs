@@ -1,4 +1,4 @@
-//! Argument parsing, and the dispatch to the command files in [`commands`](super::commands).
+//! Argument parsing, and the dispatch to the command files in `commands`.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! [`Connection`] speaks the line protocol over the local socket (typed: [`Connection::call`]
 //! takes a method's params and returns its result, the same types the daemon encodes) and can
 //! start a daemon in the background when none answers. [`cli`] parses arguments; each command
-//! lives in a file of [`commands`] and renders typed values through [`output`], for people
+//! lives in a file of `commands` and renders typed values through `output`, for people
 //! (compact, aligned) or for scripts (`--json`).
 
 /// `print!` for the client's standard output: a reader that went away (`ckpt diff | head`,

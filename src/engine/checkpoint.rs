@@ -3,7 +3,7 @@
 //!
 //! A checkpoint, top-down: [`checkpoint`] validates the request, [`Opened::current_tree`]
 //! syncs with the watcher and re-reads only what changed (or verifies everything by stat when
-//! the watcher cannot vouch), writes the tree, and [`record`] commits it and moves the dialog's
+//! the watcher cannot vouch), writes the tree, and `record` commits it and moves the dialog's
 //! ref (objects durable first), then tells subscribers.
 
 use std::collections::{HashMap, HashSet};

@@ -4,7 +4,7 @@
 //! nothing; record the current state as a `pre-restore` checkpoint (the undo); plan (the tree
 //! diff from now to the target); apply it ([`worktree::apply`], which decides per path what
 //! must be left alone); check the result against the target and report every path that still
-//! differs ([`report_leftovers`]); record a checkpoint of the result that names both.
+//! differs (`report_leftovers`); record a checkpoint of the result that names both.
 
 use gix::bstr::BString;
 use serde_json::Value;
