@@ -154,9 +154,34 @@ pub(crate) fn is_binary(data: &[u8]) -> bool {
 
 fn side_name(prefix: &str, path: &[u8], state: Option<&FileState>) -> String {
     match state {
-        Some(_) => format!("{prefix}/{}", path.to_str_lossy()),
+        Some(_) => quoted(prefix, path),
         None => "/dev/null".into(),
     }
+}
+
+/// `prefix/path` as git writes it in patch headers: as is when plain, else in double quotes
+/// with C escapes (octal for bytes that are not printable ASCII), so a name that is not UTF-8,
+/// or holds a tab or a newline, survives `git apply`.
+pub(crate) fn quoted(prefix: &str, path: &[u8]) -> String {
+    let plain = path
+        .iter()
+        .all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\');
+    if plain {
+        return format!("{prefix}/{}", path.to_str_lossy());
+    }
+    let mut out = format!("\"{prefix}/");
+    for &b in path {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\t' => out.push_str("\\t"),
+            0x20..0x7f => out.push(b as char),
+            _ => out.push_str(&format!("\\{b:03o}")),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn header(
@@ -165,8 +190,7 @@ fn header(
     b: Option<&FileState>,
     status: ChangeStatus,
 ) -> String {
-    let p = path.to_str_lossy();
-    let mut h = format!("diff --git a/{p} b/{p}\n");
+    let mut h = format!("diff --git {} {}\n", quoted("a", path), quoted("b", path));
     let short = |s: &FileState| s.id.to_hex_with_len(7).to_string();
     match (a, b) {
         (None, Some(n)) => {
@@ -226,16 +250,15 @@ pub(crate) fn unified(
             similar::ChangeTag::Equal => {}
         }
     }
-    let p = path.to_str_lossy();
     let a = if !has_old {
         "/dev/null".to_string()
     } else {
-        format!("a/{p}")
+        quoted("a", path)
     };
     let b = if !has_new {
         "/dev/null".to_string()
     } else {
-        format!("b/{p}")
+        quoted("b", path)
     };
     let body = diff
         .unified_diff()

@@ -613,3 +613,35 @@ fn an_ambiguous_prefix_lists_the_candidates() {
         "{message}"
     );
 }
+
+/// An exported patch names a file that is not UTF-8, or that holds a tab, the way git does
+/// (quoted, with octal escapes), so `git apply` recreates exactly that file.
+#[test]
+fn exported_patches_quote_odd_names_for_git_apply() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = TestEnv::new();
+    let p = env.proj();
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9\tx.txt");
+    std::fs::write(p.join(odd), "v1\n").unwrap();
+    env.watch();
+    env.checkpoint("v1");
+    std::fs::write(p.join(odd), "v2\n").unwrap();
+    let id = env.checkpoint("v2");
+    let out = env.ckpt(&["export", &id, "--patch"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let patch = stdout(&out);
+    assert!(patch.contains(r#""a/caf\351\tx.txt""#), "{patch}");
+    let copy = env.home.join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    std::fs::write(copy.join(odd), "v1\n").unwrap();
+    let mut apply = std::process::Command::new("git")
+        .args(["apply", "-"])
+        .current_dir(&copy)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(apply.stdin.as_mut().unwrap(), patch.as_bytes()).unwrap();
+    drop(apply.stdin.take());
+    assert!(apply.wait().unwrap().success());
+    assert_eq!(std::fs::read(copy.join(odd)).unwrap(), b"v2\n");
+}
