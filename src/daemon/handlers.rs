@@ -196,42 +196,15 @@ pub const PANIC_METHOD: &str = "test_panic";
 /// Decodes `params` as `method`'s parameters, as the dispatch does: what the request fuzz
 /// target drives with arbitrary input.
 pub fn check_params(method: &str, params: Option<Value>) -> Result<(), RpcError> {
-    fn p<M: Method>(params: Option<Value>) -> Result<(), RpcError> {
-        parse::<M::Params>(params).map(drop)
-    }
-    use rpc::*;
-    match method {
-        Hello::NAME => p::<Hello>(params),
-        Status::NAME | Projects::NAME | Shutdown::NAME => p::<Status>(params),
-        Watch::NAME => p::<Watch>(params),
-        Unwatch::NAME => p::<Unwatch>(params),
-        Checkpoint::NAME => p::<Checkpoint>(params),
-        List::NAME => p::<List>(params),
-        Show::NAME => p::<Show>(params),
-        Diff::NAME => p::<Diff>(params),
-        Restore::NAME => p::<Restore>(params),
-        Undo::NAME => p::<Undo>(params),
-        Tag::NAME => p::<Tag>(params),
-        Note::NAME => p::<Note>(params),
-        ExportPatch::NAME => p::<ExportPatch>(params),
-        ExportBundle::NAME => p::<ExportBundle>(params),
-        ImportBundle::NAME => p::<ImportBundle>(params),
-        DialogFork::NAME => p::<DialogFork>(params),
-        DialogNew::NAME => p::<DialogNew>(params),
-        EditBegin::NAME => p::<EditBegin>(params),
-        EditCommit::NAME | EditAbort::NAME => p::<EditCommit>(params),
-        SessionStatus::NAME => p::<SessionStatus>(params),
-        SessionApprove::NAME => p::<SessionApprove>(params),
-        SessionReset::NAME => p::<SessionReset>(params),
-        DialogList::NAME | Verify::NAME | Rescan::NAME | Gc::NAME => p::<Verify>(params),
-        DialogRm::NAME => p::<DialogRm>(params),
-        DialogKeep::NAME => p::<DialogKeep>(params),
-        Prune::NAME => p::<Prune>(params),
-        Fsck::NAME => p::<Fsck>(params),
-        Subscribe::NAME => p::<Subscribe>(params),
-        other => Err(RpcError::new(
+    // The same object check as `parse`, then the method's own params type.
+    parse::<serde_json::Map<String, Value>>(params.clone())?;
+    let params = params.filter(|p| !p.is_null()).unwrap_or_else(|| json!({}));
+    match crate::protocol::methods::decode_params(method, params) {
+        Some(decoded) => decoded
+            .map_err(|e| RpcError::new(ErrorCode::InvalidParams, format!("invalid params: {e}"))),
+        None => Err(RpcError::new(
             ErrorCode::MethodNotFound,
-            format!("unknown method `{other}`"),
+            format!("unknown method `{method}`"),
         )),
     }
 }
@@ -377,4 +350,27 @@ pub(super) fn not_a_project(path: &Path) -> RpcError {
             path.display()
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::methods::METHOD_NAMES;
+
+    #[test]
+    fn every_method_has_its_params_checked() {
+        for method in METHOD_NAMES {
+            let err = check_params(method, Some(json!({ "no_such_param": 1 }))).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                Some(ErrorCode::InvalidParams),
+                "{method}: {err:?}"
+            );
+        }
+        let err = check_params("nope", None).unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorCode::MethodNotFound));
+        let err = check_params("status", Some(json!([1]))).unwrap_err();
+        assert_eq!(err.kind(), Some(ErrorCode::InvalidParams));
+        assert!(check_params("status", None).is_ok());
+    }
 }

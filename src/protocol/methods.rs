@@ -363,6 +363,17 @@ macro_rules! methods {
         }
         /// Every method's name.
         pub const METHOD_NAMES: &[&str] = &[$($name),*];
+
+        /// Decodes `params` (an object) as the params of `method`; None for an unknown method.
+        pub fn decode_params(
+            method: &str,
+            params: serde_json::Value,
+        ) -> Option<Result<(), serde_json::Error>> {
+            match method {
+                $($name => Some(serde_json::from_value::<$params>(params).map(drop)),)*
+                _ => None,
+            }
+        }
     };
 }
 
