@@ -123,6 +123,18 @@ pub enum Command {
     },
     /// Daemon health and projects.
     Status,
+    /// An agent's prompt hook (reads the hook's JSON on stdin), or manage the agents' hooks.
+    Hook(HookArgs),
+    /// Undo the agent's last turn (or last N): restore the checkpoint taken when that prompt
+    /// arrived; undoable like any restore.
+    Rewind(cmd::rewind::Args),
+    /// The prompts recorded, newest first.
+    Log {
+        #[arg(long, value_name = "D")]
+        dialog: Option<String>,
+        #[arg(short = 'n', long, value_name = "N", default_value_t = 20)]
+        limit: usize,
+    },
     /// Check that the index (what checkpoints record) equals a fresh full scan right now.
     Verify,
     /// Read every object of the store: what is unreadable, and which checkpoints it affects.
@@ -136,6 +148,37 @@ pub enum Command {
     Rescan,
     /// Stop the daemon (in-flight work finishes first).
     Shutdown,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct HookArgs {
+    #[command(subcommand)]
+    pub command: Option<HookCommand>,
+    /// Run as AGENT's prompt hook: record the checkpoint of the prompt on stdin.
+    #[arg(value_enum)]
+    pub agent: Option<cmd::hook::Agent>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// Add ckpt's hook to AGENT's settings (the project's, or yours with --user).
+    Install {
+        #[arg(value_enum)]
+        agent: cmd::hook::Agent,
+        /// The user-level settings instead of the project's.
+        #[arg(long)]
+        user: bool,
+    },
+    /// Remove ckpt's hook (only ckpt's) from AGENT's settings.
+    Uninstall {
+        #[arg(value_enum)]
+        agent: cmd::hook::Agent,
+        #[arg(long)]
+        user: bool,
+    },
+    /// Where a ckpt hook is installed, per agent.
+    Status,
 }
 
 #[derive(Debug, Subcommand)]
@@ -219,8 +262,22 @@ pub fn main() -> i32 {
         }
     };
     let json = cli.json;
+    let hook = match &cli.command {
+        Command::Hook(HookArgs {
+            agent: Some(agent),
+            command: None,
+        }) => Some(*agent),
+        _ => None,
+    };
     let code = match run(cli) {
         Ok(code) => code,
+        // A hook never fails the agent's turn, whatever went wrong (a broken config file).
+        Err(err) if hook.is_some() => {
+            let agent = hook.expect("checked by the guard");
+            eprintln!("ckpt hook {}: {err}", agent.name());
+            cmd::hook::answer(agent);
+            0
+        }
         Err(err) => {
             output::error(&err, json);
             err.exit_code()
@@ -292,5 +349,24 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Fsck { repair } => cmd::maintenance::fsck(ctx, repair),
         Command::Rescan => cmd::maintenance::rescan(ctx),
         Command::Events { diffs } => cmd::events::run(ctx, diffs),
+        Command::Hook(HookArgs {
+            command: Some(command),
+            ..
+        }) => match command {
+            HookCommand::Install { agent, user } => cmd::hook::install::install(ctx, agent, user),
+            HookCommand::Uninstall { agent, user } => {
+                cmd::hook::install::uninstall(ctx, agent, user)
+            }
+            HookCommand::Status => cmd::hook::install::status(ctx),
+        },
+        Command::Hook(HookArgs {
+            agent: Some(agent), ..
+        }) => cmd::hook::run(ctx, agent),
+        Command::Hook(_) => Err(ClientError::Usage(
+            "name an agent (`ckpt hook claude-code`) or a subcommand (install, uninstall, status)"
+                .into(),
+        )),
+        Command::Rewind(args) => cmd::rewind::rewind(ctx, args),
+        Command::Log { dialog, limit } => cmd::rewind::log(ctx, dialog, limit),
     }
 }

@@ -56,9 +56,21 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
         meta: params.meta,
         ..NewCheckpoint::new(dialog, kind, params.label.unwrap_or_default())
     };
+    let exists = o.store.dialog_exists(&o.store.repo(), &new.dialog)?;
+    if let (true, Some(message_id)) = (exists, &new.message_id) {
+        // One prompt can arrive twice (an editor running two agents' hooks, a client retrying
+        // after a timeout): the checkpoint of that message is the one already recorded.
+        let recorded = o.store.list(&o.store.repo(), Some(&new.dialog))?;
+        if let Some(c) = recorded
+            .into_iter()
+            .find(|c| c.message_id.as_ref() == Some(message_id))
+        {
+            tracing::info!(id = %c.id, message_id, "message already checkpointed");
+            return Ok(c);
+        }
+    }
     let tree = o.current_tree(p)?;
-    let repo = o.store.repo();
-    if named && !o.store.dialog_exists(&repo, &new.dialog)? {
+    if named && !exists {
         record_initial(p, o, tree, &new.dialog, "")?;
     }
     let c = record(p, o, tree, new)?;

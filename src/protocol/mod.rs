@@ -169,6 +169,7 @@ pub struct Request {
 
 /// Decodes one request line: JSON, a JSON-RPC 2.0 request object. On failure, the error to
 /// send and the id to send it with (null when the id could not be read).
+#[allow(clippy::result_large_err)] // The error is sent at once; it is never stored or passed on.
 pub fn decode_request(line: &[u8]) -> Result<Request, (Value, RpcError)> {
     let value: Value = serde_json::from_slice(line).map_err(|e| {
         (

@@ -13,6 +13,7 @@ mod events;
 mod exactness;
 mod exclusions;
 mod faults;
+mod hooks;
 mod import;
 mod inprocess;
 mod protocol;

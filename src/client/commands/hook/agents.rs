@@ -1,0 +1,157 @@
+//! What each agent sends its prompt hook, what it wants back on stdout, and where its settings
+//! keep hooks. Facts from the agents' documentation and from running their binaries.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Agent {
+    /// Claude Code (`UserPromptSubmit`).
+    ClaudeCode,
+    /// Gemini CLI (`BeforeAgent`).
+    Gemini,
+    /// OpenAI Codex CLI (`UserPromptSubmit`).
+    Codex,
+    /// Cursor (`beforeSubmitPrompt`).
+    Cursor,
+    /// GitHub Copilot CLI (`userPromptSubmitted`).
+    Copilot,
+}
+
+pub const ALL: [Agent; 5] = [
+    Agent::ClaudeCode,
+    Agent::Gemini,
+    Agent::Codex,
+    Agent::Cursor,
+    Agent::Copilot,
+];
+
+/// What a hook call says about the prompt, whatever the agent.
+#[derive(Debug, Default, PartialEq)]
+pub struct Prompt {
+    /// The folder the agent works in.
+    pub cwd: Option<PathBuf>,
+    pub session: Option<String>,
+    pub message_id: Option<String>,
+    pub prompt: String,
+}
+
+impl Agent {
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "claude-code",
+            Agent::Gemini => "gemini",
+            Agent::Codex => "codex",
+            Agent::Cursor => "cursor",
+            Agent::Copilot => "copilot",
+        }
+    }
+
+    /// The hook event ckpt installs under.
+    pub fn event(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode | Agent::Codex => "UserPromptSubmit",
+            Agent::Gemini => "BeforeAgent",
+            Agent::Cursor => "beforeSubmitPrompt",
+            Agent::Copilot => "userPromptSubmitted",
+        }
+    }
+
+    /// Exactly what the hook prints on stdout, whatever happened: Claude Code and Codex add
+    /// plain stdout to the model's context, Gemini wants JSON or nothing, Cursor must be told
+    /// to continue, Copilot ignores it.
+    pub fn stdout(self) -> &'static str {
+        match self {
+            Agent::Cursor => "{\"continue\":true}\n",
+            _ => "",
+        }
+    }
+
+    /// Reads the agent's hook payload. Unknown fields are ignored; only the prompt is needed.
+    pub fn parse(self, payload: &Value) -> Prompt {
+        let text = |key: &str| payload.get(key).and_then(Value::as_str).map(String::from);
+        let cwd = match self {
+            // Cursor names the workspace folders; the first is the project (see the README).
+            Agent::Cursor => payload
+                .get("workspace_roots")
+                .and_then(Value::as_array)
+                .and_then(|roots| roots.first())
+                .and_then(Value::as_str)
+                .map(String::from)
+                .or_else(|| text("cwd")),
+            _ => text("cwd"),
+        };
+        let (session, message_id) = match self {
+            Agent::ClaudeCode => (text("session_id"), text("prompt_id")),
+            Agent::Gemini => (text("session_id"), None),
+            Agent::Codex => (text("session_id"), text("turn_id")),
+            Agent::Cursor => (text("conversation_id"), text("generation_id")),
+            Agent::Copilot => (text("sessionId").or_else(|| text("session_id")), None),
+        };
+        Prompt {
+            cwd: cwd.map(PathBuf::from),
+            session,
+            message_id,
+            prompt: text("prompt").unwrap_or_default(),
+        }
+    }
+
+    /// The settings file that holds the hook: the project's, or the user's with `user`.
+    pub fn settings_file(self, project: &Path, home: &Path, user: bool) -> PathBuf {
+        let codex_home = std::env::var_os("CODEX_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(".codex"));
+        match (self, user) {
+            (Agent::ClaudeCode, false) => project.join(".claude/settings.local.json"),
+            (Agent::ClaudeCode, true) => home.join(".claude/settings.json"),
+            (Agent::Gemini, false) => project.join(".gemini/settings.json"),
+            (Agent::Gemini, true) => home.join(".gemini/settings.json"),
+            (Agent::Codex, false) => project.join(".codex/hooks.json"),
+            (Agent::Codex, true) => codex_home.join("hooks.json"),
+            (Agent::Cursor, false) => project.join(".cursor/hooks.json"),
+            (Agent::Cursor, true) => home.join(".cursor/hooks.json"),
+            (Agent::Copilot, false) => project.join(".github/hooks/ckpt.json"),
+            (Agent::Copilot, true) => home.join(".copilot/hooks/ckpt.json"),
+        }
+    }
+
+    /// The entry that runs `command`, in the agent's shape, with a short timeout.
+    pub fn entry(self, command: &str) -> Value {
+        match self {
+            Agent::ClaudeCode | Agent::Codex => json!({
+                "hooks": [{ "type": "command", "command": command, "timeout": HOOK_TIMEOUT_S }]
+            }),
+            Agent::Gemini => json!({
+                "hooks": [{ "type": "command", "command": command, "timeout": HOOK_TIMEOUT_S * 1000 }]
+            }),
+            Agent::Cursor => json!({ "command": command }),
+            Agent::Copilot => json!({
+                "type": "command", "bash": command, "timeoutSec": HOOK_TIMEOUT_S
+            }),
+        }
+    }
+
+    /// Cursor's and Copilot's files carry a format version.
+    pub fn file_version(self) -> Option<u64> {
+        matches!(self, Agent::Cursor | Agent::Copilot).then_some(1)
+    }
+
+    /// The commands an entry runs (ckpt's own entry is the one running `ckpt hook AGENT`).
+    pub fn commands_of(self, entry: &Value) -> Vec<String> {
+        let one = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(String::from);
+        match self {
+            Agent::ClaudeCode | Agent::Codex | Agent::Gemini => entry
+                .get("hooks")
+                .and_then(Value::as_array)
+                .map(|hooks| hooks.iter().filter_map(|h| one(h, "command")).collect())
+                .unwrap_or_default(),
+            Agent::Cursor => one(entry, "command").into_iter().collect(),
+            Agent::Copilot => one(entry, "bash").into_iter().collect(),
+        }
+    }
+}
+
+/// The timeout written into the agents' settings: the hook itself gives up well before it
+/// ([`super::HOOK_BUDGET`]); this only bounds a hung process.
+pub const HOOK_TIMEOUT_S: u64 = 10;

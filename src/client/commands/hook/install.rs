@@ -1,0 +1,264 @@
+//! `ckpt hook install|uninstall|status`: ckpt's entry in an agent's settings, merged into what
+//! is there. The user's other settings keep their content and their order; a file that is not
+//! valid JSON is refused, never overwritten; installing twice changes nothing.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Map, Value};
+
+use super::agents::{Agent, ALL};
+use super::Ctx;
+use crate::client::ClientError;
+use crate::protocol::methods::{rpc, WatchParams};
+
+/// The command an agent runs: this `ckpt`, by absolute path, so the agent's PATH does not
+/// matter.
+fn hook_command(agent: Agent) -> Result<String, ClientError> {
+    let exe = std::env::current_exe()
+        .map_err(|e| ClientError::Usage(format!("cannot tell where ckpt is installed: {e}")))?;
+    let exe = exe
+        .to_str()
+        .ok_or_else(|| ClientError::Usage(format!("ckpt's path {} is not UTF-8", exe.display())))?;
+    Ok(format!("{} hook {}", shell_word(exe), agent.name()))
+}
+
+/// `s` as one word for `sh -c` (agents run hook commands through a shell).
+fn shell_word(s: &str) -> String {
+    let plain = s
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Whether `command` runs ckpt's hook for `agent` (whatever ckpt binary it names).
+fn is_ours(agent: Agent, command: &str) -> bool {
+    let suffix = format!(" hook {}", agent.name());
+    command.ends_with(&suffix) && {
+        let program = command[..command.len() - suffix.len()].trim_matches('\'');
+        Path::new(program).file_name().is_some_and(|n| n == "ckpt")
+    }
+}
+
+fn home() -> Result<PathBuf, ClientError> {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .ok_or_else(|| ClientError::Usage("HOME is not set".into()))
+}
+
+/// Reads a settings file: empty when absent; an error naming the file when it is not a JSON
+/// object.
+fn read_settings(path: &Path) -> Result<Map<String, Value>, ClientError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
+        Err(e) => {
+            return Err(ClientError::Usage(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )))
+        }
+    };
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ClientError::Usage(format!(
+            "{} is not a JSON object; fix or move it, then run this again (nothing was changed)",
+            path.display()
+        ))),
+        Err(e) => Err(ClientError::Usage(format!(
+            "{} is not valid JSON ({e}); fix or move it, then run this again (nothing was changed)",
+            path.display()
+        ))),
+    }
+}
+
+/// Writes through a temporary file and a rename, keeping the file's permissions.
+fn write_settings(path: &Path, settings: &Map<String, Value>) -> Result<(), ClientError> {
+    let io =
+        |e: std::io::Error| ClientError::Usage(format!("cannot write {}: {e}", path.display()));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let mut text = serde_json::to_string_pretty(settings).expect("JSON values serialise");
+    text.push('\n');
+    let tmp = path.with_extension("ckpt-tmp");
+    std::fs::write(&tmp, text).map_err(io)?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&tmp, meta.permissions());
+    }
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// The list of entries under the agent's event, created if absent.
+fn entries(agent: Agent, settings: &mut Map<String, Value>) -> Result<&mut Vec<Value>, String> {
+    if let Some(version) = agent.file_version() {
+        settings.entry("version").or_insert(json!(version));
+    }
+    let hooks = settings.entry("hooks").or_insert_with(|| json!({}));
+    let hooks = hooks
+        .as_object_mut()
+        .ok_or("its `hooks` is not an object")?;
+    let list = hooks.entry(agent.event()).or_insert_with(|| json!([]));
+    list.as_array_mut()
+        .ok_or_else(|| format!("its `hooks.{}` is not a list", agent.event()))
+}
+
+pub fn install(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
+    let path = agent.settings_file(&ctx.base, &home()?, user);
+    let command = hook_command(agent)?;
+    let mut settings = read_settings(&path)?;
+    let list = entries(agent, &mut settings).map_err(|why| {
+        ClientError::Usage(format!("{}: {why}; nothing was changed", path.display()))
+    })?;
+    let ours: Vec<usize> = (0..list.len())
+        .filter(|&i| {
+            agent
+                .commands_of(&list[i])
+                .iter()
+                .any(|c| is_ours(agent, c))
+        })
+        .collect();
+    let current = ours
+        .first()
+        .is_some_and(|&i| agent.commands_of(&list[i]) == [command.clone()]);
+    let changed = if current && ours.len() == 1 {
+        false
+    } else {
+        // Replace an older entry (another ckpt path) in place; add one otherwise.
+        let at = ours.first().copied();
+        for &i in ours.iter().rev() {
+            list.remove(i);
+        }
+        list.insert(at.unwrap_or(list.len()), agent.entry(&command));
+        true
+    };
+    if changed {
+        write_settings(&path, &settings)?;
+    }
+    if !user {
+        // Registering now makes the first prompt's checkpoint cheap (the first full read of a
+        // big project happens here, not while the agent waits).
+        let watch = WatchParams {
+            path: ctx.base.clone(),
+            force: false,
+        };
+        ctx.connect()?.call::<rpc::Watch>(&watch)?;
+    }
+    let verb = if changed {
+        "installed"
+    } else {
+        "already installed"
+    };
+    let result =
+        json!({ "agent": agent.name(), "file": path, "command": command, "changed": changed });
+    if !ctx.out.json(&result) {
+        outln!(
+            "{verb}: {} runs `{command}` ({})",
+            agent.name(),
+            path.display()
+        );
+        if agent == Agent::Codex {
+            outln!("Codex runs a new hook only once you trust it: open `/hooks` in Codex and trust it.");
+        }
+        if agent == Agent::Gemini && !user {
+            outln!("Gemini CLI runs project hooks only in a trusted folder.");
+        }
+    }
+    Ok(0)
+}
+
+pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
+    let path = agent.settings_file(&ctx.base, &home()?, user);
+    let mut settings = read_settings(&path)?;
+    let mut removed = 0;
+    if let Some(list) = settings
+        .get_mut("hooks")
+        .and_then(Value::as_object_mut)
+        .and_then(|h| h.get_mut(agent.event()))
+        .and_then(Value::as_array_mut)
+    {
+        let before = list.len();
+        list.retain(|e| !agent.commands_of(e).iter().any(|c| is_ours(agent, c)));
+        removed = before - list.len();
+    }
+    if removed > 0 {
+        write_settings(&path, &settings)?;
+    }
+    let result = json!({ "agent": agent.name(), "file": path, "removed": removed });
+    let text = match removed {
+        0 => format!("no ckpt hook for {} in {}", agent.name(), path.display()),
+        _ => format!(
+            "removed the ckpt hook for {} from {}",
+            agent.name(),
+            path.display()
+        ),
+    };
+    ctx.out.value_or(&result, &text);
+    Ok(0)
+}
+
+pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
+    let home = home()?;
+    let mut rows = Vec::new();
+    for agent in ALL {
+        for user in [false, true] {
+            let path = agent.settings_file(&ctx.base, &home, user);
+            let state = match read_settings(&path) {
+                Err(e) => format!("unreadable: {e}"),
+                Ok(settings) => {
+                    let commands: Vec<String> = settings
+                        .get("hooks")
+                        .and_then(|h| h.get(agent.event()))
+                        .and_then(Value::as_array)
+                        .map(|l| l.iter().flat_map(|e| agent.commands_of(e)).collect())
+                        .unwrap_or_default();
+                    match commands.iter().find(|c| is_ours(agent, c)) {
+                        Some(c) if agent == Agent::Codex => {
+                            format!("installed ({c}); Codex runs it once trusted in /hooks")
+                        }
+                        Some(c) => format!("installed ({c})"),
+                        None => "not installed".into(),
+                    }
+                }
+            };
+            rows.push(json!({
+                "agent": agent.name(),
+                "scope": if user { "user" } else { "project" },
+                "file": path,
+                "state": state,
+            }));
+        }
+    }
+    if !ctx.out.json(&rows) {
+        for r in &rows {
+            outln!(
+                "{:<12} {:<8} {}  {}",
+                r["agent"].as_str().unwrap_or(""),
+                r["scope"].as_str().unwrap_or(""),
+                r["state"].as_str().unwrap_or(""),
+                r["file"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_entries_are_recognised_whatever_the_path() {
+        assert!(is_ours(Agent::Gemini, "/usr/bin/ckpt hook gemini"));
+        assert!(is_ours(Agent::Gemini, "'/opt/my tools/ckpt' hook gemini"));
+        assert!(!is_ours(Agent::Gemini, "/usr/bin/ckpt hook codex"));
+        assert!(!is_ours(Agent::Gemini, "/usr/bin/notckpt hook gemini"));
+        assert_eq!(shell_word("/a b/it's"), r"'/a b/it'\''s'");
+    }
+}

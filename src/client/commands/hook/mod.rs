@@ -1,0 +1,209 @@
+//! `ckpt hook AGENT`: an agent's prompt hook. It reads the hook's JSON on stdin and records the
+//! checkpoint of that user message, in the project the agent works in, on the dialog of the
+//! agent's session. It never hurts the user's turn: it exits 0 on every path, prints exactly
+//! what the agent expects on stdout, and gives up after [`HOOK_BUDGET`] (the checkpoint request,
+//! once sent, still completes in the daemon).
+//!
+//! `ckpt hook install|uninstall|status` manage the agents' settings ([`install`]).
+
+pub mod agents;
+pub mod install;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub use agents::Agent;
+
+use super::Ctx;
+use crate::client::ClientError;
+use crate::protocol::methods::{rpc, CheckpointParams, WatchParams};
+use crate::protocol::ErrorCode;
+
+/// How long the prompt may wait for the hook, at most.
+pub const HOOK_BUDGET: Duration = Duration::from_secs(2);
+/// Largest hook payload read (a prompt with pasted files fits many times over).
+const MAX_PAYLOAD: u64 = 32 * 1024 * 1024;
+
+static ANSWERED: AtomicBool = AtomicBool::new(false);
+
+/// Prints the agent's expected stdout, once, whoever gets there first (the work or the
+/// watchdog).
+pub fn answer(agent: Agent) {
+    if !ANSWERED.swap(true, Ordering::SeqCst) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(agent.stdout().as_bytes());
+        let _ = out.flush();
+    }
+}
+
+/// Runs the hook; the exit status is always 0.
+pub fn run(ctx: &Ctx, agent: Agent) -> Result<i32, ClientError> {
+    let log_dir = ctx.paths.data_dir.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(HOOK_BUDGET);
+        note(
+            &log_dir,
+            agent,
+            "gave up waiting for ckptd after 2 s (the checkpoint completes in the background)",
+        );
+        answer(agent);
+        std::process::exit(0);
+    });
+    match record(ctx, agent) {
+        Ok(Some(id)) => tracing::debug!(%id, "checkpoint recorded"),
+        Ok(None) => {}
+        Err(e) => note(&ctx.paths.data_dir, agent, &e.to_string()),
+    }
+    answer(agent);
+    Ok(0)
+}
+
+/// Says why the hook did nothing, on stderr and in `hook.log` in the data directory (the agent
+/// may hide stderr).
+fn note(data_dir: &Path, agent: Agent, what: &str) {
+    eprintln!("ckpt hook {}: {what}", agent.name());
+    let line = format!(
+        "{} ckpt hook {}: {what}\n",
+        jiff::Timestamp::now(),
+        agent.name()
+    );
+    let file = {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data_dir);
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(data_dir.join("hook.log"))
+    };
+    if let Ok(mut file) = file {
+        let _ = file.write_all(line.as_bytes());
+    }
+}
+
+/// Records the prompt's checkpoint; None when there is nothing to record (said why already).
+fn record(ctx: &Ctx, agent: Agent) -> Result<Option<String>, ClientError> {
+    let mut payload = Vec::new();
+    std::io::stdin()
+        .take(MAX_PAYLOAD)
+        .read_to_end(&mut payload)
+        .map_err(|e| ClientError::Usage(format!("cannot read the hook's input: {e}")))?;
+    let payload: Value = serde_json::from_slice(&payload)
+        .map_err(|e| ClientError::Usage(format!("the hook's input is not JSON: {e}")))?;
+    let prompt = agent.parse(&payload);
+    let cwd = match &prompt.cwd {
+        Some(cwd) => cwd.clone(),
+        None => ctx.base.clone(),
+    };
+    let root = project_root(&cwd);
+    if let Some(why) = refused_root(&root, &ctx.paths.data_dir) {
+        note(
+            &ctx.paths.data_dir,
+            agent,
+            &format!("not checkpointing {}: {why}", root.display()),
+        );
+        return Ok(None);
+    }
+    let mut meta = payload;
+    if let Value::Object(map) = &mut meta {
+        map.remove("prompt");
+    }
+    let params = CheckpointParams {
+        project: cwd.clone(),
+        label: Some(prompt.prompt),
+        dialog: Some(dialog_name(agent, prompt.session.as_deref())),
+        message_id: prompt
+            .message_id
+            .filter(|m| m.len() <= 256 && !m.contains('\n')),
+        kind: None,
+        meta: Some(meta),
+    };
+    let mut conn = ctx.connect()?;
+    let c = match conn.call::<rpc::Checkpoint>(&params) {
+        Err(ClientError::Rpc(e)) if e.kind() == Some(ErrorCode::NotAProject) => {
+            // First use in this project: register it, then record.
+            let watch = WatchParams {
+                path: root,
+                force: false,
+            };
+            conn.call::<rpc::Watch>(&watch)?;
+            conn.call::<rpc::Checkpoint>(&params)?
+        }
+        other => other?,
+    };
+    Ok(Some(c.id.to_string()))
+}
+
+/// The project a folder belongs to: the top of the git work tree holding it, else the folder.
+fn project_root(cwd: &Path) -> PathBuf {
+    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    cwd.ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .unwrap_or(&cwd)
+        .to_path_buf()
+}
+
+/// Why a folder must not become a project by itself: `/`, the home folder, ckpt's data.
+fn refused_root(root: &Path, data_dir: &Path) -> Option<&'static str> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = home.map(|h| std::fs::canonicalize(&h).unwrap_or(h));
+    let data = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    if root == Path::new("/") {
+        Some("it is the root of the filesystem")
+    } else if home.as_deref() == Some(root) {
+        Some("it is the home folder (run `ckpt watch --force` there if you mean it)")
+    } else if root.starts_with(&data) {
+        Some("it is ckpt's own data directory")
+    } else {
+        None
+    }
+}
+
+/// The dialog of an agent session: its id when it is a valid dialog name, else the id with
+/// other characters replaced; the agent's name when it sends no session.
+pub fn dialog_name(agent: Agent, session: Option<&str>) -> String {
+    let Some(session) = session.filter(|s| !s.is_empty()) else {
+        return agent.name().to_string();
+    };
+    let mut name: String = session
+        .chars()
+        .map(|c| match c {
+            'A'..='Z' | 'a'..='z' | '0'..='9' | '.' | '_' | '-' => c,
+            _ => '-',
+        })
+        .take(100)
+        .collect();
+    if name.starts_with(['.', '-']) || name.ends_with(".lock") || name.contains("..") {
+        name = format!("{}-{}", agent.name(), name.replace("..", "-"));
+        name.truncate(100);
+        if name.ends_with(".lock") {
+            name.push('_');
+        }
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_become_dialog_names() {
+        let id = "3f2a9c1b-7d4e-4f00-9a1b-2c3d4e5f6a7b";
+        assert_eq!(dialog_name(Agent::ClaudeCode, Some(id)), id);
+        assert_eq!(dialog_name(Agent::Copilot, None), "copilot");
+        assert_eq!(dialog_name(Agent::Gemini, Some("a/b c")), "a-b-c");
+        assert_eq!(dialog_name(Agent::Codex, Some(".x")), "codex-.x");
+        for odd in ["..", "-", "x.lock", &"z".repeat(300)] {
+            let name = dialog_name(Agent::Cursor, Some(odd));
+            crate::store::checkpoint::validate_dialog(&name).unwrap();
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! `ckpt rewind` (undo the agent's last turns) and `ckpt log` (the prompts, newest first).
+
+use super::restore::{confirmed, render};
+use super::{skipped_status, Ctx};
+use crate::client::output::{one_line, relative_time};
+use crate::client::ClientError;
+use crate::model::Kind;
+use crate::protocol::methods::{rpc, ListParams, RestoreParams};
+use crate::store::Checkpoint;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// How many prompts back (1: undo the last turn).
+    #[arg(default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub n: u64,
+    /// The dialog (agent session) to rewind; default: the one with the newest prompt.
+    #[arg(long, value_name = "D")]
+    pub dialog: Option<String>,
+    /// Only report what would be written and deleted.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation on a terminal.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+/// The prompts (message checkpoints) of `dialog`, or of every dialog, newest first.
+fn prompts(ctx: &Ctx, dialog: Option<String>) -> Result<Vec<Checkpoint>, ClientError> {
+    let params = ListParams {
+        project: ctx.project()?,
+        dialog,
+        limit: None,
+        all_sessions: true,
+        grep: None,
+    };
+    let mut list = ctx.connect()?.call::<rpc::List>(&params)?;
+    list.retain(|c| c.kind == Kind::Message);
+    Ok(list)
+}
+
+/// Restores the checkpoint taken when the N-th last prompt arrived: the files as they were
+/// before the agent acted on it (and on every later prompt).
+pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
+    let mut list = prompts(ctx, args.dialog.clone())?;
+    let Some(dialog) = list.first().map(|c| c.dialog.clone()) else {
+        return Err(ClientError::Usage(match &args.dialog {
+            Some(d) => format!("dialog {d} has no prompts to rewind"),
+            None => "no prompts recorded yet: nothing to rewind (see `ckpt hook install`)".into(),
+        }));
+    };
+    list.retain(|c| c.dialog == dialog);
+    let n = args.n as usize;
+    let Some(target) = list.get(n - 1) else {
+        return Err(ClientError::Usage(format!(
+            "dialog {dialog} has {} prompt{}; cannot rewind {n}",
+            list.len(),
+            if list.len() == 1 { "" } else { "s" }
+        )));
+    };
+    if !ctx.out.json {
+        eprintln!(
+            "rewinding past: {}{}",
+            one_line(&target.label, 100),
+            match n {
+                1 => String::new(),
+                n => format!(" (and the {} prompts after it)", n - 1),
+            }
+        );
+    }
+    let id = target.id.to_string();
+    let params = |dry_run: bool| -> Result<RestoreParams, ClientError> {
+        Ok(RestoreParams {
+            project: ctx.project()?,
+            id: id.clone(),
+            paths: vec![],
+            dry_run,
+            dialog: None,
+        })
+    };
+    let Some(report) = confirmed::<rpc::Restore>(ctx, args.yes, args.dry_run, "rewind", params)?
+    else {
+        return Ok(1);
+    };
+    render(ctx, &report);
+    Ok(skipped_status(&report.skipped))
+}
+
+/// The prompts as a person reads a conversation: newest first, with when and where.
+pub fn log(ctx: &Ctx, dialog: Option<String>, limit: usize) -> Result<i32, ClientError> {
+    let mut list = prompts(ctx, dialog)?;
+    list.truncate(limit);
+    if ctx.out.json(&list) {
+        return Ok(0);
+    }
+    if list.is_empty() {
+        outln!("no prompts recorded yet (see `ckpt hook install`)");
+    }
+    for c in &list {
+        outln!(
+            "{}  {}  {} #{}  {}",
+            c.id.short(),
+            relative_time(&c.created_at),
+            c.dialog,
+            c.seq,
+            format_args!("+{} ~{} -{}", c.added, c.modified, c.deleted)
+        );
+        for line in c.label.lines().take(3) {
+            outln!("    {line}");
+        }
+        if c.label.lines().count() > 3 {
+            outln!("    …");
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,344 @@
+//! `ckpt hook AGENT` fed each agent's exact hook input (fixtures in `tests/fixtures/hooks/`),
+//! its stdout checked byte for byte; the hook never fails the turn; `hook install` merges into
+//! the agents' settings; `rewind` and `log`.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+const AGENTS: [(&str, &str); 5] = [
+    ("claude-code", ""),
+    ("gemini", ""),
+    ("codex", ""),
+    ("cursor", "{\"continue\":true}\n"),
+    ("copilot", ""),
+];
+
+fn fixture(agent: &str, project: &Path) -> String {
+    let path = format!(
+        "{}/tests/fixtures/hooks/{agent}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(path)
+        .unwrap()
+        .replace("@PROJECT@", project.to_str().unwrap())
+}
+
+/// Runs `ckpt [extra] hook AGENT` with `input` on stdin, in `cwd`.
+fn hook(env: &TestEnv, cwd: &Path, agent: &str, input: &str, extra: &[&str]) -> (Output, Duration) {
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    cmd.current_dir(cwd)
+        .args(extra)
+        .args(["hook", agent])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out, started.elapsed())
+}
+
+#[test]
+fn every_agent_payload_records_its_prompt_and_prints_what_the_agent_expects() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "src/main.rs", "fn main() {}\n");
+    for (agent, expected_stdout) in AGENTS {
+        let input = fixture(agent, &p);
+        let (out, _) = hook(&env, &env.home, agent, &input, &[]);
+        assert_eq!(out.status.code(), Some(0), "{agent}: {}", stderr(&out));
+        assert_eq!(
+            stdout(&out),
+            expected_stdout,
+            "{agent}: stdout byte for byte"
+        );
+        assert_eq!(stderr(&out), "", "{agent}: quiet when all is well");
+        let payload: Value = serde_json::from_str(&input).unwrap();
+        let prompt = payload["prompt"].as_str().unwrap();
+        let list = env.json(&["list", "--all-sessions"]);
+        let c = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["label"] == prompt)
+            .unwrap_or_else(|| panic!("{agent}: no checkpoint labelled with the prompt: {list}"));
+        assert_eq!(c["kind"], "message", "{agent}");
+        let session = ["session_id", "conversation_id"]
+            .iter()
+            .find_map(|k| payload[k].as_str())
+            .unwrap_or(agent);
+        assert_eq!(c["dialog"], session, "{agent}: dialog = the session");
+        let message_id = ["prompt_id", "turn_id", "generation_id"]
+            .iter()
+            .find_map(|k| payload[k].as_str());
+        assert_eq!(c["message_id"].as_str(), message_id, "{agent}");
+        // The raw hook input, minus the prompt, is the checkpoint's client metadata.
+        let shown = env.json(&["show", c["id"].as_str().unwrap()]);
+        let mut meta = payload.clone();
+        meta.as_object_mut().unwrap().remove("prompt");
+        assert_eq!(shown["meta"], meta, "{agent}");
+    }
+    // The project was registered once, at its root, from the first hook.
+    let projects = env.json(&["projects"]);
+    assert_eq!(projects.as_array().unwrap().len(), 1, "{projects}");
+    assert_eq!(projects[0]["root"], json!(p));
+}
+
+#[test]
+fn the_same_message_twice_is_one_checkpoint() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "a\n");
+    let input = fixture("cursor", &p);
+    let (first, _) = hook(&env, &p, "cursor", &input, &[]);
+    assert_eq!(first.status.code(), Some(0));
+    write(&p, "a.txt", "changed before the retry\n");
+    let (again, _) = hook(&env, &p, "cursor", &input, &[]);
+    assert_eq!(stdout(&again), "{\"continue\":true}\n");
+    let list = env.json(&["list", "--all-sessions"]);
+    let messages: Vec<&Value> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "message")
+        .collect();
+    assert_eq!(messages.len(), 1, "{list}");
+    // Through the protocol too: the reply is the checkpoint already recorded.
+    let params = json!({ "project": p, "dialog": messages[0]["dialog"], "message_id": "gen-42",
+        "label": "again" });
+    let line = json!({ "jsonrpc": "2.0", "id": 1, "method": "checkpoint", "params": params });
+    let reply = &env.raw(&[line.to_string().as_bytes()])[0];
+    assert_eq!(reply["result"]["id"], messages[0]["id"], "{reply}");
+}
+
+#[test]
+fn a_hook_never_fails_the_turn() {
+    let env = TestEnv::without_daemon("");
+    let p = env.proj();
+    write(&p, "a.txt", "a\n");
+    // No daemon, and none may be started.
+    let input = fixture("gemini", &p);
+    let (out, took) = hook(&env, &p, "gemini", &input, &["--no-spawn"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "", "Gemini wants JSON or nothing");
+    assert!(
+        stderr(&out).contains("no ckptd answers"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    // Input that is not JSON, and JSON without the fields.
+    for bad in ["not json at all", "{}", "[1,2]", ""] {
+        let (out, _) = hook(&env, &p, "cursor", bad, &["--no-spawn"]);
+        assert_eq!(out.status.code(), Some(0), "{bad:?}");
+        assert_eq!(stdout(&out), "{\"continue\":true}\n", "{bad:?}");
+    }
+    // A daemon that accepts but never answers: the hook gives up within its budget.
+    let socket = env.home.join("silent.sock");
+    let server = format!(
+        "import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.bind({:?})\ns.listen(8)\n\
+         print('ready', flush=True)\nwhile True:\n    c, _ = s.accept()\n    time.sleep(60)\n",
+        socket.to_str().unwrap()
+    );
+    let mut silent = Command::new("/usr/bin/python3")
+        .args(["-c", &server])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = [0u8; 5];
+    std::io::Read::read_exact(silent.stdout.as_mut().unwrap(), &mut ready).unwrap();
+    let (out, took) = hook(
+        &env,
+        &p,
+        "cursor",
+        &fixture("cursor", &p),
+        &["--socket", socket.to_str().unwrap()],
+    );
+    let _ = silent.kill();
+    let _ = silent.wait();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        stdout(&out),
+        "{\"continue\":true}\n",
+        "answered exactly once"
+    );
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    assert!(stderr(&out).contains("gave up"), "{}", stderr(&out));
+    let log = std::fs::read_to_string(env.data_dir().join("hook.log")).unwrap();
+    assert!(log.contains("gave up") && log.contains("not JSON"), "{log}");
+}
+
+#[test]
+fn the_home_folder_and_the_root_are_never_projects() {
+    let env = TestEnv::new();
+    let home = env.home.join("home");
+    for cwd in [home.clone(), std::path::PathBuf::from("/")] {
+        let input = fixture("claude-code", &cwd).replace("\"@PROJECT@\"", "\"\"");
+        let (out, _) = hook(&env, &cwd, "claude-code", &input, &[]);
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(stdout(&out), "");
+        assert!(
+            stderr(&out).contains("not checkpointing"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(env.json(&["projects"]), json!([]));
+}
+
+#[test]
+fn install_merges_into_the_agents_settings_and_uninstall_removes_only_its_own() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let settings = p.join(".claude/settings.local.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let theirs = r#"{
+  "permissions": {"allow": ["Bash(ls)"]},
+  "hooks": {
+    "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "their-hook.sh"}]}],
+    "Stop": [{"hooks": [{"type": "command", "command": "notify.sh"}]}]
+  },
+  "model": "opus"
+}"#;
+    std::fs::write(&settings, theirs).unwrap();
+    let out = env.ckpt_in(&p, &["hook", "install", "claude-code"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let after: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    let keys: Vec<&String> = after.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["permissions", "hooks", "model"], "order kept");
+    let ups = after["hooks"]["UserPromptSubmit"].as_array().unwrap();
+    assert_eq!(ups.len(), 2);
+    assert_eq!(ups[0]["hooks"][0]["command"], "their-hook.sh");
+    let ours = ups[1]["hooks"][0]["command"].as_str().unwrap();
+    assert_eq!(ours, format!("{CKPT} hook claude-code"));
+    assert_eq!(ups[1]["hooks"][0]["timeout"], 10);
+    assert_eq!(
+        after["hooks"]["Stop"][0]["hooks"][0]["command"],
+        "notify.sh"
+    );
+    // The project is watched from now on.
+    assert_eq!(env.json(&["projects"])[0]["root"], json!(p));
+    // Twice changes nothing.
+    let before = std::fs::read(&settings).unwrap();
+    let out = env.ckpt_in(&p, &["hook", "install", "claude-code"]);
+    assert!(
+        stdout(&out).contains("already installed"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(std::fs::read(&settings).unwrap(), before);
+    // Status names it; uninstall removes only ours.
+    let status = stdout(&env.ckpt_in(&p, &["hook", "status"]));
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("claude-code") && l.contains("installed (")),
+        "{status}"
+    );
+    let out = env.ckpt_in(&p, &["hook", "uninstall", "claude-code"]);
+    assert_eq!(out.status.code(), Some(0));
+    let after: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    let original: Value = serde_json::from_str(theirs).unwrap();
+    assert_eq!(after, original);
+    // Every agent's file is created when absent, in its own shape.
+    for (agent, file, probe) in [
+        (
+            "gemini",
+            ".gemini/settings.json",
+            "/hooks/BeforeAgent/0/hooks/0/timeout",
+        ),
+        (
+            "codex",
+            ".codex/hooks.json",
+            "/hooks/UserPromptSubmit/0/hooks/0/timeout",
+        ),
+        (
+            "cursor",
+            ".cursor/hooks.json",
+            "/hooks/beforeSubmitPrompt/0/command",
+        ),
+        (
+            "copilot",
+            ".github/hooks/ckpt.json",
+            "/hooks/userPromptSubmitted/0/timeoutSec",
+        ),
+    ] {
+        let out = env.ckpt_in(&p, &["hook", "install", agent]);
+        assert_eq!(out.status.code(), Some(0), "{agent}: {}", stderr(&out));
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(p.join(file)).unwrap()).unwrap();
+        assert!(v.pointer(probe).is_some(), "{agent}: {v}");
+    }
+    assert!(stdout(&env.ckpt_in(&p, &["hook", "install", "codex"])).contains("already"));
+    // A file that is not JSON is refused and left as it is.
+    let broken = p.join(".gemini/settings.json");
+    std::fs::write(&broken, "{ not json").unwrap();
+    let out = env.ckpt_in(&p, &["hook", "install", "gemini"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&broken).unwrap(), "{ not json");
+    // --user writes the user-level file.
+    let out = env.ckpt_in(&p, &["hook", "install", "claude-code", "--user"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(env.home.join("home/.claude/settings.json").is_file());
+}
+
+#[test]
+fn rewind_undoes_the_last_turns_and_log_shows_the_prompts() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "original\n");
+    let turn = |n: u32, prompt: &str| {
+        let input = json!({ "session_id": "s1", "cwd": p, "prompt": prompt,
+            "prompt_id": format!("m{n}"), "hook_event_name": "UserPromptSubmit" });
+        let (out, _) = hook(&env, &p, "claude-code", &input.to_string(), &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    };
+    turn(1, "first: edit a");
+    let after_none = tree_state(&p);
+    write(&p, "a.txt", "edited by turn 1\n");
+    turn(2, "second: add b");
+    let after_one = tree_state(&p);
+    write(&p, "b.txt", "added by turn 2\n");
+    write(&p, "a.txt", "edited by turn 2\n");
+    let log = stdout(&env.ckpt(&["log"]));
+    let first = log.find("second: add b").unwrap();
+    assert!(
+        first < log.find("first: edit a").unwrap(),
+        "newest first: {log}"
+    );
+    let out = env.ckpt(&["rewind", "-y"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("rewinding past: second: add b"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(tree_state(&p), after_one);
+    let out = env.ckpt(&["rewind", "2", "-y"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(tree_state(&p), after_none);
+    // Undoable like any restore.
+    env.ckpt(&["undo", "-y"]);
+    assert_eq!(tree_state(&p), after_one);
+    let out = env.ckpt(&["rewind", "9", "-y"]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(stderr(&out).contains("has 2 prompts"), "{}", stderr(&out));
+    env.fsck();
+}
