@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod agents;
 mod auto;
 mod cli;
 mod crash;

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the real agents the agent tests drive (pinned versions) under target/agents/, once.
+# Usage: tests/agents/install.sh   (needs npm and the npm registry)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+dest=target/agents
+install() {
+  local name=$1 package=$2 version=$3 bin=$4
+  if [ -x "$dest/$name/node_modules/.bin/$bin" ] && [ -f "$dest/$name/.version-$version" ]; then
+    return
+  fi
+  rm -rf "${dest:?}/$name"
+  mkdir -p "$dest/$name"
+  npm install --silent --no-fund --no-audit --prefix "$dest/$name" "$package@$version" >/dev/null
+  touch "$dest/$name/.version-$version"
+}
+install claude @anthropic-ai/claude-code 2.1.328 claude
+"$dest/claude/node_modules/.bin/claude" --version
