@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use ckpt::config::{Config, Paths};
-use ckpt::daemon::{self, Daemon};
+use ckpt::daemon::{self, service, Daemon};
 use clap::Parser;
 
 #[derive(Debug, Parser)]
@@ -42,10 +42,28 @@ fn main() -> anyhow::Result<()> {
     let result = runtime.block_on(async {
         let _data_lock = daemon::lock_data_dir(&paths.data_dir, &paths.socket)
             .context("locking the data directory")?;
-        let (listener, _guard) = daemon::bind(&paths.socket).context("binding the socket")?;
-        tracing::info!(socket = %paths.socket.display(), data = %paths.data_dir.display(), pid = std::process::id(), "ckptd ready");
-        let daemon = Arc::new(Daemon::new(config, paths));
-        daemon::run(daemon, listener, shutdown_signal()).await;
+        // Under systemd socket activation the socket is systemd's: take it, never bind or
+        // remove it.
+        let activated = service::activated_listener().context("taking the activated socket")?;
+        let (listener, _guard) = match activated {
+            Some(listener) => (listener, None),
+            None => {
+                let (listener, guard) =
+                    daemon::bind(&paths.socket).context("binding the socket")?;
+                (listener, Some(guard))
+            }
+        };
+        tracing::info!(socket = %paths.socket.display(), data = %paths.data_dir.display(),
+            pid = std::process::id(), activated = _guard.is_none(), "ckptd ready");
+        let daemon = Arc::new(Daemon::new(config, paths).with_config_file(args.config.clone()));
+        reload_on_sighup(&daemon);
+        service::start_watchdog();
+        service::ready();
+        let shutdown = async {
+            shutdown_signal().await;
+            service::stopping();
+        };
+        daemon::run(daemon, listener, shutdown).await;
         Ok(())
     });
     // A blocking thread stuck in the kernel (a dead network mount) must not keep the process.
@@ -53,7 +71,12 @@ fn main() -> anyhow::Result<()> {
     result
 }
 
+/// Logs to journald (structured, with priorities) when systemd connected stderr to the journal;
+/// else to stderr, with colours only on a terminal and never with `NO_COLOR`.
 fn init_logging(config: &Config, verbose: u8) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let default = match verbose {
         0 => config.log_level.clone().unwrap_or_else(|| "info".into()),
         1 => "debug".into(),
@@ -61,10 +84,37 @@ fn init_logging(config: &Config, verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let registry = tracing_subscriber::registry().with(filter);
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        match tracing_journald::layer() {
+            Ok(journald) => {
+                return registry
+                    .with(journald.with_syslog_identifier("ckptd".into()))
+                    .init()
+            }
+            Err(e) => eprintln!("ckptd: cannot reach journald ({e}); logging to stderr"),
+        }
+    }
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(colour);
+    registry.with(stderr).init();
+}
+
+/// SIGHUP re-reads the configuration; an invalid file is logged and the old one kept.
+fn reload_on_sighup(daemon: &Arc<Daemon>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup()).expect("installing a SIGHUP handler");
+    let daemon = daemon.clone();
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            tracing::info!("SIGHUP received: reloading the configuration");
+            if let Err(e) = daemon.reload().await {
+                tracing::error!(error = %e, "the configuration was not reloaded; the old one stays in effect");
+            }
+        }
+    });
 }
 
 /// Resolves on SIGTERM or SIGINT.

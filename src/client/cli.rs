@@ -128,6 +128,11 @@ pub enum Command {
     /// Undo the agent's last turn (or last N): restore the checkpoint taken when that prompt
     /// arrived; undoable like any restore.
     Rewind(cmd::rewind::Args),
+    /// Re-read the daemon's configuration file (as SIGHUP does).
+    Reload,
+    /// The configuration: `check [FILE]` validates it and shows what is in effect.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// The prompts recorded, newest first.
     Log {
         #[arg(long, value_name = "D")]
@@ -148,6 +153,13 @@ pub enum Command {
     Rescan,
     /// Stop the daemon (in-flight work finishes first).
     Shutdown,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate FILE (default: the configuration file ckptd reads) and print the settings in
+    /// effect; exit 78 when it cannot be used.
+    Check { file: Option<PathBuf> },
 }
 
 #[derive(Debug, clap::Args)]
@@ -289,7 +301,11 @@ pub fn main() -> i32 {
 
 // A dispatch table: one arm per command, each a call into `commands`.
 fn run(cli: Cli) -> Result<i32, ClientError> {
-    let config = Config::load(None).map_err(|e| ClientError::Usage(e.to_string()))?;
+    // `config check` reads the file it is asked about, even when the default one is broken.
+    let config = match cli.command {
+        Command::Config(_) => Config::default(),
+        _ => Config::load(None).map_err(|e| ClientError::Config(e.to_string()))?,
+    };
     let paths = Paths::resolve(&config, cli.socket.as_deref())
         .map_err(|e| ClientError::Usage(e.to_string()))?;
     let cwd = std::env::current_dir()
@@ -367,6 +383,8 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
                 .into(),
         )),
         Command::Rewind(args) => cmd::rewind::rewind(ctx, args),
+        Command::Reload => cmd::daemon::reload(ctx),
+        Command::Config(ConfigCommand::Check { file }) => cmd::config::check(ctx, file),
         Command::Log { dialog, limit } => cmd::rewind::log(ctx, dialog, limit),
     }
 }

@@ -69,6 +69,8 @@ pub enum ClientError {
     Protocol(String),
     #[error("{0}")]
     Usage(String),
+    #[error("{0}")]
+    Config(String),
 }
 
 impl ClientError {
@@ -77,6 +79,7 @@ impl ClientError {
     pub fn exit_code(&self) -> i32 {
         match self {
             ClientError::Usage(_) => EXIT_USAGE,
+            ClientError::Config(_) => EXIT_CONFIG,
             _ => 1,
         }
     }
@@ -87,6 +90,7 @@ impl ClientError {
         let (code, kind) = match self {
             ClientError::Rpc(e) => return serde_json::json!(e),
             ClientError::Usage(_) => (-32100, "usage_error"),
+            ClientError::Config(_) => (-32014, "config_error"),
             ClientError::NoDaemon { .. } => (-32101, "no_daemon"),
             ClientError::Unresponsive { .. } => (-32102, "daemon_unresponsive"),
             ClientError::Io(_) => (-32103, "connection_error"),
@@ -98,6 +102,8 @@ impl ClientError {
 
 /// Exit status of a usage error.
 pub const EXIT_USAGE: i32 = 64;
+/// Exit status of a configuration file that cannot be used (sysexits' EX_CONFIG).
+pub const EXIT_CONFIG: i32 = 78;
 /// How long a daemon has to answer `hello` before the client gives up on it.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -142,6 +142,10 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         Watch::NAME => Ok(encode::<Watch>(&watch(d, parse(params)?).await?)),
         Unwatch::NAME => Ok(encode::<Unwatch>(&unwatch(d, parse(params)?).await?)),
         Projects::NAME => Ok(encode::<Projects>(&projects(d, parse(params)?).await?)),
+        Reload::NAME => {
+            parse::<NoParams>(params)?;
+            Ok(encode::<Reload>(&daemon.reload().await?))
+        }
         Shutdown::NAME => {
             parse::<NoParams>(params)?;
             Ok(encode::<Shutdown>(&r::Stopping { stopping: true }))

@@ -9,6 +9,7 @@
 mod handlers;
 mod projects;
 mod server;
+pub mod service;
 pub mod socket;
 
 use std::collections::BTreeMap;
@@ -21,13 +22,16 @@ use tokio::sync::RwLock;
 use crate::config::{Config, Paths};
 use crate::engine::registry::load_registry;
 use crate::engine::Project;
+use crate::protocol::results::Reloaded;
 pub use handlers::{check_params, PANIC_METHOD};
 pub use server::run;
 pub use socket::{bind, lock_data_dir, BindError, DataDirLock, SocketGuard};
 
 /// State shared by every connection.
 pub struct Daemon {
-    pub(crate) config: Config,
+    config: std::sync::RwLock<Config>,
+    /// The file the configuration was read from (None: the default location).
+    config_file: Option<PathBuf>,
     pub(crate) paths: Paths,
     pub(crate) projects: RwLock<BTreeMap<PathBuf, Arc<Project>>>,
     /// Serialises changes to the registry file.
@@ -56,13 +60,56 @@ impl Daemon {
             })
             .collect();
         Daemon {
-            config,
+            config: std::sync::RwLock::new(config),
+            config_file: None,
             paths,
             projects: RwLock::new(projects),
             registry_lock: tokio::sync::Mutex::new(()),
             started: Instant::now(),
             uid: rustix::process::geteuid().as_raw(),
         }
+    }
+
+    /// Names the configuration file a reload reads (the `--config` ckptd was started with).
+    pub fn with_config_file(mut self, file: Option<PathBuf>) -> Daemon {
+        self.config_file = file;
+        self
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> Config {
+        self.config.read().expect("config lock poisoned").clone()
+    }
+
+    /// Re-reads the configuration file (SIGHUP, `ckpt reload`). An invalid file is an error and
+    /// the configuration in effect stays. `socket`, `data_dir` and `log_level` apply at the
+    /// next start; everything else at once (see the README).
+    pub async fn reload(&self) -> Result<Reloaded, crate::engine::Error> {
+        let file = self.config_file.clone();
+        let new = tokio::task::spawn_blocking(move || Config::load(file.as_deref()))
+            .await
+            .map_err(|e| crate::engine::Error::Internal(e.to_string()))?
+            .map_err(|e| crate::engine::Error::Config(e.to_string()))?;
+        let old = self.config();
+        let mut restart_needed = Vec::new();
+        if new.socket != old.socket {
+            restart_needed.push("socket".to_string());
+        }
+        if new.data_dir != old.data_dir {
+            restart_needed.push("data_dir".to_string());
+        }
+        if new.log_level != old.log_level {
+            restart_needed.push("log_level".to_string());
+        }
+        *self.config.write().expect("config lock poisoned") = new.clone();
+        let projects: Vec<Arc<Project>> = self.projects.read().await.values().cloned().collect();
+        for project in projects {
+            if let Err(e) = project.reconfigure(new.clone()).await {
+                tracing::warn!(root = %project.root.display(), error = %e, "cannot apply the new configuration");
+            }
+        }
+        tracing::info!(?restart_needed, "configuration reloaded");
+        Ok(Reloaded { restart_needed })
     }
 
     /// The registered project whose root contains `path`.

@@ -130,7 +130,7 @@ pub(super) async fn watch(
                     root.display()
                 )));
             }
-            let project = Arc::new(Project::new(root.clone(), &daemon.config, &daemon.paths));
+            let project = Arc::new(Project::new(root.clone(), &daemon.config(), &daemon.paths));
             projects.insert(root.clone(), project.clone());
             let roots: Vec<PathBuf> = projects.keys().cloned().collect();
             if let Err(e) = save_roots(daemon, roots).await {

@@ -138,7 +138,7 @@ impl Connections {
 pub async fn run(daemon: Arc<Daemon>, listener: Listener, shutdown: impl Future<Output = ()>) {
     // Projects with automatic checkpoints are opened (and watched) now, not at first use.
     for project in daemon.projects.read().await.values() {
-        if daemon.config.auto_checkpoint_for(&project.root).is_some() {
+        if daemon.config().auto_checkpoint_for(&project.root).is_some() {
             let project = project.clone();
             tokio::spawn(async move {
                 if let Err(e) = project.run(|_, _| Ok(())).await {
@@ -258,7 +258,7 @@ async fn serve(
         subscribed: Default::default(),
     });
     // The reader is never cancelled in the middle of a line; it ends with the connection.
-    let limit = daemon.config.max_request_bytes();
+    let limit = daemon.config().max_request_bytes();
     let (frames_tx, mut frames) = mpsc::channel(1);
     let reader = tokio::spawn(async move {
         let mut reader = BufReader::new(read_half);

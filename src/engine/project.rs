@@ -166,7 +166,7 @@ const INDEX_REF: &str = "refs/ckpt/index";
 pub struct Project {
     pub root: PathBuf,
     pub store_dir: PathBuf,
-    config: Config,
+    config: std::sync::RwLock<Config>,
     data_dir: PathBuf,
     state: Arc<tokio::sync::Mutex<Option<Opened>>>,
     /// How changes are found (read without the lock).
@@ -189,7 +189,7 @@ impl Project {
         Project {
             store_dir: paths.store_dir(&root),
             root,
-            config: config.clone(),
+            config: std::sync::RwLock::new(config.clone()),
             data_dir: paths.data_dir.clone(),
             state: Arc::new(tokio::sync::Mutex::new(None)),
             mode: std::sync::Mutex::new(WatchMode::NotOpened),
@@ -203,7 +203,7 @@ impl Project {
 
     /// The retention of `dialog`: `dialog keep`, else the project's or the global config.
     pub fn retention(&self, store: &Store, dialog: &str) -> Retention {
-        let mut r = self.config.retention_for(&self.root);
+        let mut r = self.config().retention_for(&self.root);
         if let Some(keep) = store.dialog_keep(dialog) {
             r.keep = keep;
         }
@@ -212,11 +212,43 @@ impl Project {
 
     /// The store's disk budget, if the configuration sets one.
     pub fn max_store_bytes(&self) -> Option<u64> {
-        self.config.max_store_bytes_for(&self.root)
+        self.config().max_store_bytes_for(&self.root)
     }
 
     pub fn max_file_size(&self) -> u64 {
-        self.config.max_file_size()
+        self.config().max_file_size()
+    }
+
+    /// The configuration in effect (replaced by a reload).
+    pub fn config(&self) -> Config {
+        self.config.read().expect("config lock poisoned").clone()
+    }
+
+    /// Applies a reloaded configuration. Retention, the disk budget and `max_file_size` apply
+    /// from the next operation; changed exclusions (or `max_file_size`) make the next
+    /// checkpoint verify every file by stat, so the index follows the new rules exactly.
+    pub async fn reconfigure(self: &Arc<Self>, config: Config) -> Result<()> {
+        let old = std::mem::replace(
+            &mut *self.config.write().expect("config lock poisoned"),
+            config.clone(),
+        );
+        let rules_changed =
+            old.exclusions != config.exclusions || old.max_file_size() != config.max_file_size();
+        if !rules_changed || !self.is_open().await {
+            return Ok(());
+        }
+        self.run(move |p, o| {
+            let hard = vec![p.data_dir.clone(), p.store_dir.clone()];
+            o.filter = Filter::new(&p.root, &config.exclusions, hard)?;
+            o.force_rescan("the configuration changed");
+            Ok(())
+        })
+        .await
+    }
+
+    /// Whether the project's store is open (without waiting for its lock to say so).
+    async fn is_open(&self) -> bool {
+        self.state.lock().await.is_some()
     }
 
     /// How the project finds changes now.
@@ -296,7 +328,7 @@ impl Project {
                     Store::repair_layout(&me.store_dir);
                 }
                 *guard = Some(me.open()?);
-                if let Some(interval) = me.config.auto_checkpoint_for(&me.root) {
+                if let Some(interval) = me.config().auto_checkpoint_for(&me.root) {
                     // Watches are placed by a walk: do it now, not at the first checkpoint.
                     let opened = guard.as_mut().expect("opened just above");
                     if let Err(e) = opened.prepare(&me) {
@@ -334,7 +366,8 @@ impl Project {
         let store = Store::open_or_init(&self.store_dir, &self.root)?;
         // The data directory is never part of a project, even when it lives inside one.
         let hard = vec![self.data_dir.clone(), self.store_dir.clone()];
-        let filter = Filter::new(&self.root, &self.config.exclusions, hard.clone())?;
+        let exclusions = self.config().exclusions;
+        let filter = Filter::new(&self.root, &exclusions, hard.clone())?;
         let mut stale = load_stat_cache(&stat_cache_path(store.dir()));
         let repo = store.repo();
         if let Ok(Some(tree)) = store.ref_target(&repo, INDEX_REF) {
@@ -353,7 +386,7 @@ impl Project {
         let lost = tap.lost.clone();
         let watcher = match ProjectWatcher::start_with(&self.root, Some(tap)) {
             Ok(w) => {
-                let pump_filter = Filter::new(&self.root, &self.config.exclusions, hard.clone())?;
+                let pump_filter = Filter::new(&self.root, &exclusions, hard.clone())?;
                 start_pump(
                     self.events.clone(),
                     tap_rx,

@@ -412,5 +412,7 @@ methods! {
     Rescan = "rescan", ProjectParams => r::Rescan;
     /// Replies once, then streams `event` notifications (see `Event`).
     Subscribe = "subscribe", SubscribeParams => r::Subscribed;
+    /// Re-reads the configuration file, as SIGHUP does.
+    Reload = "reload", NoParams => r::Reloaded;
     Shutdown = "shutdown", NoParams => r::Stopping;
 }

@@ -277,6 +277,12 @@ pub struct Rescan {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reloaded {
+    /// Settings that changed but apply only when ckptd starts again.
+    pub restart_needed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Stopping {
     pub stopping: bool,
 }

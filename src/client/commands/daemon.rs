@@ -93,3 +93,17 @@ pub fn shutdown(ctx: &Ctx) -> Result<i32, ClientError> {
     ctx.out.value_or(&result, "ckptd is shutting down");
     Ok(0)
 }
+
+pub fn reload(ctx: &Ctx) -> Result<i32, ClientError> {
+    let r = ctx.connect()?.call::<rpc::Reload>(&NoParams {})?;
+    if !ctx.out.json(&r) {
+        outln!("configuration reloaded");
+        if !r.restart_needed.is_empty() {
+            outln!(
+                "changed, applies when ckptd starts again: {}",
+                r.restart_needed.join(", ")
+            );
+        }
+    }
+    Ok(0)
+}

@@ -4,6 +4,7 @@
 
 pub mod annotate;
 pub mod checkpoint;
+pub mod config;
 pub mod daemon;
 pub mod dialog;
 pub mod diff;
