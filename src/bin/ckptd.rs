@@ -82,8 +82,12 @@ fn init_logging(config: &Config, verbose: u8) {
         1 => "debug".into(),
         _ => "trace".into(),
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // notify warns when it cannot remove the watch of a folder that was deleted: expected,
+    // and handled (the parent's event reports the deletion), so not worth a warning.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(default)
+            .add_directive("notify::inotify=error".parse().expect("a valid directive"))
+    });
     let registry = tracing_subscriber::registry().with(filter);
     if std::env::var_os("JOURNAL_STREAM").is_some() {
         match tracing_journald::layer() {

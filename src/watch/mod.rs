@@ -257,6 +257,11 @@ impl Shared {
     fn fold(&self, event: notify::Result<notify::Event>) {
         let event = match event {
             Ok(e) => e,
+            // A watched folder was deleted: its parent's event reports that; nothing is lost.
+            Err(e) if matches!(e.kind, notify::ErrorKind::WatchNotFound) => {
+                tracing::debug!(error = %e, "a watched folder went away");
+                return;
+            }
             Err(e) => {
                 let why = format!("watcher error: {e}");
                 self.lock().rescan = Some(why.clone());

@@ -335,3 +335,31 @@ fn a_client_without_a_runtime_dir_finds_the_running_daemon() {
     assert_eq!(status["pid"], env.daemon.as_ref().unwrap().id());
     assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 1);
 }
+
+/// Deleting a watched folder is an expected event: no warning in the log (and the log file of
+/// a daemon whose stderr is not a terminal has no colour codes).
+#[test]
+fn deleting_a_watched_folder_is_not_a_warning() {
+    let mut env = TestEnv::without_daemon("");
+    let p = env.proj();
+    write(&p, "sub/deeper/f.txt", "f\n");
+    let log = std::fs::File::create(env.home.join("ckptd.log")).unwrap();
+    let mut cmd = Command::new(CKPTD);
+    env.env(&mut cmd);
+    cmd.env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    env.daemon = Some(cmd.spawn().unwrap());
+    env.wait_for_socket();
+    env.watch();
+    env.checkpoint("with the folder");
+    std::fs::remove_dir_all(p.join("sub")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    env.checkpoint("without it");
+    assert!(env.stop_daemon().success());
+    let log = env.log();
+    assert!(!log.contains("WARN"), "{log}");
+    assert!(!log.contains('\x1b'), "colour codes in a log file: {log}");
+    assert!(log.contains("checkpoint recorded"), "{log}");
+}
