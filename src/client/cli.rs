@@ -130,6 +130,13 @@ pub enum Command {
     Rewind(cmd::rewind::Args),
     /// Re-read the daemon's configuration file (as SIGHUP does).
     Reload,
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (ckpt.1 and one per command) into DIR, or print ckpt.1.
+    Man { dir: Option<PathBuf> },
     /// The configuration: `check [FILE]` validates it and shows what is in effect.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -299,6 +306,20 @@ pub fn main() -> i32 {
     code
 }
 
+/// Man pages generated from the argument definitions.
+fn man(dir: Option<PathBuf>) -> Result<i32, ClientError> {
+    let command = <Cli as clap::CommandFactory>::command();
+    let Some(dir) = dir else {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command).render(&mut page)?;
+        out!("{}", String::from_utf8_lossy(&page));
+        return Ok(0);
+    };
+    std::fs::create_dir_all(&dir)?;
+    clap_mangen::generate_to(command, &dir)?;
+    Ok(0)
+}
+
 // A dispatch table: one arm per command, each a call into `commands`.
 fn run(cli: Cli) -> Result<i32, ClientError> {
     // `config check` reads the file it is asked about, even when the default one is broken.
@@ -384,6 +405,14 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         )),
         Command::Rewind(args) => cmd::rewind::rewind(ctx, args),
         Command::Reload => cmd::daemon::reload(ctx),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "ckpt", &mut script);
+            out!("{}", String::from_utf8_lossy(&script));
+            Ok(0)
+        }
+        Command::Man { dir } => man(dir),
         Command::Config(ConfigCommand::Check { file }) => cmd::config::check(ctx, file),
         Command::Log { dialog, limit } => cmd::rewind::log(ctx, dialog, limit),
     }

@@ -19,6 +19,7 @@ mod import;
 mod inprocess;
 mod protocol;
 mod races;
+mod readme;
 mod reload;
 mod restore;
 mod retention;

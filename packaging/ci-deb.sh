@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds the .deb, installs it with dpkg, runs the installed binaries (a daemon started from
+# /usr/bin/ckptd, a checkpoint and a restore with /usr/bin/ckpt, the units where the package
+# put them), then removes the package. Needs root and cargo-deb.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked --version 3.8.0
+cargo build --release --locked
+packaging/build-assets.sh target/release/ckpt
+deb=$(cargo deb --no-build --quiet --output target/debian/ 2>/dev/null | tail -n 1)
+[ -f "$deb" ] || deb=$(ls -t target/debian/ckpt_*.deb | head -n 1)
+echo "built $deb"
+dpkg -i "$deb"
+trap 'dpkg -r ckpt >/dev/null 2>&1 || true' EXIT
+/usr/bin/ckpt --version
+/usr/bin/ckptd --version
+for f in /usr/lib/systemd/user/ckptd.service /usr/lib/systemd/user/ckptd.socket \
+         /usr/lib/systemd/system/ckptd@.service /usr/share/man/man1/ckpt.1.gz \
+         /usr/share/bash-completion/completions/ckpt /usr/share/doc/ckpt/config.example.toml; do
+  [ -f "$f" ] || { echo "missing from the package: $f" >&2; exit 1; }
+done
+home=$(mktemp -d)
+mkdir -m 700 "$home/run"
+mkdir -p "$home/proj"
+export HOME=$home XDG_RUNTIME_DIR=$home/run XDG_DATA_HOME=$home/data XDG_CONFIG_HOME=$home/config
+/usr/bin/ckpt config check /usr/share/doc/ckpt/config.example.toml >/dev/null
+/usr/bin/ckptd 2>"$home/ckptd.log" &
+daemon=$!
+trap 'kill $daemon 2>/dev/null || true; dpkg -r ckpt >/dev/null 2>&1 || true; rm -rf "$home"' EXIT
+cd "$home/proj"
+echo one > a.txt
+for _ in $(seq 100); do /usr/bin/ckpt --no-spawn status >/dev/null 2>&1 && break; sleep 0.1; done
+/usr/bin/ckpt --no-spawn watch
+/usr/bin/ckpt --no-spawn checkpoint -m "from the package"
+echo two > a.txt
+/usr/bin/ckpt --no-spawn restore --yes @ >/dev/null
+[ "$(cat a.txt)" = one ] || { echo "restore through the installed binaries failed" >&2; exit 1; }
+/usr/bin/ckpt --no-spawn shutdown >/dev/null
+wait "$daemon"
+cd /
+dpkg -r ckpt >/dev/null
+[ ! -e /usr/bin/ckpt ] || { echo "dpkg -r left /usr/bin/ckpt" >&2; exit 1; }
+echo "the .deb installs, runs and removes cleanly"

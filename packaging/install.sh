@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs ckpt from this source tree for the current user: builds it (cargo install), writes the
+# systemd user units pointing at the installed ckptd, and enables the socket, so the daemon starts
+# at the first `ckpt` command or agent prompt. Re-running it upgrades.
+#
+#   packaging/install.sh            # cargo install into ~/.cargo/bin, units into ~/.config/systemd/user
+#   packaging/install.sh --no-build # only the units, for binaries already installed on PATH
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" != "--no-build" ]; then
+  cargo install --path . --locked
+fi
+ckptd=$(command -v ckptd || true)
+[ -n "$ckptd" ] || ckptd="${CARGO_HOME:-$HOME/.cargo}/bin/ckptd"
+[ -x "$ckptd" ] || { echo "install.sh: no ckptd found (looked on PATH and in $ckptd)" >&2; exit 1; }
+ckptd=$(realpath "$ckptd")
+units="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
+mkdir -p "$units"
+sed "s#^ExecStart=/usr/bin/ckptd#ExecStart=$ckptd#" systemd/ckptd.service > "$units/ckptd.service"
+cp systemd/ckptd.socket "$units/ckptd.socket"
+echo "installed the units in $units (ExecStart=$ckptd)"
+if command -v systemctl >/dev/null 2>&1 && systemctl --user show-environment >/dev/null 2>&1; then
+  systemctl --user daemon-reload
+  systemctl --user enable --now ckptd.socket
+  echo "enabled ckptd.socket: the daemon starts on first use"
+else
+  echo "no systemd user manager here: start ckptd yourself (ckpt starts it on first use)"
+fi
+echo "next: in a project, \`ckpt hook install claude-code\` (or gemini, codex, cursor, copilot)"
