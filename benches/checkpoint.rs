@@ -9,7 +9,8 @@
 //! a checkpoint 10 files away, the daemon's peak RSS, and the store size after H checkpoints of
 //! 10 changed files each. The baseline is what existing tools do: `git --git-dir=SHADOW
 //! --work-tree=PROJECT add -A && git write-tree` (and `git read-tree -u --reset` to restore).
-//! Prints medians over R runs and ratios baseline/ckpt.
+//! Prints medians over R runs (the hook case over --hook-runs prompts, default 50) and ratios
+//! baseline/ckpt.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,6 +24,8 @@ struct Args {
     ignored: usize,
     runs: usize,
     history: usize,
+    /// Prompts timed through `ckpt hook claude-code`.
+    hook_runs: usize,
     dir: Option<PathBuf>,
 }
 
@@ -32,6 +35,7 @@ fn parse_args() -> Args {
         ignored: 50_000,
         runs: 5,
         history: 100,
+        hook_runs: 50,
         dir: None,
     };
     let mut it = std::env::args().skip(1);
@@ -46,6 +50,7 @@ fn parse_args() -> Args {
             "--ignored" => args.ignored = num("--ignored"),
             "--runs" => args.runs = num("--runs"),
             "--history" => args.history = num("--history"),
+            "--hook-runs" => args.hook_runs = num("--hook-runs"),
             "--dir" => args.dir = Some(PathBuf::from(it.next().expect("--dir takes a path"))),
             "--bench" => {}
             other => panic!("unknown argument {other}"),
@@ -118,6 +123,24 @@ fn main() {
         theirs.push(time(|| shadow_snapshot(&shadow, &root)));
     }
     rows.push(Row::new("checkpoint, 10 files changed", ours, theirs));
+
+    // What the user's prompt waits for: `ckpt hook claude-code` from process start to exit,
+    // 10 files changed per prompt; and `ckpt --version`, the floor of any process start.
+    let (mut ours, mut theirs, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+    for n in 0..args.hook_runs {
+        round += 1;
+        touch_ten(&root, args.files, round);
+        let payload = json!({ "session_id": "bench-session", "cwd": root,
+            "prompt_id": format!("prompt-{n}"), "hook_event_name": "UserPromptSubmit",
+            "prompt": format!("prompt {n}") });
+        ours.push(time(|| hook(&daemon.socket, &payload.to_string())));
+        theirs.push(time(|| shadow_snapshot(&shadow, &root)));
+        floor.push(time(|| {
+            run(Command::new(env!("CARGO_BIN_EXE_ckpt")).arg("--version"))
+        }));
+    }
+    rows.push(Row::new("hook claude-code, 10 files changed", ours, theirs));
+    let version_floor = median(floor);
 
     // Restore a checkpoint 10 files away (and the shadow tree 10 files away).
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
@@ -235,6 +258,11 @@ fn main() {
             row.theirs.as_secs_f64() / row.ours.as_secs_f64().max(1e-9)
         );
     }
+    println!(
+        "{:<34} {:>9.1} ms  (the floor of any process start)",
+        "ckpt --version",
+        ms(version_floor)
+    );
     println!("{:<34} {:>9.1} MiB", "daemon peak RSS", rss as f64 / 1024.0);
     println!(
         "{:<34} {:>9.1} MiB {:>10.1} MiB {:>8.2}x (ckpt/git)",
@@ -286,6 +314,32 @@ fn time<T>(f: impl FnOnce() -> T) -> Duration {
 }
 
 /// ~2 KiB of text that differs per file (so blobs do not deduplicate).
+/// Runs `ckpt hook claude-code` with `payload` on stdin, as Claude Code does; it must record.
+fn hook(socket: &Path, payload: &str) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ckpt"))
+        .args(["--no-spawn", "--socket"])
+        .arg(socket)
+        .args(["hook", "claude-code"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start ckpt hook");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "the hook failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn content(i: usize, round: usize) -> String {
     let mut s = format!("// file {i} round {round}\n");
     while s.len() < 2000 {
