@@ -29,6 +29,9 @@ pub struct Cli {
     /// Print every line of long lists (a restore of thousands of files) on a terminal too.
     #[arg(short, long, global = true)]
     pub verbose: bool,
+    /// Print no confirmations of what succeeded (what you asked to see, and errors, still are).
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
     /// Act on the project containing DIR instead of the current directory.
     #[arg(short = 'C', global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -49,6 +52,7 @@ pub enum Command {
     },
     /// Forget a project; its store stays on disk.
     Unwatch {
+        /// The project folder or a folder inside it (default: the current one).
         #[arg(id = "unwatch_dir", value_name = "DIR")]
         dir: Option<PathBuf>,
     },
@@ -64,15 +68,27 @@ pub enum Command {
     /// Add the commits a git bundle names (from `ckpt export --bundle` or `git bundle create`)
     /// as checkpoints of kind `imported`, on dialog `imported` unless --dialog names one.
     Import {
+        /// The bundle file to read.
         #[arg(long, value_name = "FILE")]
         bundle: PathBuf,
+        /// The dialog to add the checkpoints to (default: `imported`).
         #[arg(long, value_name = "D")]
         dialog: Option<String>,
     },
     /// Name a checkpoint (tagged checkpoints are always kept).
-    Tag { id: String, name: String },
+    Tag {
+        /// The checkpoint (any name: id, tag, `@`…).
+        id: String,
+        /// The tag (letters, digits, `.`, `_`, `-`).
+        name: String,
+    },
     /// Attach a note to a checkpoint (searchable with `list --grep`).
-    Note { id: String, text: String },
+    Note {
+        /// The checkpoint (any name: id, tag, `@`…).
+        id: String,
+        /// The note.
+        text: String,
+    },
     /// One checkpoint: its counts, changes against its parent, and skipped files.
     Show {
         /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
@@ -90,10 +106,13 @@ pub enum Command {
     Restore(cmd::restore::Args),
     /// Undo the last restore (of DIALOG, or of any dialog): restore its undo checkpoint.
     Undo {
+        /// Undo the last restore of this dialog (default: of any dialog).
         #[arg(long, value_name = "D")]
         dialog: Option<String>,
+        /// Only report what would be written and deleted.
         #[arg(long)]
         dry_run: bool,
+        /// Do not ask for confirmation on a terminal.
         #[arg(short = 'y', long)]
         yes: bool,
     },
@@ -107,6 +126,7 @@ pub enum Command {
     Session {
         #[command(subcommand)]
         command: SessionCommand,
+        /// The dialog the session belongs to (default: `default`).
         #[arg(long, value_name = "D", global = true)]
         dialog: Option<String>,
     },
@@ -142,8 +162,10 @@ pub enum Command {
     Config(ConfigCommand),
     /// The prompts recorded, newest first.
     Log {
+        /// Only the prompts of this dialog.
         #[arg(long, value_name = "D")]
         dialog: Option<String>,
+        /// Show at most N prompts.
         #[arg(short = 'n', long, value_name = "N", default_value_t = 20)]
         limit: usize,
     },
@@ -172,6 +194,7 @@ pub enum ConfigCommand {
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct HookArgs {
+    /// install, uninstall or status.
     #[command(subcommand)]
     pub command: Option<HookCommand>,
     /// Run as AGENT's prompt hook: record the checkpoint of the prompt on stdin.
@@ -183,6 +206,7 @@ pub struct HookArgs {
 pub enum HookCommand {
     /// Add ckpt's hook to AGENT's settings (the project's, or yours with --user).
     Install {
+        /// The agent whose settings get the hook.
         #[arg(value_enum)]
         agent: cmd::hook::Agent,
         /// The user-level settings instead of the project's.
@@ -191,8 +215,10 @@ pub enum HookCommand {
     },
     /// Remove ckpt's hook (only ckpt's) from AGENT's settings.
     Uninstall {
+        /// The agent whose settings lose ckpt's hook.
         #[arg(value_enum)]
         agent: cmd::hook::Agent,
+        /// The user-level settings instead of the project's.
         #[arg(long)]
         user: bool,
     },
@@ -206,13 +232,16 @@ pub enum SessionCommand {
     Status,
     /// Record the files as they are now as the approved state and start a new session.
     Approve {
+        /// What the approved state is (kept as the checkpoint's label).
         #[arg(short = 'm', long = "message", value_name = "TEXT")]
         message: Option<String>,
     },
     /// Return the files to the approved state (undoable) and start a new session.
     Reset {
+        /// Only report what would be written and deleted.
         #[arg(long)]
         dry_run: bool,
+        /// Do not ask for confirmation on a terminal.
         #[arg(short = 'y', long)]
         yes: bool,
     },
@@ -222,19 +251,27 @@ pub enum SessionCommand {
 pub enum EditCommand {
     /// Save PATHs' current state (content, mode, or absence); prints a token.
     Begin {
+        /// Files to save (relative to the current folder).
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
     /// The edit succeeded: drop the saved copy.
-    Commit { token: String },
+    Commit {
+        /// The token `edit begin` printed.
+        token: String,
+    },
     /// The edit failed: put the saved paths back exactly.
-    Abort { token: String },
+    Abort {
+        /// The token `edit begin` printed.
+        token: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum DialogCommand {
     /// Start a dialog (NAME, or one made up) with an initial checkpoint of the files as they are.
     New {
+        /// The dialog's name (default: one made up from the time).
         name: Option<String>,
         /// A title, kept as the initial checkpoint's label.
         #[arg(short = 'm', long = "title", value_name = "TEXT")]
@@ -244,17 +281,25 @@ pub enum DialogCommand {
     List,
     /// Start a dialog whose approved state is checkpoint ID (the files are not touched).
     Fork {
+        /// The checkpoint the new dialog starts from (any name: id, tag, `@`…).
         id: String,
+        /// The new dialog's name (default: one made up from the time).
         #[arg(long, value_name = "D")]
         name: Option<String>,
     },
     /// Forget a dialog's timeline (content shared with other dialogs stays).
-    Rm { name: String },
+    Rm {
+        /// The dialog.
+        name: String,
+    },
     /// Set how many checkpoints NAME keeps in its active session (`--default`: the config's).
     Keep {
+        /// The dialog.
         name: String,
+        /// How many checkpoints it keeps in its active session.
         #[arg(required_unless_present = "default")]
         count: Option<usize>,
+        /// Go back to the configured number.
         #[arg(long, conflicts_with = "count")]
         default: bool,
     },
@@ -303,6 +348,7 @@ pub fn main() -> i32 {
         }
     };
     let _ = std::io::stdout().flush();
+    output::finish_pager();
     code
 }
 
@@ -335,6 +381,7 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         out: Out {
             json: cli.json,
             verbose: cli.verbose,
+            quiet: cli.quiet,
         },
         paths,
         base: cli.dir.as_deref().map_or(cwd.clone(), |d| cwd.join(d)),

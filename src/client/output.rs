@@ -12,6 +12,8 @@ pub struct Out {
     pub json: bool,
     /// Every line, even thousands of them on a terminal.
     pub verbose: bool,
+    /// No confirmations of what succeeded (data asked for is still printed; errors always).
+    pub quiet: bool,
 }
 
 /// Lines of a long list printed on a terminal without --verbose.
@@ -27,11 +29,16 @@ impl Out {
         self.json
     }
 
-    /// `value` as JSON, or `text` for a person.
+    /// `value` as JSON, or `text` for a person (a confirmation: nothing with `--quiet`).
     pub fn value_or<T: Serialize>(&self, value: &T, text: &str) {
-        if !self.json(value) {
+        if !self.json(value) && !self.quiet {
             outln!("{text}");
         }
+    }
+
+    /// Like [`Out::json`] for a confirmation: true also with `--quiet` (print nothing more).
+    pub fn json_or_quiet<T: Serialize>(&self, value: &T) -> bool {
+        self.json(value) || self.quiet
     }
 
     /// How many lines of a long list to print: all of them with --verbose or when stdout is
@@ -146,4 +153,93 @@ pub fn error(err: &ClientError, json: bool) {
     if let Some(hint) = super::commands::hint(err) {
         eprintln!("hint: {hint}");
     }
+}
+
+/// Whether stdout is a terminal a person reads (checked before any pager takes it over).
+fn stdout_is_terminal() -> bool {
+    static TERMINAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TERMINAL.get_or_init(|| std::io::IsTerminal::is_terminal(&std::io::stdout()))
+}
+
+/// Colours for a person at a terminal, never with `NO_COLOR` (or `--json`).
+pub fn colour(out: &Out) -> bool {
+    !out.json && stdout_is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A unified diff with git's colours: file headers bold, hunks cyan, removals red, additions
+/// green.
+pub fn coloured_patch(patch: &str) -> String {
+    let mut out = String::with_capacity(patch.len() + patch.len() / 8);
+    for line in patch.split_inclusive('\n') {
+        let code = if line.starts_with("diff --git")
+            || line.starts_with("index ")
+            || line.starts_with("--- ")
+            || line.starts_with("+++ ")
+            || line.starts_with("new file mode")
+            || line.starts_with("deleted file mode")
+        {
+            "1"
+        } else if line.starts_with("@@") {
+            "36"
+        } else if line.starts_with('+') {
+            "32"
+        } else if line.starts_with('-') {
+            "31"
+        } else {
+            ""
+        };
+        if code.is_empty() {
+            out.push_str(line);
+        } else {
+            let (text, newline) = match line.strip_suffix('\n') {
+                Some(t) => (t, "\n"),
+                None => (line, ""),
+            };
+            out.push_str(&format!("\x1b[{code}m{text}\x1b[0m{newline}"));
+        }
+    }
+    out
+}
+
+static PAGER: std::sync::Mutex<Option<std::process::Child>> = std::sync::Mutex::new(None);
+
+/// Sends what follows on stdout through a pager, like git: only when stdout is a terminal
+/// (never when piped or with `--json`); `$PAGER`, else `less` (with `LESS=FRX` unless set: quit
+/// if it fits on one screen, keep colours, leave the screen as it was). `PAGER=cat` or an empty
+/// `PAGER` turns it off. [`finish_pager`] waits for it.
+pub fn page(out: &Out) {
+    if out.json || !stdout_is_terminal() {
+        return;
+    }
+    let pager = std::env::var("PAGER").unwrap_or_else(|_| "less".into());
+    if pager.trim().is_empty() || pager.trim() == "cat" {
+        return;
+    }
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", &pager]).stdin(std::process::Stdio::piped());
+    if std::env::var_os("LESS").is_none() {
+        cmd.env("LESS", "FRX");
+    }
+    let Ok(mut child) = cmd.spawn() else { return };
+    let stdin = child.stdin.take().expect("piped above");
+    if rustix::stdio::dup2_stdout(&stdin).is_err() {
+        let _ = child.kill();
+        return;
+    }
+    drop(stdin);
+    *PAGER.lock().expect("pager lock poisoned") = Some(child);
+}
+
+/// Ends the output going to the pager and waits until the person quits it.
+pub fn finish_pager() {
+    let Some(mut child) = PAGER.lock().expect("pager lock poisoned").take() else {
+        return;
+    };
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    // The pager sees the end of its input once our stdout no longer points at it.
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = rustix::stdio::dup2_stdout(&null);
+    }
+    let _ = child.wait();
 }

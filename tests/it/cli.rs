@@ -645,3 +645,45 @@ fn exported_patches_quote_odd_names_for_git_apply() {
     assert!(apply.wait().unwrap().success());
     assert_eq!(std::fs::read(copy.join(odd)).unwrap(), b"v2\n");
 }
+
+/// On a terminal the diff is coloured and goes through the pager; piped, neither; `NO_COLOR`
+/// and an empty `PAGER` turn them off; `--quiet` leaves out confirmations.
+#[test]
+fn colours_and_the_pager_only_for_a_person_and_quiet_is_quiet() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    env.watch();
+    env.checkpoint("one");
+    write(&p, "a.txt", "two\n");
+    // `script` runs the line through a shell: set the pager and colour there.
+    let run = |prefix: &str| {
+        let mut cmd = std::process::Command::new("script");
+        env.env(&mut cmd);
+        let line = format!("{prefix} {CKPT} --no-spawn diff @");
+        let out = cmd
+            .current_dir(&p)
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let paged = run("PAGER=\"sed s/^/PAGED:/\"");
+    assert!(paged.contains("PAGED:"), "{paged:?}");
+    assert!(paged.contains("\u{1b}[32m+two"), "{paged:?}");
+    let plain = run("NO_COLOR=1 PAGER=");
+    assert!(
+        !plain.contains('\u{1b}') && !plain.contains("PAGED:"),
+        "{plain:?}"
+    );
+    assert!(plain.contains("+two"), "{plain:?}");
+    let piped = env.ckpt(&["diff", "@"]);
+    assert!(!stdout(&piped).contains('\u{1b}'));
+    // Quiet: no confirmation, but data and skips still.
+    let out = env.ckpt(&["-q", "checkpoint", "-m", "quiet"]);
+    assert_eq!((out.status.code(), stdout(&out).as_str()), (Some(0), ""));
+    let out = env.ckpt(&["--quiet", "restore", "--yes", "@~1"]);
+    assert_eq!((out.status.code(), stdout(&out).as_str()), (Some(0), ""));
+    assert!(stdout(&env.ckpt(&["-q", "list"])).contains("quiet"));
+}

@@ -12,8 +12,10 @@ pub struct Args {
     /// The label, usually the user's message.
     #[arg(short = 'm', long = "message", value_name = "TEXT")]
     pub message: Option<String>,
+    /// The dialog (agent session) to record on (default: `default`).
     #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
+    /// The message's id: a checkpoint with the same id in the dialog is not recorded twice.
     #[arg(long, value_name = "M")]
     pub message_id: Option<String>,
     /// JSON to keep with the checkpoint: a file, or - for stdin.
@@ -32,7 +34,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     };
     let mut conn = ctx.connect()?;
     let c = ctx.with_progress(|| conn.call::<rpc::Checkpoint>(&params))?;
-    if !ctx.out.json(&c) {
+    if !ctx.out.json_or_quiet(&c) {
         outln!(
             "checkpoint {}  #{} {}  {} files ({})",
             c.id.short(),

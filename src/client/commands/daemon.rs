@@ -12,7 +12,7 @@ pub fn watch(ctx: &Ctx, dir: Option<PathBuf>, force: bool) -> Result<i32, Client
     let w = ctx
         .connect()?
         .call::<rpc::Watch>(&WatchParams { path, force })?;
-    if !ctx.out.json(&w) {
+    if !ctx.out.json_or_quiet(&w) {
         outln!(
             "watching {}\n  store {}",
             w.root.display(),
@@ -25,7 +25,7 @@ pub fn watch(ctx: &Ctx, dir: Option<PathBuf>, force: bool) -> Result<i32, Client
 pub fn unwatch(ctx: &Ctx, dir: Option<PathBuf>) -> Result<i32, ClientError> {
     let path = resolve(&ctx.base, dir);
     let u = ctx.connect()?.call::<rpc::Unwatch>(&PathParams { path })?;
-    if !ctx.out.json(&u) {
+    if !ctx.out.json_or_quiet(&u) {
         outln!(
             "no longer watching {} (its store stays at {})",
             u.root.display(),

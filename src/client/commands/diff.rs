@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::{wire_all, Ctx};
-use crate::client::output::one_path;
+use crate::client::output::{self, one_path};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, DiffParams};
 use crate::store::diff::FileChange;
@@ -12,14 +12,18 @@ use crate::store::diff::FileChange;
 pub struct Args {
     /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
     pub id: String,
+    /// Diff to this checkpoint instead of the working tree.
     pub id2: Option<String>,
     /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
     #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
+    /// Only a summary per file, with bars (like `git diff --stat`).
     #[arg(long)]
     pub stat: bool,
+    /// Only the names of the changed files.
     #[arg(long)]
     pub name_only: bool,
+    /// Only these paths (files or folders), after `--`.
     #[arg(last = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
@@ -50,7 +54,14 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     } else if args.stat {
         stat(files);
     } else {
-        out!("{}", d.diff.patch.as_deref().unwrap_or(""));
+        let patch = d.diff.patch.as_deref().unwrap_or("");
+        if !patch.is_empty() {
+            output::page(&ctx.out);
+        }
+        match output::colour(&ctx.out) {
+            true => out!("{}", output::coloured_patch(patch)),
+            false => out!("{patch}"),
+        }
     }
     Ok(0)
 }

@@ -1,7 +1,7 @@
 //! `ckpt list`: the timeline as a table, or every dialog and session as a tree (`--graph`).
 
 use super::Ctx;
-use crate::client::output::{counts, one_line, relative_time, table};
+use crate::client::output::{self, counts, one_line, relative_time, table};
 use crate::client::ClientError;
 use crate::model::Kind;
 use crate::protocol::methods::{rpc, ListParams};
@@ -9,8 +9,10 @@ use crate::store::Checkpoint;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Only this dialog.
     #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
+    /// Show at most N checkpoints.
     #[arg(short = 'n', long, value_name = "N")]
     pub limit: Option<usize>,
     /// Also show approved and abandoned sessions.
@@ -36,6 +38,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     if ctx.out.json(&list) {
         return Ok(0);
     }
+    output::page(&ctx.out);
     if args.graph {
         graph(&list);
     } else {

@@ -11,6 +11,7 @@ pub struct PruneArgs {
     /// Keep this many in each active session (default: the configured retention, 50).
     #[arg(long, value_name = "N")]
     pub keep: Option<usize>,
+    /// Only this dialog (default: every dialog).
     #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
     /// Also remove the pruned objects from disk (`ckpt gc`).

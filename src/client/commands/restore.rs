@@ -23,6 +23,7 @@ pub struct Args {
     /// Do not ask for confirmation on a terminal.
     #[arg(short = 'y', long)]
     pub yes: bool,
+    /// Only these paths (files or folders), after `--`.
     #[arg(last = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
@@ -93,7 +94,8 @@ where
 /// What a restore did (or would do): a summary, then the paths; on a terminal at most the first
 /// lines unless --verbose.
 pub fn render<T: serde::Serialize + AsRef<Restored>>(ctx: &Ctx, result: &T) {
-    if ctx.out.json(result) {
+    // A quiet restore still says what it had to leave alone.
+    if ctx.out.json(result) || (ctx.out.quiet && result.as_ref().skipped.is_empty()) {
         return;
     }
     let r = result.as_ref();

@@ -2,7 +2,7 @@
 
 use super::restore::{confirmed, render};
 use super::{skipped_status, Ctx};
-use crate::client::output::{one_line, relative_time};
+use crate::client::output::{self, one_line, relative_time};
 use crate::client::ClientError;
 use crate::model::Kind;
 use crate::protocol::methods::{rpc, ListParams, RestoreParams};
@@ -95,6 +95,7 @@ pub fn log(ctx: &Ctx, dialog: Option<String>, limit: usize) -> Result<i32, Clien
     if list.is_empty() {
         outln!("no prompts recorded yet (see `ckpt hook install`)");
     }
+    output::page(&ctx.out);
     for c in &list {
         outln!(
             "{}  {}  {} #{}  {}",

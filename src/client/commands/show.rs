@@ -1,7 +1,7 @@
 //! `ckpt show`: one checkpoint, its changes against its parent, and its skipped files.
 
 use super::Ctx;
-use crate::client::output::{counts, one_line, one_path, relative_time, short};
+use crate::client::output::{self, counts, one_line, one_path, relative_time, short};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, ShowParams};
 use crate::store::diff::ChangeStatus;
@@ -18,6 +18,7 @@ pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result
     if ctx.out.json(&shown) {
         return Ok(0);
     }
+    output::page(&ctx.out);
     let c = &shown.checkpoint;
     outln!("checkpoint {}", c.id);
     outln!("dialog     {}  #{}  {}", c.dialog, c.seq, c.kind);

@@ -10,10 +10,13 @@ use crate::protocol::methods::{rpc, ExportBundleParams, ExportPatchParams, Impor
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("format").required(true).args(["patch", "bundle"]))]
 pub struct ExportArgs {
+    /// The checkpoints (any name: id, tag, `@`…).
     #[arg(required = true, value_name = "ID")]
     pub ids: Vec<String>,
+    /// Print one checkpoint's changes as a patch (`git apply` takes it).
     #[arg(long)]
     pub patch: bool,
+    /// Write a git bundle to FILE (`ckpt import` or `git fetch` read it).
     #[arg(long, value_name = "FILE")]
     pub bundle: Option<PathBuf>,
     /// With --patch: against this checkpoint instead of the parent.
