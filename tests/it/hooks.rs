@@ -91,6 +91,16 @@ fn every_agent_payload_records_its_prompt_and_prints_what_the_agent_expects() {
         meta.as_object_mut().unwrap().remove("prompt");
         assert_eq!(shown["meta"], meta, "{agent}");
     }
+    // Neither prompts nor the agents' metadata reach the daemon's log (even at debug level).
+    let log = env.log();
+    for secret in [
+        "Add a --verbose flag",
+        "Refactor the parser",
+        "transcript",
+        "dev@example.com",
+    ] {
+        assert!(!log.contains(secret), "{secret:?} is in the log");
+    }
     // The project was registered once, at its root, from the first hook.
     let projects = env.json(&["projects"]);
     assert_eq!(projects.as_array().unwrap().len(), 1, "{projects}");
