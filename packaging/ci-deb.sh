@@ -19,11 +19,18 @@ for f in /usr/lib/systemd/user/ckptd.service /usr/lib/systemd/user/ckptd.socket 
          /usr/share/bash-completion/completions/ckpt /usr/share/doc/ckpt/config.example.toml; do
   [ -f "$f" ] || { echo "missing from the package: $f" >&2; exit 1; }
 done
+repo=$(pwd)
 home=$(mktemp -d)
 mkdir -m 700 "$home/run"
 mkdir -p "$home/proj"
 export HOME=$home XDG_RUNTIME_DIR=$home/run XDG_DATA_HOME=$home/data XDG_CONFIG_HOME=$home/config
 /usr/bin/ckpt config check /usr/share/doc/ckpt/config.example.toml >/dev/null
+# packaging/install.sh (for source users) writes units for the ckptd on PATH; no user manager
+# here, so it only writes them: check them.
+(cd "$repo" && packaging/install.sh --no-build) | tail -n 2
+grep -qx "ExecStart=$(realpath /usr/bin/ckptd)" "$XDG_CONFIG_HOME/systemd/user/ckptd.service"
+XDG_RUNTIME_DIR=$home/run systemd-analyze verify --user "$XDG_CONFIG_HOME/systemd/user/ckptd.service" \
+  "$XDG_CONFIG_HOME/systemd/user/ckptd.socket"
 /usr/bin/ckptd 2>"$home/ckptd.log" &
 daemon=$!
 trap 'kill $daemon 2>/dev/null || true; dpkg -r ckpt >/dev/null 2>&1 || true; rm -rf "$home"' EXIT
