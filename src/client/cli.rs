@@ -109,12 +109,8 @@ pub enum Command {
         /// Undo the last restore of this dialog (default: of any dialog).
         #[arg(long, value_name = "D")]
         dialog: Option<String>,
-        /// Only report what would be written and deleted.
-        #[arg(long)]
-        dry_run: bool,
-        /// Do not ask for confirmation on a terminal.
-        #[arg(short = 'y', long)]
-        yes: bool,
+        #[command(flatten)]
+        confirm: cmd::restore::Confirm,
     },
     /// Dialogs: one timeline per agent conversation.
     #[command(subcommand)]
@@ -238,12 +234,8 @@ pub enum SessionCommand {
     },
     /// Return the files to the approved state (undoable) and start a new session.
     Reset {
-        /// Only report what would be written and deleted.
-        #[arg(long)]
-        dry_run: bool,
-        /// Do not ask for confirmation on a terminal.
-        #[arg(short = 'y', long)]
-        yes: bool,
+        #[command(flatten)]
+        confirm: cmd::restore::Confirm,
     },
 }
 
@@ -401,11 +393,7 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Show { id, dialog, files } => cmd::show::run(ctx, id, dialog, files),
         Command::Diff(args) => cmd::diff::run(ctx, args),
         Command::Restore(args) => cmd::restore::restore(ctx, args),
-        Command::Undo {
-            dialog,
-            dry_run,
-            yes,
-        } => cmd::restore::undo(ctx, dialog, dry_run, yes),
+        Command::Undo { dialog, confirm } => cmd::restore::undo(ctx, dialog, confirm),
         Command::Export(args) => cmd::transfer::export(ctx, args),
         Command::Import { bundle, dialog } => cmd::transfer::import(ctx, bundle, dialog),
         Command::Tag { id, name } => cmd::annotate::tag(ctx, id, name),
@@ -420,9 +408,7 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Session { command, dialog } => match command {
             SessionCommand::Status => cmd::session::status(ctx, dialog),
             SessionCommand::Approve { message } => cmd::session::approve(ctx, dialog, message),
-            SessionCommand::Reset { dry_run, yes } => {
-                cmd::session::reset(ctx, dialog, dry_run, yes)
-            }
+            SessionCommand::Reset { confirm } => cmd::session::reset(ctx, dialog, confirm),
         },
         Command::Edit(EditCommand::Begin { paths }) => cmd::edit::begin(ctx, paths),
         Command::Edit(EditCommand::Commit { token }) => cmd::edit::commit(ctx, token),

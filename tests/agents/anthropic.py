@@ -6,15 +6,8 @@ Usage: python3 anthropic.py PROJECT_DIR LOG_FILE   (prints the port, then serves
 """
 
 import json
-import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-PROJECT, LOG = sys.argv[1], sys.argv[2]
-
-
-def log(entry):
-    with open(LOG, "a") as f:
-        f.write(json.dumps(entry) + "\n")
+from standin import PROJECT, log, serve
 
 
 def tool_results(body):
@@ -69,46 +62,19 @@ def sse(blocks, stop):
     return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def send(self, status, content_type, payload):
-        data = payload.encode()
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):
-        log({"method": "GET", "path": self.path})
-        self.send(200, "application/json", "{}")
-
-    def do_HEAD(self):
-        self.send_response(200)
-        self.send_header("content-length", "0")
-        self.end_headers()
-
-    def do_POST(self):
-        length = int(self.headers.get("content-length", 0))
-        body = json.loads(self.rfile.read(length) or b"{}")
-        if "count_tokens" in self.path:
-            log({"path": self.path})
-            return self.send(200, "application/json", json.dumps({"input_tokens": 10}))
-        blocks, stop = reply_for(body)
-        log({"path": self.path, "stream": bool(body.get("stream")),
-             "tools": len(body.get("tools") or []), "reply": [b.get("name", "text") for b in blocks]})
-        if body.get("stream"):
-            return self.send(200, "text/event-stream", sse(blocks, stop))
-        message = {"id": "msg_standin", "type": "message", "role": "assistant",
-                   "model": "claude-standin", "content": blocks, "stop_reason": stop,
-                   "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}}
-        self.send(200, "application/json", json.dumps(message))
+def answer(path, body):
+    if "count_tokens" in path:
+        log({"path": path})
+        return "application/json", json.dumps({"input_tokens": 10})
+    blocks, stop = reply_for(body)
+    log({"path": path, "stream": bool(body.get("stream")),
+         "tools": len(body.get("tools") or []), "reply": [b.get("name", "text") for b in blocks]})
+    if body.get("stream"):
+        return "text/event-stream", sse(blocks, stop)
+    message = {"id": "msg_standin", "type": "message", "role": "assistant",
+               "model": "claude-standin", "content": blocks, "stop_reason": stop,
+               "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}}
+    return "application/json", json.dumps(message)
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-print(server.server_address[1], flush=True)
-server.serve_forever()
+serve(answer)

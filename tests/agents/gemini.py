@@ -7,15 +7,8 @@ Usage: python3 gemini.py PROJECT_DIR LOG_FILE   (prints the port, then serves)
 """
 
 import json
-import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-PROJECT, LOG = sys.argv[1], sys.argv[2]
-
-
-def log(entry):
-    with open(LOG, "a") as f:
-        f.write(json.dumps(entry) + "\n")
+from standin import PROJECT, log, serve
 
 
 def from_schema(schema):
@@ -80,43 +73,20 @@ def response(parts):
             "modelVersion": "gemini-standin"}
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def send(self, status, content_type, payload):
-        data = payload.encode()
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):
-        log({"method": "GET", "path": self.path})
-        self.send(200, "application/json", "{}")
-
-    def do_POST(self):
-        length = int(self.headers.get("content-length", 0))
-        body = json.loads(self.rfile.read(length) or b"{}")
-        config = body.get("generationConfig", {}) or {}
-        schema = config.get("responseJsonSchema") or config.get("responseSchema")
-        if ":countTokens" in self.path:
-            return self.send(200, "application/json", json.dumps({"totalTokens": 10}))
-        if schema is not None:
-            parts = [{"text": json.dumps(from_schema(schema))}]
-        else:
-            parts = turn_parts(body)
-        log({"path": self.path.split("?")[0], "schema": schema is not None,
-             "reply": [next(iter(p)) if "text" in p else p["functionCall"]["name"] for p in parts]})
-        if ":streamGenerateContent" in self.path:
-            return self.send(200, "text/event-stream",
-                             "data: " + json.dumps(response(parts)) + "\r\n\r\n")
-        self.send(200, "application/json", json.dumps(response(parts)))
+def answer(path, body):
+    config = body.get("generationConfig", {}) or {}
+    schema = config.get("responseJsonSchema") or config.get("responseSchema")
+    if ":countTokens" in path:
+        return "application/json", json.dumps({"totalTokens": 10})
+    if schema is not None:
+        parts = [{"text": json.dumps(from_schema(schema))}]
+    else:
+        parts = turn_parts(body)
+    log({"path": path.split("?")[0], "schema": schema is not None,
+         "reply": [next(iter(p)) if "text" in p else p["functionCall"]["name"] for p in parts]})
+    if ":streamGenerateContent" in path:
+        return "text/event-stream", "data: " + json.dumps(response(parts)) + "\r\n\r\n"
+    return "application/json", json.dumps(response(parts))
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-print(server.server_address[1], flush=True)
-server.serve_forever()
+serve(answer)

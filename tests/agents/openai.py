@@ -6,17 +6,11 @@ Usage: python3 openai.py PROJECT_DIR LOG_FILE   (prints the port, then serves)
 """
 
 import json
-import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-PROJECT, LOG = sys.argv[1], sys.argv[2]
+from standin import PROJECT, log, serve
+
 COMMAND = ("printf 'the agent wrote this\\n' > written-by-agent.txt && "
            "printf 'shell was here\\n' >> notes.txt && mv old.txt renamed.txt")
-
-
-def log(entry):
-    with open(LOG, "a") as f:
-        f.write(json.dumps(entry) + "\n")
 
 
 def item_for(body):
@@ -40,32 +34,10 @@ def stream(item):
     return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def send(self, status, content_type, payload):
-        data = payload.encode()
-        self.send_response(status)
-        self.send_header("content-type", content_type)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self):
-        log({"method": "GET", "path": self.path})
-        self.send(200, "application/json", json.dumps({"models": [], "data": []}))
-
-    def do_POST(self):
-        length = int(self.headers.get("content-length", 0))
-        body = json.loads(self.rfile.read(length) or b"{}")
-        item = item_for(body)
-        log({"path": self.path, "reply": item.get("name", item["type"])})
-        self.send(200, "text/event-stream", stream(item))
+def answer(path, body):
+    item = item_for(body)
+    log({"path": path, "reply": item.get("name", item["type"])})
+    return "text/event-stream", stream(item)
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-print(server.server_address[1], flush=True)
-server.serve_forever()
+serve(answer, get_body=json.dumps({"models": [], "data": []}))

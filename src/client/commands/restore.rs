@@ -10,6 +10,17 @@ use crate::client::ClientError;
 use crate::protocol::methods::{rpc, Method, RestoreParams, UndoParams};
 use crate::protocol::results::Restored;
 
+/// How a change of the files is confirmed: `--dry-run` only looks, `--yes` does not ask.
+#[derive(Debug, clap::Args)]
+pub struct Confirm {
+    /// Only report what would be written and deleted.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation on a terminal.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
@@ -17,12 +28,8 @@ pub struct Args {
     /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
     #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
-    /// Only report what would be written and deleted.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Do not ask for confirmation on a terminal.
-    #[arg(short = 'y', long)]
-    pub yes: bool,
+    #[command(flatten)]
+    pub confirm: Confirm,
     /// Only these paths (files or folders), after `--`.
     #[arg(last = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
@@ -38,19 +45,16 @@ pub fn restore(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
             dialog: args.dialog.clone(),
         })
     };
-    let report = confirmed::<rpc::Restore>(ctx, args.yes, args.dry_run, "restore", params)?;
+    let Confirm { yes, dry_run } = args.confirm;
+    let report = confirmed::<rpc::Restore>(ctx, yes, dry_run, "restore", params)?;
     let Some(report) = report else { return Ok(1) };
     ctx.say_resolved(&args.id, &report.restored_to);
     render(ctx, &report);
     Ok(skipped_status(&report.skipped))
 }
 
-pub fn undo(
-    ctx: &Ctx,
-    dialog: Option<String>,
-    dry_run: bool,
-    yes: bool,
-) -> Result<i32, ClientError> {
+pub fn undo(ctx: &Ctx, dialog: Option<String>, confirm: Confirm) -> Result<i32, ClientError> {
+    let Confirm { yes, dry_run } = confirm;
     let params = |dry_run: bool| -> Result<UndoParams, ClientError> {
         Ok(UndoParams {
             project: ctx.project()?,

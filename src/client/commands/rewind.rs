@@ -1,6 +1,6 @@
 //! `ckpt rewind` (undo the agent's last turns) and `ckpt log` (the prompts, newest first).
 
-use super::restore::{confirmed, render};
+use super::restore::{confirmed, render, Confirm};
 use super::{skipped_status, Ctx};
 use crate::client::output::{self, one_line, relative_time};
 use crate::client::ClientError;
@@ -16,12 +16,8 @@ pub struct Args {
     /// The dialog (agent session) to rewind; default: the one with the newest prompt.
     #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
-    /// Only report what would be written and deleted.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Do not ask for confirmation on a terminal.
-    #[arg(short = 'y', long)]
-    pub yes: bool,
+    #[command(flatten)]
+    pub confirm: Confirm,
 }
 
 /// The prompts (message checkpoints) of `dialog`, or of every dialog, newest first.
@@ -77,8 +73,8 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
             dialog: None,
         })
     };
-    let Some(report) = confirmed::<rpc::Restore>(ctx, args.yes, args.dry_run, "rewind", params)?
-    else {
+    let Confirm { yes, dry_run } = args.confirm;
+    let Some(report) = confirmed::<rpc::Restore>(ctx, yes, dry_run, "rewind", params)? else {
         return Ok(1);
     };
     render(ctx, &report);

@@ -1,6 +1,6 @@
 //! `ckpt session status|approve|reset`: the run of checkpoints since the last approval.
 
-use super::restore::{confirmed, render};
+use super::restore::{confirmed, render, Confirm};
 use super::{skipped_status, Ctx};
 use crate::client::output::relative_time;
 use crate::client::ClientError;
@@ -62,12 +62,8 @@ pub fn approve(
     Ok(0)
 }
 
-pub fn reset(
-    ctx: &Ctx,
-    dialog: Option<String>,
-    dry_run: bool,
-    yes: bool,
-) -> Result<i32, ClientError> {
+pub fn reset(ctx: &Ctx, dialog: Option<String>, confirm: Confirm) -> Result<i32, ClientError> {
+    let Confirm { yes, dry_run } = confirm;
     let params = |dry_run: bool| -> Result<SessionResetParams, ClientError> {
         Ok(SessionResetParams {
             project: ctx.project()?,

@@ -1,0 +1,45 @@
+"""What the scripted model stand-ins share: a loopback HTTP server that logs each request and
+answers POSTs with whatever the stand-in's `answer(path, body)` returns."""
+
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+PROJECT, LOG = sys.argv[1], sys.argv[2]
+
+
+def log(entry):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def serve(answer, get_body="{}"):
+    """Serves until killed; prints the port first. `answer(path, body)` returns
+    (content type, text)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def send(self, content_type, payload):
+            data = payload.encode()
+            self.send_response(200)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            log({"method": "GET", "path": self.path})
+            self.send("application/json", get_body)
+
+        def do_POST(self):
+            length = int(self.headers.get("content-length", 0))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            self.send(*answer(self.path, body))
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
