@@ -352,3 +352,49 @@ fn rewind_undoes_the_last_turns_and_log_shows_the_prompts() {
     assert!(stderr(&out).contains("has 2 prompts"), "{}", stderr(&out));
     env.fsck();
 }
+
+/// Settings kept elsewhere through a symlink stay a symlink; a FIFO where the settings should
+/// be is refused at once instead of hanging.
+#[test]
+fn install_follows_symlinked_settings_and_never_hangs_on_a_fifo() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let dotfiles = env.home.join("dotfiles");
+    std::fs::create_dir_all(&dotfiles).unwrap();
+    std::fs::write(dotfiles.join("gemini.json"), r#"{"theme": "dark"}"#).unwrap();
+    std::fs::create_dir_all(p.join(".gemini")).unwrap();
+    std::os::unix::fs::symlink(
+        dotfiles.join("gemini.json"),
+        p.join(".gemini/settings.json"),
+    )
+    .unwrap();
+    let out = env.ckpt_in(&p, &["hook", "install", "gemini"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let link = std::fs::symlink_metadata(p.join(".gemini/settings.json")).unwrap();
+    assert!(
+        link.file_type().is_symlink(),
+        "the symlink was replaced by a file"
+    );
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(dotfiles.join("gemini.json")).unwrap())
+            .unwrap();
+    assert_eq!(v["theme"], "dark");
+    assert!(
+        v.pointer("/hooks/BeforeAgent/0/hooks/0/command").is_some(),
+        "{v}"
+    );
+    // A FIFO: refused, quickly.
+    std::fs::create_dir_all(p.join(".cursor")).unwrap();
+    let fifo = p.join(".cursor/hooks.json");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let started = Instant::now();
+    let out = env.ckpt_in(&p, &["hook", "install", "cursor"]);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let status = env.ckpt_in(&p, &["hook", "status"]);
+    assert_eq!(status.status.code(), Some(0));
+}

@@ -52,7 +52,14 @@ fn home() -> Result<PathBuf, ClientError> {
 /// Reads a settings file: empty when absent; an error naming the file when it is not a JSON
 /// object.
 fn read_settings(path: &Path) -> Result<Map<String, Value>, ClientError> {
-    let text = match std::fs::read_to_string(path) {
+    // Never blocks on a FIFO or reads a device: only a regular file (symlinks followed, as the
+    // agents follow them), at most 16 MiB.
+    let read = crate::safe_io::open_regular(path).and_then(|file| {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::Read::take(file, 16 << 20), &mut text)?;
+        Ok(text)
+    });
+    let text = match read {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
         Err(e) => {
@@ -78,8 +85,16 @@ fn read_settings(path: &Path) -> Result<Map<String, Value>, ClientError> {
     }
 }
 
-/// Writes through a temporary file and a rename, keeping the file's permissions.
+/// Writes through a temporary file and a rename, keeping the file's permissions. A settings file
+/// that is a symlink (dotfiles kept elsewhere) stays one: its target is what gets replaced.
 fn write_settings(path: &Path, settings: &Map<String, Value>) -> Result<(), ClientError> {
+    let target = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(|e| {
+            ClientError::Usage(format!("{} is a broken symlink: {e}", path.display()))
+        })?,
+        _ => path.to_path_buf(),
+    };
+    let path = target.as_path();
     let io =
         |e: std::io::Error| ClientError::Usage(format!("cannot write {}: {e}", path.display()));
     if let Some(dir) = path.parent() {
