@@ -17,6 +17,7 @@ pub mod names;
 pub mod pack;
 pub mod retention;
 pub mod snapshot;
+pub mod timeline;
 pub mod treediff;
 
 use std::path::{Path, PathBuf};
