@@ -207,7 +207,13 @@ impl Config {
             Some(p) => (p.to_path_buf(), true),
             None => (Paths::default_config_file()?, false),
         };
-        let text = match std::fs::read_to_string(&path) {
+        // Never blocks on a FIFO or reads a device named as the configuration file.
+        let read = crate::safe_io::open_regular(&path).and_then(|file| {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::Read::take(file, 16 << 20), &mut text)?;
+            Ok(text)
+        });
+        let text = match read {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
                 return Ok(Config::default())

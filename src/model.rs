@@ -51,12 +51,6 @@ impl FromStr for CheckpointId {
     }
 }
 
-impl PartialEq<str> for CheckpointId {
-    fn eq(&self, other: &str) -> bool {
-        other.len() == 40 && self.0.to_string().eq_ignore_ascii_case(other)
-    }
-}
-
 impl Serialize for CheckpointId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(&self.0)
@@ -98,6 +92,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind a checkpoint is recorded with (all but `Unknown`).
+    pub const ALL: [Kind; 9] = [
+        Kind::Message,
+        Kind::Manual,
+        Kind::Auto,
+        Kind::Initial,
+        Kind::PreRestore,
+        Kind::Restore,
+        Kind::Approved,
+        Kind::Reset,
+        Kind::Imported,
+    ];
+
     /// The kinds a client may ask `checkpoint` to record.
     pub const REQUESTABLE: [Kind; 2] = [Kind::Message, Kind::Manual];
 
@@ -132,9 +139,9 @@ impl FromStr for Kind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Kind, String> {
-        serde_json::from_value(serde_json::Value::String(s.to_string()))
-            .ok()
-            .filter(|k| *k != Kind::Unknown)
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
             .ok_or_else(|| format!("unknown checkpoint kind `{s}`"))
     }
 }

@@ -109,24 +109,29 @@ of_project!(
     SessionParams,
     SessionApproveParams,
     SessionResetParams,
-    PruneParams,
-    FsckParams
+    PruneParams
 );
 
-/// Decodes `M`'s params, runs `op` on the project they name, and encodes its result.
+/// Decodes `M`'s params, runs `op` on the project they name, and encodes its result. A damaged
+/// store is refused before `op` runs.
 async fn on_project<M: Method>(daemon: &Arc<Daemon>, params: Option<Value>, op: Op<M>) -> Reply
 where
     M::Params: OfProject,
 {
     let params: M::Params = parse(params)?;
     let project = find_project(daemon, params.project()).await?;
-    let result = if M::NAME == rpc::Fsck::NAME {
-        // fsck reports and repairs damage: the one operation a damaged store allows.
-        project.run_on_damaged(move |p, o| op(p, o, params)).await
-    } else {
-        project.run(move |p, o| op(p, o, params)).await
-    };
-    Ok(encode::<M>(&result?))
+    let result = project.run(move |p, o| op(p, o, params)).await?;
+    Ok(encode::<M>(&result))
+}
+
+/// `fsck`: like [`on_project`], also on a damaged store (it reports and repairs the damage).
+async fn fsck(daemon: &Arc<Daemon>, params: Option<Value>) -> Reply {
+    let params: <rpc::Fsck as Method>::Params = parse(params)?;
+    let project = find_project(daemon, &params.project).await?;
+    let report = project
+        .run_on_damaged(move |p, o| checkpoint::fsck(p, o, params))
+        .await?;
+    Ok(encode::<rpc::Fsck>(&report))
 }
 
 pub(super) fn encode<M: Method>(result: &M::Result) -> Value {
@@ -183,7 +188,7 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         Prune::NAME => on_project::<Prune>(d, params, timeline::prune).await,
         Gc::NAME => on_project::<Gc>(d, params, timeline::gc).await,
         Verify::NAME => on_project::<Verify>(d, params, checkpoint::verify).await,
-        Fsck::NAME => on_project::<Fsck>(d, params, checkpoint::fsck).await,
+        Fsck::NAME => fsck(d, params).await,
         Rescan::NAME => on_project::<Rescan>(d, params, checkpoint::rescan).await,
         PANIC_METHOD if super::test_hooks() => panic!("`{PANIC_METHOD}` was asked for"),
         other => Err(RpcError::new(

@@ -83,20 +83,17 @@ pub(super) async fn watch(
 ) -> Result<r::Watched, RpcError> {
     let root = engine::project::absolute(&params.path)?;
     let data_dir = daemon.paths.data_dir.clone();
-    let (root, data_dir, danger) = blocking(move || {
+    let (root, data_dir, danger, is_dir) = blocking(move || {
         let root = std::fs::canonicalize(&root).map_err(|e| (root, e))?;
         let data_dir = std::fs::canonicalize(&data_dir).unwrap_or(data_dir);
         let danger = dangerous_root(&root);
-        Ok((root, data_dir, danger))
+        let is_dir = root.is_dir();
+        Ok((root, data_dir, danger, is_dir))
     })
     .await?
     .map_err(|(root, e): (PathBuf, std::io::Error)| {
         invalid(format!("cannot watch {}: {e}", root.display()))
     })?;
-    let is_dir = {
-        let root = root.clone();
-        blocking(move || root.is_dir()).await?
-    };
     if !is_dir {
         return Err(invalid(format!("{} is not a directory", root.display())));
     }

@@ -45,13 +45,16 @@ async fn handle_guarded(
     line: Vec<u8>,
     conn: Arc<handlers::Conn>,
 ) -> (Option<Vec<u8>>, bool) {
-    let id = serde_json::from_slice::<Value>(&line)
-        .ok()
-        .and_then(|v| v.get("id").cloned());
-    let task = tokio::spawn(async move { handlers::handle_line(&daemon, &line, &conn).await });
+    let line = Arc::new(line);
+    let shared = line.clone();
+    let task = tokio::spawn(async move { handlers::handle_line(&daemon, &shared, &conn).await });
     match task.await {
         Ok(outcome) => outcome,
         Err(e) => {
+            // Only now is the line read again, for the id to answer with.
+            let id = serde_json::from_slice::<Value>(&line)
+                .ok()
+                .and_then(|v| v.get("id").cloned());
             let why = if e.is_panic() {
                 "panicked"
             } else {

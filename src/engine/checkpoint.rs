@@ -257,7 +257,7 @@ pub fn export_patch(_: &Project, o: &mut Opened, params: ExportPatchParams) -> R
 
 /// Writes checkpoints (and all they reach) as a git bundle.
 pub fn export_bundle(
-    p: &Project,
+    _: &Project,
     o: &mut Opened,
     params: ExportBundleParams,
 ) -> Result<r::BundleWritten> {
@@ -266,7 +266,7 @@ pub fn export_bundle(
             "export_bundle needs at least one checkpoint id",
         ));
     }
-    let path = p.absolute(&params.path)?;
+    let path = super::project::absolute(&params.path)?;
     let store = &o.store;
     let repo = store.repo();
     let mut ids = Vec::new();
@@ -297,7 +297,7 @@ pub fn import_bundle(
     o: &mut Opened,
     params: ImportBundleParams,
 ) -> Result<r::BundleImported> {
-    let path = p.absolute(&params.path)?;
+    let path = super::project::absolute(&params.path)?;
     if let Some(d) = &params.dialog {
         validate_dialog(d)?;
     }

@@ -28,13 +28,6 @@ pub enum Error {
     },
     #[error("cannot write the bundle: {0}")]
     BundleWrite(#[source] StoreError),
-    #[error("{what} {}: {source}", path.display())]
-    Io {
-        what: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("project directory {} is not accessible: {source}", root.display())]
     Unavailable {
         root: PathBuf,
@@ -80,7 +73,7 @@ impl Error {
                 ImportError::Read { .. } => ErrorCode::IoError,
                 _ => ErrorCode::InvalidParams,
             },
-            Error::Io { .. } | Error::BundleWrite(_) => ErrorCode::IoError,
+            Error::BundleWrite(_) => ErrorCode::IoError,
             Error::Unavailable { .. } | Error::RootReplaced { .. } => ErrorCode::ProjectUnavailable,
             Error::Config(_) => ErrorCode::ConfigError,
             Error::DialogExists(_) => ErrorCode::DialogExists,

@@ -275,11 +275,6 @@ impl Project {
             .collect()
     }
 
-    /// `path` if it is absolute (request paths outside a project must be).
-    pub fn absolute(&self, path: &Path) -> Result<PathBuf> {
-        absolute(path)
-    }
-
     /// Runs `f` on a blocking thread with this project's lock held; different projects never
     /// wait for each other. The store is opened (or created) on first use.
     pub async fn run<T, F>(self: &Arc<Self>, f: F) -> Result<T>

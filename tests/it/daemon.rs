@@ -357,6 +357,9 @@ fn deleting_a_watched_folder_is_not_a_warning() {
     std::fs::remove_dir_all(p.join("sub")).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     env.checkpoint("without it");
+    // Still watching: nothing was lost, so nothing needs a full verify.
+    let status = env.json(&["status"]);
+    assert_eq!(status["projects"][0]["mode"], "watching", "{status}");
     assert!(env.stop_daemon().success());
     let log = env.log();
     assert!(!log.contains("WARN"), "{log}");

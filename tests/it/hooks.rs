@@ -398,3 +398,34 @@ fn install_follows_symlinked_settings_and_never_hangs_on_a_fifo() {
     let status = env.ckpt_in(&p, &["hook", "status"]);
     assert_eq!(status.status.code(), Some(0));
 }
+
+/// A temporary name beside the settings that is a symlink (planted by a cloned repository) is
+/// never written through.
+#[test]
+fn install_never_writes_through_a_planted_temporary_file() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let outside = env.home.join("outside.txt");
+    std::fs::write(&outside, "keep me\n").unwrap();
+    std::fs::create_dir_all(p.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(&outside, p.join(".claude/settings.local.ckpt-tmp")).unwrap();
+    let out = env.ckpt_in(&p, &["hook", "install", "claude-code"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me\n");
+    let settings = std::fs::read_to_string(p.join(".claude/settings.local.json")).unwrap();
+    assert!(settings.contains("hook claude-code"), "{settings}");
+}
+
+/// An empty `cwd` in the hook's input means the folder the agent ran the hook in.
+#[test]
+fn an_empty_cwd_is_the_hooks_own_folder() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "a\n");
+    let input = r#"{"session_id":"s-empty","cwd":"","prompt":"empty cwd","hook_event_name":"UserPromptSubmit"}"#;
+    let (out, _) = hook(&env, &p, "claude-code", input, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stderr(&out), "", "{}", stderr(&out));
+    let list = env.json(&["list", "--dialog", "s-empty"]);
+    assert_eq!(list[0]["label"], "empty cwd", "{list}");
+}

@@ -87,3 +87,19 @@ fn sighup_with_a_broken_config_keeps_the_old_one_and_a_fixed_one_applies() {
     }
     env.fsck();
 }
+
+/// A FIFO named as the configuration file is refused at once (exit 78), never waited on.
+#[test]
+fn a_fifo_as_the_configuration_file_is_refused_without_hanging() {
+    let env = TestEnv::new();
+    let fifo = env.home.join("config.fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let started = std::time::Instant::now();
+    let out = env.ckpt(&["config", "check", fifo.to_str().unwrap()]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+}

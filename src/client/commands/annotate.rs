@@ -6,7 +6,7 @@ use crate::protocol::methods::{rpc, NoteParams, TagParams};
 
 pub fn tag(ctx: &Ctx, id: String, name: String) -> Result<i32, ClientError> {
     let params = TagParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         id,
         name,
     };
@@ -18,7 +18,7 @@ pub fn tag(ctx: &Ctx, id: String, name: String) -> Result<i32, ClientError> {
 
 pub fn note(ctx: &Ctx, id: String, text: String) -> Result<i32, ClientError> {
     let params = NoteParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         id,
         text,
     };

@@ -25,7 +25,7 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     let params = CheckpointParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         label: args.message,
         dialog: args.dialog,
         message_id: args.message_id,

@@ -8,7 +8,7 @@ use crate::protocol::results::DialogStarted;
 
 pub fn new(ctx: &Ctx, name: Option<String>, title: Option<String>) -> Result<i32, ClientError> {
     let params = DialogNewParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         dialog: name,
         title,
     };
@@ -18,7 +18,7 @@ pub fn new(ctx: &Ctx, name: Option<String>, title: Option<String>) -> Result<i32
 
 pub fn fork(ctx: &Ctx, id: String, name: Option<String>) -> Result<i32, ClientError> {
     let params = ForkParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         id,
         dialog: name,
     };
@@ -39,7 +39,7 @@ fn started(ctx: &Ctx, d: &DialogStarted) {
 pub fn list(ctx: &Ctx) -> Result<i32, ClientError> {
     let list = ctx
         .connect()?
-        .call::<rpc::DialogList>(&ctx.project_params()?)?;
+        .call::<rpc::DialogList>(&ctx.project_params())?;
     if ctx.out.json(&list) {
         return Ok(0);
     }
@@ -63,7 +63,7 @@ pub fn list(ctx: &Ctx) -> Result<i32, ClientError> {
 
 pub fn rm(ctx: &Ctx, name: String) -> Result<i32, ClientError> {
     let params = DialogParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         dialog: name.clone(),
     };
     let result = ctx.connect()?.call::<rpc::DialogRm>(&params)?;
@@ -74,7 +74,7 @@ pub fn rm(ctx: &Ctx, name: String) -> Result<i32, ClientError> {
 
 pub fn keep(ctx: &Ctx, name: String, count: Option<usize>) -> Result<i32, ClientError> {
     let params = DialogKeepParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         dialog: name.clone(),
         keep: count,
     };

@@ -30,10 +30,10 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     let params = DiffParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         from: args.id.clone(),
         to: args.id2.clone(),
-        paths: wire_all(&ctx.base, &args.paths)?,
+        paths: wire_all(&ctx.base, &args.paths),
         patch: !args.stat && !args.name_only,
         counts: !args.name_only,
         dialog: args.dialog,

@@ -9,8 +9,8 @@ use crate::protocol::methods::{rpc, EditBeginParams, EditParams};
 
 pub fn begin(ctx: &Ctx, paths: Vec<PathBuf>) -> Result<i32, ClientError> {
     let params = EditBeginParams {
-        project: ctx.project()?,
-        paths: wire_all(&ctx.base, &paths)?,
+        project: ctx.project(),
+        paths: wire_all(&ctx.base, &paths),
     };
     let b = ctx.connect()?.call::<rpc::EditBegin>(&params)?;
     ctx.out.value_or(&b, &b.token);
@@ -19,7 +19,7 @@ pub fn begin(ctx: &Ctx, paths: Vec<PathBuf>) -> Result<i32, ClientError> {
 
 fn params(ctx: &Ctx, token: String) -> Result<EditParams, ClientError> {
     Ok(EditParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         token,
     })
 }

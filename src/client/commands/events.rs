@@ -10,7 +10,7 @@ use crate::protocol::methods::{rpc, SubscribeParams};
 pub fn run(ctx: &Ctx, diffs: bool) -> Result<i32, ClientError> {
     let mut conn = ctx.connect()?;
     let params = SubscribeParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         diffs,
     };
     conn.call::<rpc::Subscribe>(&params)?;

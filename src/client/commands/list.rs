@@ -28,7 +28,7 @@ pub struct Args {
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     let params = ListParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         dialog: args.dialog,
         limit: args.limit,
         all_sessions: args.all_sessions || args.graph,

@@ -24,7 +24,7 @@ pub struct PruneArgs {
 
 pub fn prune(ctx: &Ctx, args: PruneArgs) -> Result<i32, ClientError> {
     let params = PruneParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         dialog: args.dialog,
         keep: args.keep,
         gc: args.gc,
@@ -72,7 +72,7 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> Result<i32, ClientError> {
 }
 
 pub fn gc(ctx: &Ctx) -> Result<i32, ClientError> {
-    let params = ctx.project_params()?;
+    let params = ctx.project_params();
     let mut conn = ctx.connect()?;
     let report = ctx.with_progress(|| conn.call::<rpc::Gc>(&params))?;
     if !ctx.out.json(&report) {
@@ -94,7 +94,7 @@ fn print_gc(v: &GcReport) {
 
 /// Exit status 1 when the index and a full scan disagree.
 pub fn verify(ctx: &Ctx) -> Result<i32, ClientError> {
-    let v = ctx.connect()?.call::<rpc::Verify>(&ctx.project_params()?)?;
+    let v = ctx.connect()?.call::<rpc::Verify>(&ctx.project_params())?;
     if !ctx.out.json(&v) {
         if v.equal {
             outln!(
@@ -116,7 +116,7 @@ pub fn verify(ctx: &Ctx) -> Result<i32, ClientError> {
 /// Exit status 1 when damage was found and not repaired.
 pub fn fsck(ctx: &Ctx, repair: bool) -> Result<i32, ClientError> {
     let params = FsckParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         repair,
     };
     let mut conn = ctx.connect()?;
@@ -165,7 +165,7 @@ pub fn fsck(ctx: &Ctx, repair: bool) -> Result<i32, ClientError> {
 }
 
 pub fn rescan(ctx: &Ctx) -> Result<i32, ClientError> {
-    let r = ctx.connect()?.call::<rpc::Rescan>(&ctx.project_params()?)?;
+    let r = ctx.connect()?.call::<rpc::Rescan>(&ctx.project_params())?;
     ctx.out
         .value_or(&r, "the next checkpoint verifies every file by stat");
     Ok(0)

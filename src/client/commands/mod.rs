@@ -52,14 +52,14 @@ impl Ctx {
     }
 
     /// The project the command is about, as the protocol names it.
-    pub fn project(&self) -> Result<PathBuf, ClientError> {
-        Ok(self.base.clone())
+    pub fn project(&self) -> PathBuf {
+        self.base.clone()
     }
 
-    pub fn project_params(&self) -> Result<ProjectParams, ClientError> {
-        Ok(ProjectParams {
-            project: self.project()?,
-        })
+    pub fn project_params(&self) -> ProjectParams {
+        ProjectParams {
+            project: self.project(),
+        }
     }
 
     /// Whether to ask before changing files: a person at a terminal, no --yes, no --json.
@@ -166,8 +166,8 @@ mod progress {
 
 /// `paths` made absolute against `base`. The protocol carries them exactly, as text or, for a
 /// name that is not UTF-8, as bytes (`protocol::wire_path`).
-pub fn wire_all(base: &Path, paths: &[PathBuf]) -> Result<Vec<PathBuf>, ClientError> {
-    Ok(paths.iter().map(|p| base.join(p)).collect())
+pub fn wire_all(base: &Path, paths: &[PathBuf]) -> Vec<PathBuf> {
+    paths.iter().map(|p| base.join(p)).collect()
 }
 
 /// `dir` (or `base` itself) made absolute against `base`.

@@ -36,14 +36,12 @@ pub struct Args {
 }
 
 pub fn restore(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
-    let params = |dry_run: bool| -> Result<RestoreParams, ClientError> {
-        Ok(RestoreParams {
-            project: ctx.project()?,
-            id: args.id.clone(),
-            paths: wire_all(&ctx.base, &args.paths)?,
-            dry_run,
-            dialog: args.dialog.clone(),
-        })
+    let params = |dry_run: bool| RestoreParams {
+        project: ctx.project(),
+        id: args.id.clone(),
+        paths: wire_all(&ctx.base, &args.paths),
+        dry_run,
+        dialog: args.dialog.clone(),
     };
     let Confirm { yes, dry_run } = args.confirm;
     let report = confirmed::<rpc::Restore>(ctx, yes, dry_run, "restore", params)?;
@@ -55,12 +53,10 @@ pub fn restore(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
 
 pub fn undo(ctx: &Ctx, dialog: Option<String>, confirm: Confirm) -> Result<i32, ClientError> {
     let Confirm { yes, dry_run } = confirm;
-    let params = |dry_run: bool| -> Result<UndoParams, ClientError> {
-        Ok(UndoParams {
-            project: ctx.project()?,
-            dialog: dialog.clone(),
-            dry_run,
-        })
+    let params = |dry_run: bool| UndoParams {
+        project: ctx.project(),
+        dialog: dialog.clone(),
+        dry_run,
     };
     let Some(report) = confirmed::<rpc::Undo>(ctx, yes, dry_run, "undo", params)? else {
         return Ok(1);
@@ -76,14 +72,14 @@ pub fn confirmed<M: Method>(
     yes: bool,
     dry_run: bool,
     what: &str,
-    params: impl Fn(bool) -> Result<M::Params, ClientError>,
+    params: impl Fn(bool) -> M::Params,
 ) -> Result<Option<M::Result>, ClientError>
 where
     M::Result: AsRef<Restored>,
 {
     let mut conn = ctx.connect()?;
     if ctx.should_confirm(yes, dry_run) {
-        let plan = conn.call::<M>(&params(true)?)?;
+        let plan = conn.call::<M>(&params(true))?;
         if !confirm(plan.as_ref()) {
             eprintln!("{what} cancelled; nothing changed");
             return Ok(None);
@@ -91,7 +87,7 @@ where
         // The daemon closes connections left idle while a person reads the plan.
         conn = ctx.connect()?;
     }
-    let params = params(dry_run)?;
+    let params = params(dry_run);
     Ok(Some(ctx.with_progress(|| conn.call::<M>(&params))?))
 }
 

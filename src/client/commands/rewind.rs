@@ -23,7 +23,7 @@ pub struct Args {
 /// The prompts (message checkpoints) of `dialog`, or of every dialog, newest first.
 fn prompts(ctx: &Ctx, dialog: Option<String>) -> Result<Vec<Checkpoint>, ClientError> {
     let params = ListParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         dialog,
         limit: None,
         all_sessions: true,
@@ -64,14 +64,12 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         );
     }
     let id = target.id.to_string();
-    let params = |dry_run: bool| -> Result<RestoreParams, ClientError> {
-        Ok(RestoreParams {
-            project: ctx.project()?,
-            id: id.clone(),
-            paths: vec![],
-            dry_run,
-            dialog: None,
-        })
+    let params = |dry_run: bool| RestoreParams {
+        project: ctx.project(),
+        id: id.clone(),
+        paths: vec![],
+        dry_run,
+        dialog: None,
     };
     let Confirm { yes, dry_run } = args.confirm;
     let Some(report) = confirmed::<rpc::Restore>(ctx, yes, dry_run, "rewind", params)? else {

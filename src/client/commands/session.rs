@@ -8,7 +8,7 @@ use crate::protocol::methods::{rpc, SessionApproveParams, SessionParams, Session
 
 pub fn status(ctx: &Ctx, dialog: Option<String>) -> Result<i32, ClientError> {
     let params = SessionParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         dialog,
     };
     let s = ctx.connect()?.call::<rpc::SessionStatus>(&params)?;
@@ -45,7 +45,7 @@ pub fn approve(
     message: Option<String>,
 ) -> Result<i32, ClientError> {
     let params = SessionApproveParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         dialog,
         message,
     };
@@ -64,12 +64,10 @@ pub fn approve(
 
 pub fn reset(ctx: &Ctx, dialog: Option<String>, confirm: Confirm) -> Result<i32, ClientError> {
     let Confirm { yes, dry_run } = confirm;
-    let params = |dry_run: bool| -> Result<SessionResetParams, ClientError> {
-        Ok(SessionResetParams {
-            project: ctx.project()?,
-            dialog: dialog.clone(),
-            dry_run,
-        })
+    let params = |dry_run: bool| SessionResetParams {
+        project: ctx.project(),
+        dialog: dialog.clone(),
+        dry_run,
     };
     let Some(report) = confirmed::<rpc::SessionReset>(ctx, yes, dry_run, "reset", params)? else {
         return Ok(1);

@@ -8,7 +8,7 @@ use crate::store::diff::ChangeStatus;
 
 pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result<i32, ClientError> {
     let params = ShowParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         id: id.clone(),
         files,
         dialog,

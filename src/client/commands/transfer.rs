@@ -30,7 +30,7 @@ pub struct ExportArgs {
 pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<i32, ClientError> {
     if let Some(file) = args.bundle {
         let params = ExportBundleParams {
-            project: ctx.project()?,
+            project: ctx.project(),
             ids: args.ids,
             path: file_path(&ctx.base, &file),
             force: args.force,
@@ -44,7 +44,7 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<i32, ClientError> {
         .map_err(|_| ClientError::Usage("--patch exports one checkpoint".into()))?;
     debug_assert!(args.patch);
     let params = ExportPatchParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         id,
         against: args.against,
     };
@@ -57,7 +57,7 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<i32, ClientError> {
 
 pub fn import(ctx: &Ctx, bundle: PathBuf, dialog: Option<String>) -> Result<i32, ClientError> {
     let params = ImportBundleParams {
-        project: ctx.project()?,
+        project: ctx.project(),
         path: file_path(&ctx.base, &bundle),
         dialog,
     };

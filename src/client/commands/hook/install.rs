@@ -102,12 +102,26 @@ fn write_settings(path: &Path, settings: &Map<String, Value>) -> Result<(), Clie
     }
     let mut text = serde_json::to_string_pretty(settings).expect("JSON values serialise");
     text.push('\n');
+    // Created exclusively after removing whatever had the name: never written through a symlink
+    // (a cloned repository could plant one beside the settings).
     let tmp = path.with_extension("ckpt-tmp");
-    std::fs::write(&tmp, text).map_err(io)?;
-    if let Ok(meta) = std::fs::metadata(path) {
-        let _ = std::fs::set_permissions(&tmp, meta.permissions());
+    let _ = std::fs::remove_file(&tmp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut file| {
+            std::io::Write::write_all(&mut file, text.as_bytes())?;
+            if let Ok(meta) = std::fs::metadata(path) {
+                file.set_permissions(meta.permissions())?;
+            }
+            file.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    std::fs::rename(&tmp, path).map_err(io)
+    written.map_err(io)
 }
 
 /// The list of entries under the agent's event, created if absent.

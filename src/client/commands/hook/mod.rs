@@ -98,9 +98,10 @@ fn record(ctx: &Ctx, agent: Agent) -> Result<Option<String>, ClientError> {
     let payload: Value = serde_json::from_slice(&payload)
         .map_err(|e| ClientError::Usage(format!("the hook's input is not JSON: {e}")))?;
     let prompt = agent.parse(&payload);
+    // An empty or relative `cwd` is read against the folder the agent ran the hook in.
     let cwd = match &prompt.cwd {
-        Some(cwd) => cwd.clone(),
-        None => ctx.base.clone(),
+        Some(cwd) if !cwd.as_os_str().is_empty() => ctx.base.join(cwd),
+        _ => ctx.base.clone(),
     };
     let root = project_root(&cwd);
     if let Some(why) = refused_root(&root, &ctx.paths.data_dir) {
