@@ -193,13 +193,41 @@ fn codex_turn_is_checkpointed_before_its_edits_and_rewound() {
              [projects.\"{}\"]\ntrust_level = \"trusted\"\n",
             project.display()
         );
-        std::fs::write(codex_home.join("config.toml"), config).unwrap();
+        std::fs::write(codex_home.join("config.toml"), &config).unwrap();
+        // Codex runs a new hook only once trusted in /hooks; `hook status` says so, and says
+        // what /hooks records. Trusting it that way (no bypass flag) makes the real Codex run
+        // the hook only if ckpt computed Codex's key and hash exactly.
+        let codex_row = |env: &TestEnv| {
+            let mut status = Command::new(env!("CARGO_BIN_EXE_ckpt"));
+            env.env(&mut status);
+            let out = status
+                .env("CODEX_HOME", &codex_home)
+                .current_dir(project)
+                .args(["--json", "hook", "status"])
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            rows.as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["agent"] == "codex" && r["scope"] == "project")
+                .cloned()
+                .unwrap()
+        };
+        let row = codex_row(env);
+        assert_eq!(row["codex_trust"], "untrusted", "{row}");
+        let trusted = format!(
+            "{config}\n[hooks.state.{}]\ntrusted_hash = {}\n",
+            row["codex_key"], row["codex_hash"]
+        );
+        std::fs::write(codex_home.join("config.toml"), trusted).unwrap();
+        let row = codex_row(env);
+        assert_eq!(row["codex_trust"], "trusted", "{row}");
         cmd.env("CODEX_HOME", &codex_home)
             .env("STANDIN_API_KEY", "offline")
             .args(["exec", "--skip-git-repo-check"])
-            .args(["--dangerously-bypass-approvals-and-sandbox"])
-            // A new hook runs only once trusted in /hooks (what `hook install` tells people).
-            .arg("--dangerously-bypass-hook-trust");
+            .args(["--dangerously-bypass-approvals-and-sandbox"]);
     });
 }
 

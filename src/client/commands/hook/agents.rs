@@ -99,9 +99,7 @@ impl Agent {
 
     /// The settings file that holds the hook: the project's, or the user's with `user`.
     pub fn settings_file(self, project: &Path, home: &Path, user: bool) -> PathBuf {
-        let codex_home = std::env::var_os("CODEX_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join(".codex"));
+        let codex_home = super::codex_trust::codex_home(home);
         match (self, user) {
             (Agent::ClaudeCode, false) => project.join(".claude/settings.local.json"),
             (Agent::ClaudeCode, true) => home.join(".claude/settings.json"),
@@ -137,18 +135,35 @@ impl Agent {
         matches!(self, Agent::Cursor | Agent::Copilot).then_some(1)
     }
 
-    /// The commands an entry runs (ckpt's own entry is the one running `ckpt hook AGENT`).
-    pub fn commands_of(self, entry: &Value) -> Vec<String> {
-        let one = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(String::from);
+    /// The handlers of an entry: Claude Code, Codex and Gemini group them under `hooks`;
+    /// Cursor's and Copilot's entries are handlers themselves.
+    pub fn handlers_of(self, entry: &Value) -> Vec<&Value> {
         match self {
             Agent::ClaudeCode | Agent::Codex | Agent::Gemini => entry
                 .get("hooks")
                 .and_then(Value::as_array)
-                .map(|hooks| hooks.iter().filter_map(|h| one(h, "command")).collect())
+                .map(|hooks| hooks.iter().collect())
                 .unwrap_or_default(),
-            Agent::Cursor => one(entry, "command").into_iter().collect(),
-            Agent::Copilot => one(entry, "bash").into_iter().collect(),
+            Agent::Cursor | Agent::Copilot => vec![entry],
         }
+    }
+
+    /// The command one handler runs.
+    pub fn command_of(self, handler: &Value) -> Option<String> {
+        let key = if self == Agent::Copilot {
+            "bash"
+        } else {
+            "command"
+        };
+        handler.get(key).and_then(Value::as_str).map(String::from)
+    }
+
+    /// The commands an entry runs (ckpt's own entry is the one running `ckpt hook AGENT`).
+    pub fn commands_of(self, entry: &Value) -> Vec<String> {
+        self.handlers_of(entry)
+            .into_iter()
+            .filter_map(|h| self.command_of(h))
+            .collect()
     }
 }
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 
 use super::agents::{Agent, ALL};
+use super::codex_trust;
 use super::Ctx;
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, WatchParams};
@@ -234,34 +235,48 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
 
 pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
     let home = home()?;
+    let codex_config = codex_trust::read_config(&codex_trust::codex_home(&home));
     let mut rows = Vec::new();
     for agent in ALL {
         for user in [false, true] {
             let path = agent.settings_file(&ctx.base, &home, user);
-            let state = match read_settings(&path) {
-                Err(e) => format!("unreadable: {e}"),
-                Ok(settings) => {
-                    let commands: Vec<String> = settings
-                        .get("hooks")
-                        .and_then(|h| h.get(agent.event()))
-                        .and_then(Value::as_array)
-                        .map(|l| l.iter().flat_map(|e| agent.commands_of(e)).collect())
-                        .unwrap_or_default();
-                    match commands.iter().find(|c| is_ours(agent, c)) {
-                        Some(c) if agent == Agent::Codex => {
-                            format!("installed ({c}); Codex runs it once trusted in /hooks")
-                        }
-                        Some(c) => format!("installed ({c})"),
-                        None => "not installed".into(),
-                    }
-                }
-            };
-            rows.push(json!({
+            let mut row = json!({
                 "agent": agent.name(),
                 "scope": if user { "user" } else { "project" },
                 "file": path,
-                "state": state,
-            }));
+            });
+            let state = match read_settings(&path) {
+                Err(e) => format!("unreadable: {e}"),
+                Ok(settings) => match find_ours(agent, &settings) {
+                    None => "not installed".into(),
+                    Some((group, index, handler)) => {
+                        let command = agent.command_of(handler).unwrap_or_default();
+                        let mut state = format!("installed ({command})");
+                        if agent == Agent::Codex {
+                            let handler = codex_trust::Handler {
+                                file: &path,
+                                group,
+                                index,
+                                value: handler,
+                            };
+                            row["codex_key"] = json!(handler.key());
+                            row["codex_hash"] = json!(handler.hash());
+                            match &codex_config {
+                                Ok(config) => {
+                                    let project = (!user).then_some(ctx.base.as_path());
+                                    let trust = codex_trust::trust(config, &handler, project);
+                                    row["codex_trust"] = json!(trust.code());
+                                    state = format!("{state}; {}", trust.advice());
+                                }
+                                Err(e) => state = format!("{state}; {e}"),
+                            }
+                        }
+                        state
+                    }
+                },
+            };
+            row["state"] = json!(state);
+            rows.push(row);
         }
     }
     if !ctx.out.json(&rows) {
@@ -276,6 +291,19 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
         }
     }
     Ok(0)
+}
+
+/// ckpt's entry in `settings`: its group's index in the event's list, its index in the group's
+/// `hooks` (0 for agents whose entries are flat), and the handler object.
+fn find_ours(agent: Agent, settings: &Map<String, Value>) -> Option<(usize, usize, &Value)> {
+    let list = settings.get("hooks")?.get(agent.event())?.as_array()?;
+    list.iter().enumerate().find_map(|(g, entry)| {
+        let handlers = agent.handlers_of(entry).into_iter().enumerate();
+        handlers
+            .filter(|(_, h)| agent.command_of(h).is_some_and(|c| is_ours(agent, &c)))
+            .map(|(i, h)| (g, i, h))
+            .next()
+    })
 }
 
 #[cfg(test)]
