@@ -142,7 +142,7 @@ pub fn trust(config: &toml::Table, handler: &Handler, project: Option<&Path>) ->
     let state = config
         .get("hooks")
         .and_then(|h| h.get("state"))
-        .and_then(|s| s.get(&handler.key()));
+        .and_then(|s| s.get(handler.key()));
     let get = |k: &str| state.and_then(|s| s.get(k));
     if get("enabled").and_then(toml::Value::as_bool) == Some(false) {
         return Trust::Disabled;
