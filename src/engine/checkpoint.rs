@@ -69,7 +69,8 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
             return Ok(c);
         }
     }
-    let tree = o.current_tree(p)?;
+    // The tree's new objects and the commit become one pack, flushed once.
+    let tree = o.tree_to_record(p)?;
     if named && !exists {
         record_initial(p, o, tree, &new.dialog, "")?;
     }
@@ -88,7 +89,10 @@ pub(crate) fn record(
     tree: gix::ObjectId,
     new: NewCheckpoint,
 ) -> Result<Checkpoint> {
-    let c = o.store.record_checkpoint(tree, o.index.skipped(), new)?;
+    let c = o
+        .store
+        .record_checkpoint(tree, o.index.skipped(), new)
+        .inspect_err(|_| o.forget_if_lost())?;
     *p.last_recorded.lock().expect("last-recorded lock poisoned") = Some(tree);
     emit_created(p, &c);
     Ok(c)
@@ -114,7 +118,7 @@ pub(crate) fn emit_created(p: &Project, c: &Checkpoint) {
 /// Records an `auto` checkpoint in the default dialog if the files differ from the checkpoint
 /// recorded last; returns it, or None when nothing changed.
 pub fn record_auto(p: &Project, o: &mut Opened) -> Result<Option<Checkpoint>> {
-    let tree = o.current_tree(p)?;
+    let tree = o.tree_to_record(p)?;
     let known = *p.last_recorded.lock().expect("last-recorded lock poisoned");
     let last = match known {
         Some(t) => Some(t),

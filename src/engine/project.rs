@@ -46,6 +46,8 @@ impl Opened {
                 // was removed): forget every cached id and hash everything again.
                 tracing::warn!(root = %project.root.display(), tree = %root, "the store lost the index's tree; re-reading the whole project");
                 self.index = FileIndex::with_stat_cache(HashMap::new(), project.progress.clone());
+                // Fresh handles: an index of a pack someone deleted must not vouch for objects.
+                self.store.reopen()?;
             }
         }
         let changes = match &self.watcher {
@@ -100,13 +102,38 @@ impl Opened {
         Ok(outcome)
     }
 
-    /// The tree of the project as it is now (after [`Opened::prepare`]), written to the store.
-    pub fn current_tree(&mut self, project: &Project) -> Result<gix::ObjectId> {
+    /// The tree of the project as it is now (after [`Opened::prepare`]), its new objects still
+    /// pending: for a caller that records a checkpoint of it, which flushes them all as one pack.
+    pub fn tree_to_record(&mut self, project: &Project) -> Result<gix::ObjectId> {
         self.prepare(project)?;
-        let repo = self.store.repo();
-        let tree = self.index.write_tree(&repo)?;
+        let tree = self.index.write_tree(&self.store)?;
         project.events.set_baseline(tree);
         Ok(tree)
+    }
+
+    /// The tree of the project as it is now, written to the store (durable, readable by every
+    /// handle).
+    pub fn current_tree(&mut self, project: &Project) -> Result<gix::ObjectId> {
+        let tree = self.tree_to_record(project)?;
+        self.flush()?;
+        Ok(tree)
+    }
+
+    /// Makes the operation's pending objects durable. If they were lost instead (a failed
+    /// flush), the index forgets everything it knew, since it may name them: the next
+    /// checkpoint reads every file again.
+    pub fn flush(&mut self) -> Result<()> {
+        let result = self.store.flush_objects();
+        self.forget_if_lost();
+        Ok(result?)
+    }
+
+    /// After a failed flush: forget what the index cached (see [`Opened::flush`]).
+    pub fn forget_if_lost(&mut self) {
+        if self.store.take_lost() {
+            tracing::error!(store = %self.store.dir().display(), "new objects could not be written; the next checkpoint reads every file again");
+            self.index = FileIndex::with_stat_cache(HashMap::new(), self.index.progress());
+        }
     }
 
     /// Asks for a full verify at the next checkpoint, exactly as a watcher overflow does.
@@ -301,7 +328,7 @@ impl Project {
     {
         let mut guard = self.state.clone().lock_owned().await;
         let me = self.clone();
-        tokio::task::spawn_blocking(move || {
+        let done = tokio::task::spawn_blocking(move || {
             if let Err(source) = std::fs::read_dir(&me.root) {
                 let root = me.root.clone();
                 return Err(Error::Unavailable { root, source });
@@ -334,15 +361,49 @@ impl Project {
             }
             let opened = guard.as_mut().expect("opened just above");
             let damage = opened.store.damage();
+            if !damage.is_empty() || opened.store.take_packs_vanished() {
+                // Nothing may read through mappings made before the damage (a pack cut short
+                // under a mapping raises SIGBUS), or trust the index of a pack someone else's
+                // `git gc` removed: fresh handles see the disk as it is.
+                if let Err(e) = opened.store.reopen() {
+                    // The damage itself is reported below (or repaired by fsck).
+                    tracing::warn!(store = %me.store_dir.display(), error = %e, "cannot reopen the store");
+                }
+            }
             if refuse_damage && !damage.is_empty() {
                 tracing::error!(store = %me.store_dir.display(), damage = ?damage, "refusing to use a damaged store");
                 let store = me.store_dir.clone();
                 return Err(Error::Damaged { store, damage });
             }
-            f(&me, opened)
+            let result = f(&me, opened);
+            // Whatever the operation left pending is made durable (or forgotten) before the
+            // project is free again.
+            let flushed = opened.flush();
+            let merge = opened.store.needs_merge();
+            let value = result?;
+            flushed.map(|()| (value, merge))
         })
         .await
-        .map_err(|e| Error::Internal(format!("project task failed: {e}")))?
+        .map_err(|e| Error::Internal(format!("project task failed: {e}")))??;
+        let (value, merge) = done;
+        if merge {
+            // After the reply, never in its way.
+            tokio::spawn(self.clone().merge_packs());
+        }
+        Ok(value)
+    }
+
+    /// Merges the store's small packs (one per checkpoint) into one, when its turn comes.
+    async fn merge_packs(self: Arc<Self>) {
+        let mut guard = self.state.clone().lock_owned().await;
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(opened) = guard.as_mut() {
+                if let Err(e) = opened.store.consolidate_packs() {
+                    tracing::warn!(store = %opened.store.dir().display(), error = %e, "cannot merge small packs");
+                }
+            }
+        })
+        .await;
     }
 
     /// Whether the project's lock is free right now (for status reports that must not wait).

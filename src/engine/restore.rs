@@ -61,18 +61,20 @@ pub fn restore_to(
     let started = coarse_now_ns();
     o.prepare(p)?;
     refuse_unmatched_paths(o, target, &paths)?;
-    let current = o.index.write_tree(&o.store.repo())?;
+    let current = o.index.write_tree(&o.store)?;
     let undo = match dry_run {
         true => None,
         false => Some(record_undo_point(p, o, target, current)?),
     };
+    // The plan reads the current tree (recording the undo point flushed it already).
+    o.flush()?;
     let target_tree = parse_id(&target.tree)?;
     let mut applied = {
         let repo = o.store.repo();
         let plan = diff_trees(&repo, Some(current), Some(target_tree), &paths)?;
         worktree::apply(&repo, &o.filter, &mut o.index, target_tree, &plan, dry_run)
     };
-    log_applied(o, target, &applied, dry_run);
+    log_applied(target, &applied, dry_run);
     let mut recorded = None;
     if let Some(undo) = &undo {
         let now = report_leftovers(p, o, target, &paths, started, &mut applied)?;
@@ -130,13 +132,8 @@ fn record_undo_point(
     record(p, o, current, new)
 }
 
-/// Flushes the written files and logs what the restore did.
-fn log_applied(o: &Opened, target: &Checkpoint, applied: &Applied, dry_run: bool) {
-    if !dry_run {
-        if let Err(e) = o.store.sync() {
-            tracing::warn!(error = %e, "could not flush restored files");
-        }
-    }
+/// Logs what the restore did (each written file was flushed as it was written).
+fn log_applied(target: &Checkpoint, applied: &Applied, dry_run: bool) {
     for skip in &applied.skipped {
         tracing::warn!(path = %skip.path, reason = %skip.reason, "skipped while restoring");
     }

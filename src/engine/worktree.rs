@@ -394,6 +394,9 @@ pub fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<
         f.write_all(data)?;
         // The umask may have narrowed the mode given to open.
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        // The content is on disk before the name moves: a power cut leaves the old file or the
+        // new one, never an empty one. Only this file's bytes are waited for.
+        f.sync_data()?;
         drop(f);
         std::fs::rename(&tmp, abs)
     })();

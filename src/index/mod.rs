@@ -27,7 +27,6 @@ use gix::ObjectId;
 use crate::filter::{join_rel, rel_to_abs, split_parent, Filter, RulesCache, WalkEntry};
 use crate::model::{SkipReason, SkippedFile};
 use crate::store::diff::within;
-use crate::store::pack::PackWriter;
 use crate::store::snapshot::{capture, Captured, FileState, SnapshotOptions};
 use crate::store::{Store, StoreError};
 
@@ -37,8 +36,6 @@ pub use persist::{load_stat_cache, save_stat_cache};
 /// timestamp; such entries are re-read at the next refresh. Generous, because file timestamps
 /// come from a coarse kernel clock.
 const RACY_WINDOW_NS: i128 = 50_000_000;
-/// Batches of at least this many files are written as one pack instead of loose objects.
-const PACK_THRESHOLD: usize = 256;
 
 pub use crate::safe_io::Stat;
 
@@ -133,6 +130,11 @@ impl FileIndex {
             progress,
             ..FileIndex::default()
         }
+    }
+
+    /// The progress counters `status` reads (shared with a replacement index).
+    pub fn progress(&self) -> Arc<Progress> {
+        self.progress.clone()
     }
 
     pub fn is_verified(&self) -> bool {

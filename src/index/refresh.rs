@@ -236,9 +236,7 @@ impl FileIndex {
         Ok(())
     }
 
-    /// Reads and stores the given files in parallel; a large batch goes into one new pack.
-    // Long by design: small files captured in place, many in parallel into one pack; both
-    // paths feed the same result handling.
+    /// Reads the given files in parallel and adds what is new to the pending pack.
     pub(super) fn capture_changed(
         &self,
         store: &Store,
@@ -258,8 +256,10 @@ impl FileIndex {
             path: root.to_path_buf(),
             source,
         })?;
-        let pack = if options.write && files.len() >= PACK_THRESHOLD {
-            Some(PackWriter::new(store.dir())?)
+        // Blobs join the operation's pending pack, flushed (one pack, fsynced) with the trees
+        // and the commit before any ref names them.
+        let pack = if options.write {
+            Some(store.pending_blobs()?)
         } else {
             None
         };
@@ -277,7 +277,7 @@ impl FileIndex {
                     .chunks(chunk)
                     .map(|part| {
                         let repo = store.thread_safe();
-                        let pack = pack.as_ref();
+                        let pack = pack.as_deref();
                         let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
                         scope.spawn(move || {
                             let repo = repo.to_thread_local();
@@ -296,31 +296,14 @@ impl FileIndex {
                     .map(|h| h.join().expect("capture worker panicked"))
                     .collect()
             });
-        // A store error fails the whole batch: nothing of it reaches the index.
-        let captured: Vec<(Captured, i128)> =
-            match captured.into_iter().collect::<Result<Vec<_>, _>>() {
-                Ok(parts) => parts.into_iter().flatten().collect(),
-                Err(e) => {
-                    if let Some(pack) = pack {
-                        pack.discard();
-                    }
-                    return Err(e);
-                }
-            };
-        if let Some(pack) = pack {
-            let first = captured.iter().find_map(|(c, _)| match c {
-                Captured::File { state, .. } => Some(state.id),
-                _ => None,
-            });
-            let written = pack.finish()?;
-            if written > 0 {
-                // Makes the store load the new pack now, so later existence checks see it.
-                if let Some(id) = first {
-                    let _ = store.repo().has_object(id);
-                }
-                tracing::info!(objects = written, "wrote a pack");
-            }
-        }
+        // A store error fails the whole batch: nothing of it reaches the index (what reached
+        // the pending pack is flushed with the rest of the operation, or dropped as a whole).
+        let captured: Vec<(Captured, i128)> = captured
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect();
         Ok(captured)
     }
 

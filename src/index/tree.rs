@@ -4,15 +4,16 @@
 use super::*;
 
 impl FileIndex {
-    /// Writes the trees that changed and returns the root tree id.
-    pub fn write_tree(&mut self, repo: &gix::Repository) -> Result<ObjectId, StoreError> {
-        let id = match write_node(repo, &mut self.root)? {
-            Some(id) => id,
+    /// Writes the trees that changed (pending in `store` until its next flush) and returns the
+    /// root tree id.
+    pub fn write_tree(&mut self, store: &Store) -> Result<ObjectId, StoreError> {
+        let id = store.with_pending(|repo| match write_node(repo, &mut self.root)? {
+            Some(id) => Ok(id),
             None => repo
                 .write_object(gix::objs::Tree::empty())
                 .map(|id| id.detach())
-                .map_err(|e| StoreError::git("writing a tree", e))?,
-        };
+                .map_err(|e| StoreError::git("writing a tree", e)),
+        })?;
         self.last_root = Some(id);
         Ok(id)
     }

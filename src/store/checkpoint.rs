@@ -192,9 +192,10 @@ pub fn validate_dialog(name: &str) -> Result<(), CheckpointError> {
 }
 
 impl Store {
-    /// Records `snapshot` (whose blobs are already written) as a checkpoint on its dialog's
-    /// timeline and returns it. Objects are flushed before the dialog's ref moves, and the ref
-    /// moves only if nobody moved it meanwhile.
+    /// Records `tree` (whose objects are written, perhaps still pending) as a checkpoint on its
+    /// dialog's timeline and returns it. The commit joins the operation's pending objects, all of
+    /// them are flushed (one pack, fsynced) before the dialog's ref moves, and the ref moves
+    /// only if nobody moved it meanwhile.
     #[tracing::instrument(skip_all, fields(dialog = %new.dialog, kind = %new.kind))]
     pub fn record_checkpoint(
         &self,
@@ -203,17 +204,40 @@ impl Store {
         new: NewCheckpoint,
     ) -> Result<Checkpoint, CheckpointError> {
         validate_dialog(&new.dialog)?;
-        let repo = self.repo();
         let ref_name = format!("{DIALOG_REFS}{}", new.dialog);
-        let parent_id = self.ref_target(&repo, &ref_name)?;
-        let parent = parent_id.map(|id| self.checkpoint(&repo, id)).transpose()?;
+        let (id, parent_id, meta_blob, header) =
+            self.with_pending(|repo| self.write_commit(repo, &ref_name, tree, skipped, &new))?;
+        self.flush_objects()?;
+        let repo = self.repo();
+        if let Some(blob) = meta_blob {
+            let name = format!("{META_REFS}{blob}");
+            if self.ref_target(&repo, &name)?.is_none() {
+                self.update_ref(&repo, &name, None, blob, "ckpt: client metadata")?;
+            }
+        }
+        let log = format!("ckpt: {} #{}", header.kind, header.seq);
+        self.update_ref(&repo, &ref_name, parent_id, id, &log)?;
+        tracing::info!(id = %id, seq = header.seq, files = header.files, added = header.added,
+            modified = header.modified, deleted = header.deleted,
+            skipped = header.skipped.len(), "checkpoint recorded");
+        self.checkpoint(&repo, id)
+    }
 
-        let meta_blob = new
-            .meta
-            .as_ref()
-            .map(|m| write_meta(&repo, m))
-            .transpose()?;
-        let (files, added, modified, deleted) = counts_against(&repo, parent.as_ref(), tree)?;
+    /// Writes (pending) the commit of a new checkpoint on `ref_name`; returns it, its parent,
+    /// its metadata blob and its header.
+    fn write_commit(
+        &self,
+        repo: &gix::Repository,
+        ref_name: &str,
+        tree: ObjectId,
+        skipped: Vec<SkippedFile>,
+        new: &NewCheckpoint,
+    ) -> Result<(ObjectId, Option<ObjectId>, Option<ObjectId>, Header), CheckpointError> {
+        let parent_id = self.ref_target(repo, ref_name)?;
+        let parent = parent_id.map(|id| self.checkpoint(repo, id)).transpose()?;
+
+        let meta_blob = new.meta.as_ref().map(|m| write_meta(repo, m)).transpose()?;
+        let (files, added, modified, deleted) = counts_against(repo, parent.as_ref(), tree)?;
         let created_at = jiff::Timestamp::now();
         let header = Header {
             v: 1,
@@ -252,20 +276,7 @@ impl Store {
             .write_object(&commit)
             .map_err(|e| StoreError::git("writing a commit", e))?
             .detach();
-
-        self.sync()?;
-        if let Some(blob) = meta_blob {
-            let name = format!("{META_REFS}{blob}");
-            if self.ref_target(&repo, &name)?.is_none() {
-                self.update_ref(&repo, &name, None, blob, "ckpt: client metadata")?;
-            }
-        }
-        let log = format!("ckpt: {} #{}", header.kind, header.seq);
-        self.update_ref(&repo, &ref_name, parent_id, id, &log)?;
-        self.sync()?;
-        tracing::info!(id = %id, seq = header.seq, files = header.files, added, modified, deleted,
-            skipped = header.skipped.len(), "checkpoint recorded");
-        self.checkpoint(&repo, id)
+        Ok((id, parent_id, meta_blob, header))
     }
 
     /// Reads checkpoint `id`.
@@ -365,7 +376,6 @@ impl Store {
         let previous = self.ref_target(repo, &name)?;
         let id = checkpoint.id.object_id();
         self.update_ref(repo, &name, previous, id, "ckpt: approved")?;
-        self.sync()?;
         Ok(())
     }
 

@@ -140,8 +140,23 @@ impl Store {
                 damaged.push(stem.to_string());
             }
         }
+        // A pack this handle had checked is gone: someone else (`git gc`) replaced it. Loaded
+        // indices of removed packs would still vouch for their objects.
+        let before = checked.len();
+        checked.retain(|stem, _| pack_dir.join(format!("{stem}.idx")).exists());
+        if checked.len() != before {
+            self.packs_vanished
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         damaged.sort();
         damaged
+    }
+
+    /// Whether packs this handle knew were removed by someone else since the last call (the
+    /// caller reopens the store).
+    pub fn take_packs_vanished(&self) -> bool {
+        self.packs_vanished
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Reads every object a ref reaches; with `repair`, first salvages damaged packs and
@@ -247,8 +262,8 @@ impl Store {
         }
         drop(repo);
         drop(fresh);
+        // Durable (pack, index and folder fsynced) before the damaged pack moves away.
         pack.finish()?;
-        self.sync()?;
         std::fs::create_dir_all(damaged_dir).map_err(|source| StoreError::Io {
             path: damaged_dir.to_path_buf(),
             source,

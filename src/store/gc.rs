@@ -103,8 +103,8 @@ impl Store {
             pack.add(id, kind, data)
         })?;
         drop(repo);
+        // Durable (pack, index and folder fsynced) before anything is removed.
         let (objects, new_pack) = pack.finish_named()?;
-        self.sync()?;
 
         // From here on every reachable object is durable in the new pack.
         trim_reflogs(&self.dir().join("logs"), &reachable)?;
@@ -145,7 +145,7 @@ impl Store {
             remove(&path)?;
             packs_removed += 1;
         }
-        self.sync()?;
+        super::pending::fsync_if_present(&pack_dir)?;
         self.reopen()?;
         let report = GcReport {
             objects,
@@ -158,8 +158,9 @@ impl Store {
         Ok(report)
     }
 
-    /// Opens the repository again, so that no cached pack list outlives a gc.
-    fn reopen(&mut self) -> Result<(), StoreError> {
+    /// Opens the repository again, so that no cached pack list or mapping outlives a gc or a
+    /// damaged pack (reading a mapping past a truncated file's end kills the process).
+    pub fn reopen(&mut self) -> Result<(), StoreError> {
         *self = Store::open(self.dir())?;
         Ok(())
     }

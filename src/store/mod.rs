@@ -5,8 +5,9 @@
 //!
 //! Layout: checkpoints are commits whose tree is the project's tree. Each dialog's timeline is
 //! a first-parent chain under `refs/ckpt/dialogs/<dialog>`; client metadata blobs are kept
-//! alive by `refs/ckpt/meta/<blob id>`. Objects are made durable (syncfs) before a ref moves,
-//! and ref updates are compare-and-swap transactions with a reflog.
+//! alive by `refs/ckpt/meta/<blob id>`. An operation's new objects are written as one pack,
+//! fsynced before a ref may name them ([`pending`]); ref updates are compare-and-swap
+//! transactions with a reflog, fsynced too.
 
 pub mod checkpoint;
 pub mod diff;
@@ -15,6 +16,7 @@ pub mod gc;
 pub mod import;
 pub mod names;
 pub mod pack;
+pub mod pending;
 pub mod retention;
 pub mod snapshot;
 pub mod timeline;
@@ -28,6 +30,10 @@ use gix::ObjectId;
 
 pub use checkpoint::{Checkpoint, CheckpointError, Imported, NewCheckpoint, RestoreLink};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotOptions};
+
+/// Pack index slots of a store handle: a store holds a few big packs and at most
+/// [`pending::MAX_SMALL_PACKS`] small ones between merges; gix fails to load packs past its slots.
+const OBJECT_STORE_SLOTS: u16 = 256;
 
 /// The dialog used when a client names none.
 pub const DEFAULT_DIALOG: &str = "default";
@@ -88,6 +94,14 @@ pub struct Store {
     repo: gix::ThreadSafeRepository,
     /// Packs found whole, with the stat of their index and data file when checked.
     checked_packs: std::sync::Mutex<std::collections::HashMap<String, PackStamp>>,
+    /// The current operation's objects, not yet durable.
+    pending: std::sync::Mutex<pending::Pending>,
+    /// Set when pending objects were dropped by a failed flush.
+    lost: std::sync::atomic::AtomicBool,
+    /// Set when packs this handle checked disappeared (see [`Store::take_packs_vanished`]).
+    packs_vanished: std::sync::atomic::AtomicBool,
+    /// Small packs on disk (see [`Store::needs_merge`]).
+    small_packs: std::sync::atomic::AtomicUsize,
 }
 
 /// (size, mtime, mtime nsec, inode) of a pack's index and of its data file.
@@ -188,15 +202,22 @@ impl Store {
     }
 
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        let repo =
-            gix::open_opts(dir, gix::open::Options::isolated()).map_err(|e| StoreError::Open {
-                path: dir.to_path_buf(),
-                message: e.to_string(),
-            })?;
+        // Room for the small packs that accumulate between merges (see `pending`), whatever
+        // was on disk at open.
+        let options = gix::open::Options::isolated()
+            .object_store_slots(gix::odb::store::init::Slots::Given(OBJECT_STORE_SLOTS));
+        let repo = gix::open_opts(dir, options).map_err(|e| StoreError::Open {
+            path: dir.to_path_buf(),
+            message: e.to_string(),
+        })?;
         Ok(Store {
             dir: dir.to_path_buf(),
             repo: repo.into_sync(),
             checked_packs: Default::default(),
+            pending: Default::default(),
+            lost: Default::default(),
+            packs_vanished: Default::default(),
+            small_packs: pending::small_packs(dir).len().into(),
         })
     }
 
@@ -213,18 +234,6 @@ impl Store {
 
     pub(crate) fn thread_safe(&self) -> &gix::ThreadSafeRepository {
         &self.repo
-    }
-
-    /// Flushes written objects (or refs) to disk. Called before a ref moves and after.
-    pub(crate) fn sync(&self) -> Result<(), StoreError> {
-        let dir = std::fs::File::open(&self.dir).map_err(|source| StoreError::Io {
-            path: self.dir.clone(),
-            source,
-        })?;
-        rustix::fs::syncfs(&dir).map_err(|e| StoreError::Io {
-            path: self.dir.clone(),
-            source: e.into(),
-        })
     }
 
     /// Points `name` at `new` if it still points at `expected` (None: must not exist).
@@ -255,7 +264,8 @@ impl Store {
                 .map_err(|e| StoreError::git("ref name", e))?,
             deref: false,
         };
-        apply_ref_edit(repo, edit, "updating")
+        apply_ref_edit(repo, edit, "updating")?;
+        self.sync_ref(name)
     }
 
     /// Deletes `name` if it still points at `expected`.
@@ -275,7 +285,8 @@ impl Store {
                 .map_err(|e| StoreError::git("ref name", e))?,
             deref: false,
         };
-        apply_ref_edit(repo, edit, "deleting")
+        apply_ref_edit(repo, edit, "deleting")?;
+        self.sync_ref(name)
     }
 
     /// The id `name` points at, if it exists.

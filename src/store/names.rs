@@ -45,11 +45,13 @@ impl Store {
         };
         notes.extend_from_slice(text.trim_end().as_bytes());
         notes.push(b'\n');
-        let blob = repo
-            .write_blob(&notes)
-            .map_err(|e| StoreError::git("writing notes", e))?
-            .detach();
-        self.sync()?;
+        let blob = self.with_pending(|pending| {
+            pending
+                .write_blob(&notes)
+                .map(|id| id.detach())
+                .map_err(|e| StoreError::git("writing notes", e))
+        })?;
+        self.flush_objects()?;
         self.update_ref(repo, &name, previous, blob, "ckpt: note")?;
         Ok(())
     }

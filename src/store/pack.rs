@@ -4,7 +4,7 @@
 //! Entries are compressed by the capture workers in parallel and appended to a temporary pack
 //! file; [`PackWriter::finish`] patches the object count, appends the checksum, writes the
 //! index, flushes both to disk, and publishes the pack before its index (readers look for the
-//! index), both read-only. Objects already in the store or already in this pack are skipped.
+//! index), both read-only to their owner (0400: stores are private). Objects already in the store or already in this pack are skipped.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -28,6 +28,8 @@ struct State {
     offset: u64,
     entries: Vec<Written>,
     ids: HashSet<ObjectId>,
+    /// A write failed part way: the file may hold half an entry, so the pack is never finished.
+    broken: bool,
 }
 
 /// A pack being written. Shared by the threads that add to it.
@@ -68,6 +70,7 @@ impl PackWriter {
                 offset: 12,
                 entries: Vec::new(),
                 ids: HashSet::new(),
+                broken: false,
             }),
         })
     }
@@ -91,13 +94,18 @@ impl PackWriter {
             return Ok(());
         }
         let offset = state.offset;
-        state
-            .file
-            .write_all(&entry)
-            .map_err(|source| self.io(source))?;
+        if let Err(source) = state.file.write_all(&entry) {
+            state.broken = true;
+            return Err(self.io(source));
+        }
         state.offset += entry.len() as u64;
         state.entries.push(Written { id, offset, crc32 });
         Ok(())
+    }
+
+    /// Some object of this pack, if any.
+    pub fn first_id(&self) -> Option<ObjectId> {
+        self.lock().entries.first().map(|e| e.id)
     }
 
     /// Gives up on the pack: its temporary file is removed.
@@ -130,6 +138,11 @@ impl PackWriter {
             source,
         };
         let count = state.entries.len();
+        if state.broken {
+            return Err(io(std::io::Error::other(
+                "an earlier write to this pack failed",
+            )));
+        }
         let mut file = state.file.into_inner().map_err(|e| io(e.into_error()))?;
         if count == 0 {
             drop(file);
@@ -152,7 +165,7 @@ impl PackWriter {
             let pack = dir.join(format!("{name}.pack"));
             let index = dir.join(format!("{name}.idx"));
             for p in [tmp, idx_tmp.as_path()] {
-                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o444))?;
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o400))?;
             }
             std::fs::rename(tmp, pack)?;
             std::fs::rename(&idx_tmp, index)?;

@@ -205,7 +205,6 @@ impl Store {
             let full = format!("{KEPT_REFS}{name}");
             self.update_ref(repo, &full, None, parse_id(id)?, "ckpt: kept by retention")?;
         }
-        self.sync()?;
         shallow.extend(new_shallow);
         self.write_shallow(&shallow)?;
         for name in existing.difference(&wanted_refs) {

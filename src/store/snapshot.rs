@@ -226,8 +226,8 @@ fn too_large(size: u64, max: u64) -> (SkipReason, String) {
     (SkipReason::TooLarge, why)
 }
 
-/// Hashes `data` and writes it (unless the store has it): a failure to store is an error of
-/// the whole operation, never a skipped file.
+/// Hashes `data` and adds it to the pending pack (unless the store has it): a failure to store
+/// is an error of the whole operation, never a skipped file.
 fn store_captured(
     repo: &gix::Repository,
     entry: &WalkEntry,
@@ -240,13 +240,12 @@ fn store_captured(
     let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data)
         .map_err(|e| StoreError::git("hashing a file", e))?;
     if options.write && !repo.objects.exists_without_refresh(&id) {
-        match pack {
-            Some(pack) => pack.add(id, gix::objs::Kind::Blob, &data)?,
-            None => {
-                repo.write_blob(&data)
-                    .map_err(|e| StoreError::git("writing a file's content", e))?;
-            }
-        }
+        // Written only into the operation's pending pack: never as a loose object, which would
+        // cost an inode and its own flush.
+        let pack = pack.ok_or_else(|| {
+            StoreError::Concurrent("a capture that writes needs the pending pack".into())
+        })?;
+        pack.add(id, gix::objs::Kind::Blob, &data)?;
     }
     Ok(Captured::File {
         rel: entry.rel.clone(),

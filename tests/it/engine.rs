@@ -159,7 +159,8 @@ fn index_refresh_equals_a_full_scan() {
     index
         .refresh(&store, &filter, Vec::new(), options, &mut |_| {})
         .unwrap();
-    let tree = index.write_tree(&store.repo()).unwrap();
+    let tree = index.write_tree(&store).unwrap();
+    store.flush_objects().unwrap();
     assert_eq!(tree, scan_tree(&store));
     // Edit, delete, add, and un-ignore; tell the index only which paths changed.
     write(&root, "d1/f1.txt", "changed\n");
@@ -170,7 +171,8 @@ fn index_refresh_equals_a_full_scan() {
     index
         .refresh(&store, &filter, dirty, options, &mut |_| {})
         .unwrap();
-    let tree = index.write_tree(&store.repo()).unwrap();
+    let tree = index.write_tree(&store).unwrap();
+    store.flush_objects().unwrap();
     assert_eq!(tree, scan_tree(&store));
     let listed = git_in(
         store.dir(),

@@ -74,12 +74,24 @@ impl TestEnv {
     }
 
     pub fn start_daemon(&mut self) {
+        self.start_daemon_under(&[]);
+    }
+
+    /// Starts ckptd as the last argument of `wrapper` (e.g. `strace -o FILE`), or alone.
+    pub fn start_daemon_under(&mut self, wrapper: &[&str]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.home.join("ckptd.log"))
             .unwrap();
-        let mut cmd = Command::new(CKPTD);
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(CKPTD);
+                cmd
+            }
+            None => Command::new(CKPTD),
+        };
         self.env(&mut cmd);
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
         let child = cmd.spawn().expect("start ckptd");
@@ -261,8 +273,9 @@ pub fn git_in(git_dir: &Path, args: &[&str]) -> String {
         .expect("run git");
     assert!(
         out.status.success(),
-        "git {args:?} failed: {}",
-        stderr(&out)
+        "git {args:?} failed: {}{}",
+        stderr(&out),
+        stdout(&out)
     );
     stdout(&out)
 }

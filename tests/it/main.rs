@@ -8,6 +8,7 @@ mod cli;
 mod crash;
 mod daemon;
 mod dialogs;
+mod durability;
 mod edits;
 mod engine;
 mod events;

@@ -253,7 +253,15 @@ impl Store {
                 },
             }
         })?;
-        self.sync()?;
+        // gix does not fsync what it wrote: the pack, its index and the folder, before any ref
+        // names them.
+        for path in [&outcome.data_path, &outcome.index_path]
+            .into_iter()
+            .flatten()
+        {
+            super::pending::fsync_if_present(path)?;
+        }
+        super::pending::fsync_if_present(&pack_dir)?;
         // Refs must name objects the store has now.
         let repo = self.repo();
         let unknown: HashSet<ObjectId> = header

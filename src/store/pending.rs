@@ -1,0 +1,227 @@
+//! Durability at the cost of ckpt's own bytes. New objects of an operation collect in one
+//! pending batch — blobs in a pack being written by the capture workers, trees, commits and
+//! metadata in the memory of one repository handle (which can read them back) — and
+//! [`Store::flush_objects`] writes the batch as one pack, fsyncs the pack, its index and the
+//! pack folder, and only then may a ref name any of them. Ref updates fsync the ref, its reflog
+//! and their folders ([`Store::sync_ref`]). Nothing here waits for another process's data (no
+//! `syncfs`): a build writing gigabytes next door costs a checkpoint nothing.
+//!
+//! Small packs accumulate (about one per checkpoint); [`Store::consolidate_packs`] merges them
+//! once there are more than [`MAX_SMALL_PACKS`], so lookups stay fast.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::pack::PackWriter;
+use super::{Store, StoreError};
+
+/// Packs below this size count as small and are merged by [`Store::consolidate_packs`].
+pub const SMALL_PACK_BYTES: u64 = 4 << 20;
+/// Small packs allowed before they are merged into one.
+pub const MAX_SMALL_PACKS: usize = 24;
+
+/// The objects of the current operation, not yet durable.
+#[derive(Default)]
+pub(crate) struct Pending {
+    /// Blobs from the capture workers.
+    blobs: Option<Arc<PackWriter>>,
+    /// Trees, commits and metadata, readable through this handle before they are flushed.
+    repo: Option<gix::Repository>,
+}
+
+impl Store {
+    /// The pack this operation's blobs go into (shared by the capture workers).
+    pub(crate) fn pending_blobs(&self) -> Result<Arc<PackWriter>, StoreError> {
+        let mut pending = self.pending.lock().expect("pending lock poisoned");
+        if let Some(pack) = &pending.blobs {
+            return Ok(pack.clone());
+        }
+        let pack = Arc::new(PackWriter::new(self.dir())?);
+        pending.blobs = Some(pack.clone());
+        Ok(pack)
+    }
+
+    /// Runs `f` with the handle whose memory holds this operation's trees and commits: what it
+    /// writes is pending, and it reads both pending and stored objects.
+    pub(crate) fn with_pending<T>(&self, f: impl FnOnce(&gix::Repository) -> T) -> T {
+        let mut pending = self.pending.lock().expect("pending lock poisoned");
+        let repo = pending
+            .repo
+            .get_or_insert_with(|| self.repo().with_object_memory());
+        f(repo)
+    }
+
+    /// Makes every pending object durable: one pack, fsynced with its index and folder. On
+    /// failure the pending objects are dropped and [`Store::take_lost`] says so once (whoever
+    /// cached their ids must forget them).
+    pub fn flush_objects(&self) -> Result<(), StoreError> {
+        let (blobs, memory) = {
+            let mut pending = self.pending.lock().expect("pending lock poisoned");
+            let memory = pending
+                .repo
+                .as_ref()
+                .and_then(|r| r.objects.reset_object_memory());
+            (pending.blobs.take(), memory)
+        };
+        let memory = memory.filter(|m| !m.is_empty());
+        if blobs.is_none() && memory.is_none() {
+            return Ok(());
+        }
+        let result = (|| {
+            let pack = match blobs {
+                Some(pack) => Arc::try_unwrap(pack).map_err(|_| {
+                    StoreError::Concurrent("a capture still writes to the pending pack".into())
+                })?,
+                None => PackWriter::new(self.dir())?,
+            };
+            if let Some(memory) = &memory {
+                let repo = self.repo();
+                for (id, (kind, data)) in memory.iter() {
+                    if !repo.objects.exists_without_refresh(id) {
+                        if let Err(e) = pack.add(*id, *kind, data) {
+                            pack.discard();
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+            let probe = pack.first_id();
+            let (written, _) = pack.finish_named()?;
+            if let (true, Some(id)) = (written > 0, probe) {
+                // Makes the store's handles load the new pack now.
+                let _ = self.repo().has_object(id);
+                self.small_packs.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            self.lost.store(true, Ordering::SeqCst);
+        }
+        result
+    }
+
+    /// Whether enough small packs accumulated to merge them ([`Store::consolidate_packs`]).
+    pub fn needs_merge(&self) -> bool {
+        self.small_packs.load(Ordering::Relaxed) > MAX_SMALL_PACKS
+    }
+
+    /// Whether pending objects were dropped since the last call (a failed flush).
+    pub fn take_lost(&self) -> bool {
+        self.lost.swap(false, Ordering::SeqCst)
+    }
+
+    /// Fsyncs what a ref update of `name` wrote: the ref and its reflog (when they exist), every
+    /// folder between them and the store, and `packed-refs` when present.
+    pub(crate) fn sync_ref(&self, name: &str) -> Result<(), StoreError> {
+        let dir = self.dir();
+        for base in [dir.to_path_buf(), dir.join("logs")] {
+            let path = base.join(name);
+            fsync_if_present(&path)?;
+            let mut folder = path.parent();
+            while let Some(f) = folder {
+                if !f.starts_with(dir) {
+                    break;
+                }
+                fsync_if_present(f)?;
+                if f == dir {
+                    break;
+                }
+                folder = f.parent();
+            }
+        }
+        fsync_if_present(&dir.join("packed-refs"))
+    }
+}
+
+impl Store {
+    /// Merges the small packs into one once there are more than [`MAX_SMALL_PACKS`]; returns
+    /// how many were merged (0: nothing to do). The new pack is durable before any old one is
+    /// removed, and only packs listed before starting are removed.
+    pub fn consolidate_packs(&mut self) -> Result<usize, StoreError> {
+        let pack_dir = self.dir().join("objects").join("pack");
+        let small = small_packs(self.dir());
+        if small.len() <= MAX_SMALL_PACKS {
+            return Ok(0);
+        }
+        let repo = self.repo();
+        let pack = PackWriter::new(self.dir())?;
+        let copied = (|| {
+            for stem in &small {
+                let idx = pack_dir.join(format!("{stem}.idx"));
+                let index = gix_pack::index::File::at(&idx, gix::hash::Kind::Sha1)
+                    .map_err(|e| StoreError::git("reading a pack index", e))?;
+                for entry in index.iter() {
+                    let object = repo
+                        .find_object(entry.oid)
+                        .map_err(|e| StoreError::git("reading a packed object", e))?;
+                    pack.add(entry.oid, object.kind, &object.data)?;
+                }
+            }
+            Ok(())
+        })();
+        drop(repo);
+        if let Err(e) = copied {
+            pack.discard();
+            return Err(e);
+        }
+        let (_, merged) = pack.finish_named()?;
+        for stem in &small {
+            if merged.as_deref() == Some(stem.as_str()) {
+                continue;
+            }
+            // The index first, so that no reader finds an index without its pack.
+            for ext in ["idx", "pack"] {
+                let path = pack_dir.join(format!("{stem}.{ext}"));
+                if let Err(e) = std::fs::remove_file(&path) {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot remove a merged pack");
+                }
+            }
+        }
+        fsync_if_present(&pack_dir)?;
+        // No handle keeps a list of the removed packs.
+        *self = Store::open(self.dir())?;
+        tracing::info!(packs = small.len(), "merged small packs");
+        Ok(small.len())
+    }
+}
+
+/// The names (`pack-<sum>`) of the store's small packs: under [`SMALL_PACK_BYTES`], not kept.
+pub(crate) fn small_packs(store_dir: &Path) -> Vec<String> {
+    let pack_dir = store_dir.join("objects").join("pack");
+    let Ok(entries) = std::fs::read_dir(&pack_dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let stem = name.strip_suffix(".pack")?.to_string();
+            let small = e.metadata().is_ok_and(|m| m.len() < SMALL_PACK_BYTES);
+            let kept = pack_dir.join(format!("{stem}.keep")).exists();
+            (small && !kept).then_some(stem)
+        })
+        .collect()
+}
+
+/// Fsyncs a file or folder; one that does not exist (a deleted ref) is fine. Never blocks on a
+/// FIFO and never follows a symlink.
+pub(crate) fn fsync_if_present(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path);
+    match opened {
+        Ok(file) => file.sync_all().map_err(|source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,126 @@
+//! Durability at the cost of ckpt's own bytes: a checkpoint's new objects are one pack, flushed
+//! with fsync before the ref that names them; nothing waits for the whole filesystem (`syncfs`,
+//! `sync`), which would make a checkpoint wait for a build's gigabytes next door. Small packs
+//! are merged once they accumulate.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::harness::*;
+
+fn packs(store: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(store.join("objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".pack"))
+        .collect();
+    names.sort();
+    names
+}
+
+fn loose_count(env: &TestEnv) -> String {
+    env.git(&["count-objects", "-v"])
+        .lines()
+        .find(|l| l.starts_with("count: "))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Traces the daemon's flush calls while it records, restores and undoes: only fsync of its own
+/// files, never a filesystem-wide sync. Needs `strace` (`.ci/run` installs it).
+#[test]
+fn checkpoints_flush_only_their_own_files() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: strace is not installed");
+        return;
+    }
+    let mut env = TestEnv::without_daemon("");
+    let trace = env.home.join("strace.txt");
+    let trace_arg = trace.to_str().unwrap().to_string();
+    env.start_daemon_under(&[
+        "strace",
+        "-f",
+        "-qq",
+        "-e",
+        "trace=sync,syncfs,fsync,fdatasync",
+        "-o",
+        &trace_arg,
+    ]);
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    write(&p, "sub/b.txt", "two\n");
+    env.watch();
+    let first = env.checkpoint("first");
+    write(&p, "a.txt", "changed\n");
+    write(&p, "sub/c.txt", "new\n");
+    env.checkpoint("second");
+    let out = env.ckpt(&["restore", &first, "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = env.ckpt(&["undo", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    env.fsck();
+    let out = env.ckpt(&["shutdown"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut daemon = env.daemon.take().unwrap();
+    wait_timeout(&mut daemon, Duration::from_secs(20)).expect("ckptd did not stop");
+    let calls = std::fs::read_to_string(&trace).unwrap();
+    let wide: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.contains(" syncfs(") || l.contains(" sync("))
+        .collect();
+    assert!(wide.is_empty(), "filesystem-wide syncs: {wide:?}");
+    let own = calls
+        .lines()
+        .filter(|l| l.contains(" fsync(") || l.contains(" fdatasync("))
+        .count();
+    assert!(own >= 6, "every pack, index and ref is flushed:\n{calls}");
+}
+
+/// A checkpoint of a small change is one pack (no loose object, no inode per object); past
+/// the limit, the small packs are merged in the background, and every checkpoint stays whole.
+#[test]
+fn each_checkpoint_is_one_pack_and_small_packs_are_merged() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "keep.txt", "kept\n");
+    env.watch();
+    let first = env.checkpoint("first");
+    let store = env.store();
+    let before = packs(&store).len();
+    write(&p, "d/one.txt", "1\n");
+    write(&p, "d/e/two.txt", "2\n");
+    env.checkpoint("a small change");
+    assert_eq!(packs(&store).len(), before + 1, "one pack per checkpoint");
+    assert_eq!(loose_count(&env), "count: 0");
+
+    let mut ids = vec![first];
+    for i in 0..40 {
+        write(&p, &format!("d/f{}.txt", i % 5), &format!("round {i}\n"));
+        ids.push(env.checkpoint(&format!("round {i}")));
+    }
+    // The merge runs after the reply: wait for it (bounded).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while packs(&store).len() > 25 {
+        assert!(
+            Instant::now() < deadline,
+            "small packs were not merged: {:?}",
+            packs(&store)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(loose_count(&env), "count: 0");
+    env.fsck();
+    for id in &ids {
+        assert!(env.ls_tree(id).contains(&"keep.txt".to_string()), "{id}");
+    }
+    // The merged store still restores and records.
+    let out = env.ckpt(&["restore", &ids[0], "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!p.join("d").exists());
+    env.checkpoint("after the merge");
+    env.fsck();
+}
