@@ -1,6 +1,7 @@
 //! Benchmark: ckpt against a shadow git repository on the same synthetic tree, in the same run.
 //!
-//! `cargo bench --bench checkpoint -- [--files N] [--ignored M] [--runs R] [--history H] [--dir D]`
+//! `cargo bench --bench checkpoint -- [--files N] [--ignored M] [--runs R] [--history H] [--dir D]
+//!  [--hook-runs K] [--load-runs L] [--load-mb MB] [--idle-seconds S] [--million]`
 //!
 //! Builds a project of N files of ~2 KiB in nested folders plus a gitignored `node_modules/` of
 //! M files, starts the real `ckptd` on a temp socket, and times through the socket (the client
@@ -11,6 +12,12 @@
 //! --work-tree=PROJECT add -A && git write-tree` (and `git read-tree -u --reset` to restore).
 //! Prints medians over R runs (the hook case over --hook-runs prompts, default 50) and ratios
 //! baseline/ckpt.
+//!
+//! Under load: L checkpoints (default 40) of 10 changed files each while another process writes
+//! MB-sized files (default 200 MB) one after another beside the project on the same filesystem,
+//! as a build does; p50 and max. Idle: the daemon's CPU time over S seconds (default 60) with the
+//! project watched and nothing changing, and over a burst of 1,000 changed files and the 10 s
+//! after it. `--million` is 1,000,000 files + 500,000 ignored (3 runs, 20 history, 20 hooks).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -26,6 +33,11 @@ struct Args {
     history: usize,
     /// Prompts timed through `ckpt hook claude-code`.
     hook_runs: usize,
+    /// Checkpoints timed under load, and the size of each file the load writes.
+    load_runs: usize,
+    load_mb: usize,
+    /// Idle CPU is measured over this many seconds (0: not measured).
+    idle_seconds: u64,
     dir: Option<PathBuf>,
 }
 
@@ -36,6 +48,9 @@ fn parse_args() -> Args {
         runs: 5,
         history: 100,
         hook_runs: 50,
+        load_runs: 40,
+        load_mb: 200,
+        idle_seconds: 60,
         dir: None,
     };
     let mut it = std::env::args().skip(1);
@@ -51,6 +66,16 @@ fn parse_args() -> Args {
             "--runs" => args.runs = num("--runs"),
             "--history" => args.history = num("--history"),
             "--hook-runs" => args.hook_runs = num("--hook-runs"),
+            "--load-runs" => args.load_runs = num("--load-runs"),
+            "--load-mb" => args.load_mb = num("--load-mb"),
+            "--idle-seconds" => args.idle_seconds = num("--idle-seconds") as u64,
+            "--million" => {
+                args.files = 1_000_000;
+                args.ignored = 500_000;
+                args.runs = 3;
+                args.history = 20;
+                args.hook_runs = 20;
+            }
             "--dir" => args.dir = Some(PathBuf::from(it.next().expect("--dir takes a path"))),
             "--bench" => {}
             other => panic!("unknown argument {other}"),
@@ -172,6 +197,25 @@ fn main() {
     }
     rows.push(Row::new("restore, 10 files away", ours, theirs));
 
+    // `ckpt checkpoint` as a process (start to exit), 10 files changed.
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..args.runs {
+        round += 1;
+        touch_ten(&root, args.files, round);
+        ours.push(time(|| {
+            run(Command::new(env!("CARGO_BIN_EXE_ckpt"))
+                .args(["--no-spawn", "--quiet", "--socket"])
+                .arg(&daemon.socket)
+                .args(["checkpoint", "-C"])
+                .arg(&root))
+        }));
+        theirs.push(time(|| shadow_snapshot(&shadow, &root)));
+    }
+    rows.push(Row::new("ckpt checkpoint process, 10 changed", ours, theirs));
+
+    // Under load: a build-like writer beside the project.
+    let (loaded, loaded_theirs) = under_load(&args, &mut conn, &root, &shadow, &mut round);
+
     // First checkpoint after a daemon restart.
     let rss = daemon.peak_rss_kib();
     drop(conn);
@@ -190,6 +234,7 @@ fn main() {
         vec![after_restart],
         vec![theirs],
     ));
+    let idle = idle_cpu(&args, &daemon, &root);
 
     // Store size after H checkpoints of 10 changed files each, against gc'd git with the same history.
     let history_shadow = tmp.path().join("history.git");
@@ -263,6 +308,28 @@ fn main() {
         "ckpt --version",
         ms(version_floor)
     );
+    let p50 = median(loaded.clone());
+    let max = loaded.iter().max().copied().unwrap_or_default();
+    println!(
+        "{:<34} {:>9.1} ms {:>11.1} ms {:>8.1}x  (max {:.1} ms over {}; {} MB files written beside)",
+        "under load, 10 changed (p50)",
+        ms(p50),
+        ms(median(loaded_theirs.clone())),
+        median(loaded_theirs).as_secs_f64() / p50.as_secs_f64().max(1e-9),
+        ms(max),
+        loaded.len(),
+        args.load_mb
+    );
+    if let Some((quiet, burst, after)) = idle {
+        println!(
+            "{:<34} {:>9.3} s CPU over {} s idle; {:.3} s for a 1,000-file burst + 10 s; {:.3} s over 10 s after",
+            "daemon CPU",
+            quiet,
+            args.idle_seconds,
+            burst,
+            after
+        );
+    }
     println!("{:<34} {:>9.1} MiB", "daemon peak RSS", rss as f64 / 1024.0);
     println!(
         "{:<34} {:>9.1} MiB {:>10.1} MiB {:>8.2}x (ckpt/git)",
@@ -431,6 +498,92 @@ fn du(path: &Path) -> u64 {
         * 1024
 }
 
+/// Times `args.load_runs` checkpoints of 10 changed files while a writer creates files of
+/// `args.load_mb` MB one after another beside the project (same filesystem), like a build; and
+/// five shadow-git snapshots under the same load. Returns (ours, theirs).
+fn under_load(
+    args: &Args,
+    conn: &mut Connection,
+    root: &Path,
+    shadow: &Path,
+    round: &mut usize,
+) -> (Vec<Duration>, Vec<Duration>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let load_dir = root.parent().unwrap().join("build-output");
+    std::fs::create_dir_all(&load_dir).unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        let dir = load_dir.clone();
+        let mb = args.load_mb;
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let chunk = vec![0x5au8; 1 << 20];
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let path = dir.join(format!("artifact-{n}.bin"));
+                let mut f = std::fs::File::create(&path).unwrap();
+                for _ in 0..mb {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    f.write_all(&chunk).unwrap();
+                }
+                // Two files at most on disk; their dirty pages stay the kernel's to write back.
+                if n >= 2 {
+                    let _ = std::fs::remove_file(dir.join(format!("artifact-{}.bin", n - 2)));
+                }
+                n += 1;
+            }
+        })
+    };
+    // Let the load build up dirty pages first.
+    std::thread::sleep(Duration::from_secs(2));
+    let project = json!(root);
+    let mut ours = Vec::new();
+    for _ in 0..args.load_runs {
+        *round += 1;
+        touch_ten(root, args.files, *round);
+        ours.push(time(|| {
+            conn.call_value("checkpoint", json!({ "project": project }))
+                .unwrap();
+        }));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut theirs = Vec::new();
+    for _ in 0..5 {
+        *round += 1;
+        touch_ten(root, args.files, *round);
+        theirs.push(time(|| shadow_snapshot(shadow, root)));
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let _ = std::fs::remove_dir_all(&load_dir);
+    (ours, theirs)
+}
+
+/// The daemon's CPU seconds: idle over `args.idle_seconds`, over a burst of 1,000 changed
+/// files and the 10 s after it, and over the 10 s after that. None when not measured.
+fn idle_cpu(args: &Args, daemon: &Daemon, root: &Path) -> Option<(f64, f64, f64)> {
+    if args.idle_seconds == 0 {
+        return None;
+    }
+    let cpu = || daemon.cpu_seconds();
+    std::thread::sleep(Duration::from_secs(2));
+    let start = cpu();
+    std::thread::sleep(Duration::from_secs(args.idle_seconds));
+    let quiet = cpu() - start;
+    let start = cpu();
+    for i in 0..1000.min(args.files) {
+        std::fs::write(root.join(file_path(i)), content(i, 999_999)).unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(10));
+    let burst = cpu() - start;
+    let start = cpu();
+    std::thread::sleep(Duration::from_secs(10));
+    Some((quiet, burst, cpu() - start))
+}
+
 struct Daemon {
     child: Child,
     socket: PathBuf,
@@ -478,6 +631,20 @@ impl Daemon {
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
+    }
+
+    /// User + system CPU time so far, in seconds.
+    fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command name (which is in parentheses): utime is the 14th field.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<u64> = rest
+            .split_whitespace()
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+        ticks as f64 / 100.0
     }
 
     fn stop(&mut self) {

@@ -245,6 +245,13 @@ impl Store {
         new: ObjectId,
         log_message: &str,
     ) -> Result<(), StoreError> {
+        // Only a new ref in a folder that does not exist yet creates folders to flush.
+        let created = expected.is_none()
+            && !self
+                .dir
+                .join(name)
+                .parent()
+                .is_some_and(|p| p.is_dir());
         let expected = match expected {
             Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
             None => PreviousValue::MustNotExist,
@@ -265,7 +272,7 @@ impl Store {
             deref: false,
         };
         apply_ref_edit(repo, edit, "updating")?;
-        self.sync_ref(name)
+        self.sync_ref(name, created, false)
     }
 
     /// Deletes `name` if it still points at `expected`.
@@ -286,7 +293,7 @@ impl Store {
             deref: false,
         };
         apply_ref_edit(repo, edit, "deleting")?;
-        self.sync_ref(name)
+        self.sync_ref(name, false, true)
     }
 
     /// The id `name` points at, if it exists.

@@ -111,26 +111,29 @@ impl Store {
         self.lost.swap(false, Ordering::SeqCst)
     }
 
-    /// Fsyncs what a ref update of `name` wrote: the ref and its reflog (when they exist), every
-    /// folder between them and the store, and `packed-refs` when present.
-    pub(crate) fn sync_ref(&self, name: &str) -> Result<(), StoreError> {
+    /// Fsyncs what a ref update of `name` wrote: the ref file and its folder (the folders up to
+    /// the store too when `created`, if the update made folders; `packed-refs` too
+    /// after a deletion, which may rewrite it). The reflog is not flushed: a line lost in a
+    /// power cut is history, not consistency.
+    pub(crate) fn sync_ref(&self, name: &str, created: bool, deleted: bool) -> Result<(), StoreError> {
         let dir = self.dir();
-        for base in [dir.to_path_buf(), dir.join("logs")] {
-            let path = base.join(name);
-            fsync_if_present(&path)?;
-            let mut folder = path.parent();
-            while let Some(f) = folder {
-                if !f.starts_with(dir) {
-                    break;
-                }
-                fsync_if_present(f)?;
-                if f == dir {
-                    break;
-                }
-                folder = f.parent();
+        let path = dir.join(name);
+        fsync_if_present(&path)?;
+        let mut folder = path.parent();
+        while let Some(f) = folder {
+            if !f.starts_with(dir) {
+                break;
             }
+            fsync_if_present(f)?;
+            if f == dir || !created {
+                break;
+            }
+            folder = f.parent();
         }
-        fsync_if_present(&dir.join("packed-refs"))
+        if deleted {
+            fsync_if_present(&dir.join("packed-refs"))?;
+        }
+        Ok(())
     }
 }
 
