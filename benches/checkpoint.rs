@@ -211,7 +211,11 @@ fn main() {
         }));
         theirs.push(time(|| shadow_snapshot(&shadow, &root)));
     }
-    rows.push(Row::new("ckpt checkpoint process, 10 changed", ours, theirs));
+    rows.push(Row::new(
+        "ckpt checkpoint process, 10 changed",
+        ours,
+        theirs,
+    ));
 
     // Under load: a build-like writer beside the project.
     let (loaded, loaded_theirs) = under_load(&args, &mut conn, &root, &shadow, &mut round);

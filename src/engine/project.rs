@@ -91,10 +91,17 @@ impl Opened {
                 return Err(e.into());
             }
         };
-        let mode = self
+        let mode = match self
             .watcher
             .as_ref()
-            .map_or(WatchMode::Polling, ProjectWatcher::mode);
+            .map_or(WatchMode::Polling, ProjectWatcher::mode)
+        {
+            // Says what to raise and by how much, now that the walk counted the folders.
+            WatchMode::Degraded(why) if why == crate::watch::WATCH_LIMIT => {
+                WatchMode::Degraded(crate::watch::watch_limit_advice(self.index.folder_count()))
+            }
+            mode => mode,
+        };
         *project.mode.lock().expect("mode lock poisoned") = mode;
         if outcome.full {
             tracing::info!(root = %project.root.display(), hashed = outcome.hashed, "verified the whole project");
@@ -138,7 +145,7 @@ impl Opened {
 
     /// Asks for a full verify at the next checkpoint, exactly as a watcher overflow does.
     pub fn force_rescan(&mut self, why: &str) {
-        match &self.watcher {
+        match &mut self.watcher {
             Some(w) => w.force_rescan(why),
             None => self.index.invalidate_all(),
         }

@@ -132,6 +132,14 @@ impl FileIndex {
         }
     }
 
+    /// How many folders the index holds (the root included).
+    pub fn folder_count(&self) -> usize {
+        fn count(node: &DirNode) -> usize {
+            1 + node.dirs.values().map(count).sum::<usize>()
+        }
+        count(&self.root)
+    }
+
     /// The progress counters `status` reads (shared with a replacement index).
     pub fn progress(&self) -> Arc<Progress> {
         self.progress.clone()

@@ -246,12 +246,8 @@ impl Store {
         log_message: &str,
     ) -> Result<(), StoreError> {
         // Only a new ref in a folder that does not exist yet creates folders to flush.
-        let created = expected.is_none()
-            && !self
-                .dir
-                .join(name)
-                .parent()
-                .is_some_and(|p| p.is_dir());
+        let created =
+            expected.is_none() && !self.dir.join(name).parent().is_some_and(|p| p.is_dir());
         let expected = match expected {
             Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
             None => PreviousValue::MustNotExist,

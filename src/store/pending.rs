@@ -115,7 +115,12 @@ impl Store {
     /// the store too when `created`, if the update made folders; `packed-refs` too
     /// after a deletion, which may rewrite it). The reflog is not flushed: a line lost in a
     /// power cut is history, not consistency.
-    pub(crate) fn sync_ref(&self, name: &str, created: bool, deleted: bool) -> Result<(), StoreError> {
+    pub(crate) fn sync_ref(
+        &self,
+        name: &str,
+        created: bool,
+        deleted: bool,
+    ) -> Result<(), StoreError> {
         let dir = self.dir();
         let path = dir.join(name);
         fsync_if_present(&path)?;

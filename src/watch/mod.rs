@@ -67,6 +67,40 @@ pub struct Changes {
     pub rescan: Option<String>,
 }
 
+/// Why watching stopped when the inotify watch limit stopped it (see [`watch_limit_advice`]).
+pub const WATCH_LIMIT: &str = "inotify watch limit reached";
+
+/// What to raise, and to what, so that a project of `folders` folders can be watched: the
+/// smaller of the system-wide limit and this user namespace's, plus the project's folders
+/// (the watches other programs hold stay theirs).
+pub fn watch_limit_advice(folders: usize) -> String {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
+    let system = (
+        "fs.inotify.max_user_watches",
+        read("/proc/sys/fs/inotify/max_user_watches"),
+    );
+    let userns = (
+        "user.max_inotify_watches",
+        read("/proc/sys/user/max_inotify_watches"),
+    );
+    let (name, limit) = match (system, userns) {
+        ((_, Some(a)), (n, Some(b))) if b < a => (n, b),
+        ((n, Some(a)), _) => (n, a),
+        (_, (n, Some(b))) => (n, b),
+        _ => ("fs.inotify.max_user_watches", 0),
+    };
+    let wanted = limit + folders as u64;
+    format!(
+        "{WATCH_LIMIT}: {name} is {limit} and this project has {folders} folders; raise it to at \
+         least {wanted} (`sudo sysctl {name}={wanted}`, and a line in /etc/sysctl.d/ to keep it), \
+         then `ckpt rescan`; until then checkpoints verify every file by stat (exact, slower)"
+    )
+}
+
 pub struct ProjectWatcher {
     watcher: Arc<Mutex<notify::RecommendedWatcher>>,
     shared: Arc<Shared>,
@@ -138,9 +172,7 @@ impl ProjectWatcher {
                 return; // It vanished; its parent's event covers that.
             }
             let why = match e.kind {
-                notify::ErrorKind::MaxFilesWatch => {
-                    "inotify watch limit reached (raise fs.inotify.max_user_watches)".to_string()
-                }
+                notify::ErrorKind::MaxFilesWatch => WATCH_LIMIT.to_string(),
                 _ => format!("cannot watch {}: {e}", dir.display()),
             };
             tracing::warn!(root = %self.shared.root.display(), reason = %why, "watching degraded; checkpoints verify by stat");
@@ -164,7 +196,11 @@ impl ProjectWatcher {
     }
 
     /// Marks the project for a full verify at the next sync, as if the event queue overflowed.
-    pub fn force_rescan(&self, why: &str) {
+    /// A watcher stopped by the watch limit tries again (the limit may have been raised).
+    pub fn force_rescan(&mut self, why: &str) {
+        if self.degraded.as_deref() == Some(WATCH_LIMIT) {
+            self.degraded = None;
+        }
         self.shared.lock().rescan = Some(why.to_string());
     }
 

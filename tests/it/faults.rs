@@ -529,3 +529,71 @@ fn a_project_replaced_by_a_symlink_is_not_followed() {
     );
     env.fsck();
 }
+
+/// An inotify watch limit lower than the project's folders (set low in a user namespace of the
+/// daemon's own): watching degrades, checkpoints stay exact by stat verification, and `status`
+/// names the limit to raise and to what.
+#[test]
+fn a_low_watch_limit_degrades_exactly_and_says_what_to_raise() {
+    let probe = std::process::Command::new("unshare")
+        .args([
+            "-U",
+            "-r",
+            "sh",
+            "-c",
+            "echo 3 > /proc/sys/user/max_inotify_watches",
+        ])
+        .stderr(std::process::Stdio::null())
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no user namespaces with their own inotify limit here");
+        return;
+    }
+    let mut env = TestEnv::without_daemon("");
+    let p = env.proj();
+    for i in 0..10 {
+        write(&p, &format!("d{i}/f.txt"), &format!("{i}\n"));
+    }
+    env.start_daemon_under(&[
+        "unshare",
+        "-U",
+        "-r",
+        "sh",
+        "-c",
+        "echo 3 > /proc/sys/user/max_inotify_watches && exec \"$0\"",
+    ]);
+    env.watch();
+    env.checkpoint("first");
+    let status = env.json(&["status"]);
+    let mode = status["projects"][0]["mode"].as_str().unwrap_or_default();
+    assert!(
+        mode.contains("user.max_inotify_watches is 3 and this project has 11 folders")
+            && mode.contains("raise it to at least 14"),
+        "{status}"
+    );
+    // Exact without events: a change in a folder nobody watches is in the next checkpoint.
+    write(&p, "d9/f.txt", "changed where no watch is\n");
+    write(&p, "d9/new.txt", "new\n");
+    let id = env.checkpoint("second");
+    assert_eq!(
+        env.git(&["cat-file", "-p", &format!("{id}:d9/f.txt")]),
+        "changed where no watch is\n"
+    );
+    assert!(env.ls_tree(&id).contains(&"d9/new.txt".to_string()));
+    let verify = env.json(&["verify"]);
+    assert_eq!(verify["equal"], true, "{verify}");
+    // Raised (inside the daemon's namespace) and rescanned: watching again.
+    let pid = env.daemon.as_ref().unwrap().id().to_string();
+    let raised = std::process::Command::new("nsenter")
+        .args(["-t", &pid, "-U", "--preserve-credentials", "sh", "-c"])
+        .arg("echo 100 > /proc/sys/user/max_inotify_watches")
+        .status()
+        .unwrap();
+    assert!(raised.success());
+    let out = env.ckpt(&["rescan"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    env.checkpoint("third");
+    let status = env.json(&["status"]);
+    assert_eq!(status["projects"][0]["mode"], "watching", "{status}");
+    env.fsck();
+}
