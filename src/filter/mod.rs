@@ -16,6 +16,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
 mod rules;
+mod walk;
 
 use crate::config::ExclusionConfig;
 use crate::safe_io::{read_small, Stat};
@@ -136,90 +137,6 @@ impl Filter {
     /// The rules in force at the root.
     pub fn root_rules(&self) -> IgnoreRules {
         IgnoreRules::for_repository_root(&self.root)
-    }
-
-    /// Walks the subtree at `start` (a folder known to be included), whose rules are `rules`.
-    /// `on_dir` sees each included folder before it is listed (the watcher places its watch
-    /// there, so that nothing created in it afterwards goes unnoticed).
-    pub fn walk_from(
-        &self,
-        start: BString,
-        rules: IgnoreRules,
-        on_dir: &mut dyn FnMut(&Path),
-    ) -> WalkResult {
-        let mut result = WalkResult::default();
-        let start_abs = if start.is_empty() {
-            self.root.clone()
-        } else {
-            rel_to_abs(&self.root, &start)
-        };
-        let mut stack = vec![(start_abs, start, rules)];
-        while let Some((dir, rel_dir, rules)) = stack.pop() {
-            on_dir(&dir);
-            let read = match std::fs::read_dir(&dir) {
-                Ok(r) => r,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    result.skips.push(WalkSkip {
-                        rel: rel_dir.clone(),
-                        reason: format!("cannot read directory: {e}"),
-                    });
-                    continue;
-                }
-            };
-            if dir.join(".git").symlink_metadata().is_ok() {
-                result.repos.push(rel_dir.clone());
-            }
-            result.dirs.push(rel_dir.clone());
-            for item in read {
-                let item = match item {
-                    Ok(i) => i,
-                    Err(e) => {
-                        result.skips.push(WalkSkip {
-                            rel: rel_dir.clone(),
-                            reason: format!("cannot list directory: {e}"),
-                        });
-                        continue;
-                    }
-                };
-                let name = item.file_name();
-                let abs = item.path();
-                let rel = join_rel(&rel_dir, name.as_bytes());
-                // Stats relative to the open folder (fstatat), never through a symlink.
-                let metadata = match item.metadata() {
-                    Ok(m) => m,
-                    // Vanished between listing and stat: it is simply not there any more.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                    Err(e) => {
-                        result.skips.push(WalkSkip {
-                            rel,
-                            reason: format!("cannot stat: {e}"),
-                        });
-                        continue;
-                    }
-                };
-                let file_type = metadata.file_type();
-                let is_dir = file_type.is_dir();
-                if !is_dir && is_litter(name.as_bytes()) {
-                    result.litter.push(rel);
-                    continue;
-                }
-                if self.is_excluded(&abs, name.as_bytes(), is_dir, &rules) {
-                    continue;
-                }
-                if is_dir {
-                    let child_rules = rules.enter(&abs);
-                    stack.push((abs, rel, child_rules));
-                } else {
-                    result.files.push(WalkEntry {
-                        rel,
-                        file_type,
-                        stat: Stat::of(&metadata),
-                    });
-                }
-            }
-        }
-        result
     }
 
     /// The rules in force inside folder `rel`, or None when the folder (or one of its parents)

@@ -180,7 +180,9 @@ impl FileIndex {
         fn visit(node: &mut DirNode, gone: &dyn Fn(&ObjectId) -> bool) {
             let before = node.files.len();
             node.files.retain(|_, e| !gone(&e.state.id));
-            let mut changed = node.files.len() != before;
+            // A cached tree may be lost while every blob below it survived (they share packs).
+            let mut changed =
+                node.files.len() != before || node.tree.flatten().is_some_and(|t| gone(&t));
             for child in node.dirs.values_mut() {
                 visit(child, gone);
                 changed |= child.tree.is_none();

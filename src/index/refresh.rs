@@ -207,6 +207,8 @@ impl FileIndex {
                 node_at(&mut node, relative_to(&start, dir.as_bstr()), true);
             }
         }
+        // A folder's files come one after another in the walk: each folder is found once.
+        let mut unchanged: Vec<(BString, Vec<(BString, IndexEntry)>)> = Vec::new();
         for file in walk.files {
             let stat = file.stat;
             let known = old_files
@@ -215,12 +217,19 @@ impl FileIndex {
             match known {
                 Some(e) if e.stat == stat && !racy.contains(&file.rel) => {
                     let (parent, name) = split_parent(file.rel.as_bstr());
-                    let dir =
-                        node_at(&mut node, relative_to(&start, parent), true).expect("created");
-                    dir.files.insert(name.to_owned(), *e);
+                    if unchanged.last().is_none_or(|(p, _)| p.as_bstr() != parent) {
+                        unchanged.push((parent.to_owned(), Vec::new()));
+                    }
+                    let last = unchanged.last_mut().expect("pushed above");
+                    last.1.push((name.to_owned(), *e));
                 }
                 _ => to_read.push(file),
             }
+        }
+        for (parent, files) in unchanged {
+            let dir =
+                node_at(&mut node, relative_to(&start, parent.as_bstr()), true).expect("created");
+            dir.files.extend(files);
         }
         for skip in walk.skips {
             self.note_skip(skip.rel, (SkipReason::Unreadable, skip.reason));

@@ -410,11 +410,19 @@ fn counts_against(
     parent: Option<&Checkpoint>,
     tree: ObjectId,
 ) -> Result<(u64, u64, u64, u64), CheckpointError> {
-    Ok(match parent {
-        Some(p) => {
-            let changes = diff_trees(repo, Some(parse_id(&p.tree)?), Some(tree), &[])?;
-            let (a, m, d) = count_changes(&changes);
-            ((p.files + a).saturating_sub(d), a, m, d)
+    let against_parent = parent.map(|p| {
+        diff_trees(repo, Some(parse_id(&p.tree)?), Some(tree), &[])
+            .map(|changes| (p, count_changes(&changes)))
+            .map_err(CheckpointError::from)
+    });
+    Ok(match against_parent {
+        Some(Ok((p, (a, m, d)))) => ((p.files + a).saturating_sub(d), a, m, d),
+        // The parent's tree is partly unreadable (a damaged store, after fsck --repair): the
+        // new checkpoint is whole; its counts are taken against nothing.
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "the previous checkpoint's tree is unreadable; counting every file as added");
+            let n = diff_trees(repo, None, Some(tree), &[])?.len() as u64;
+            (n, n, 0, 0)
         }
         None => {
             let n = diff_trees(repo, None, Some(tree), &[])?.len() as u64;

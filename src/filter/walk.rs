@@ -1,0 +1,290 @@
+//! The walk that lists a project under its rules. A whole-project walk (a first checkpoint, a
+//! verify after a restart) lists folders on several threads; a subtree walk (a folder that
+//! changed) stays on the calling thread, where starting threads would cost more than it saves.
+//! Either way each folder is shown to `on_dir` before it is listed (the watcher places its
+//! watch there first, so nothing created in it afterwards goes unnoticed), and the result is
+//! the same set of entries.
+
+use std::collections::VecDeque;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
+
+use gix::bstr::BString;
+
+use super::{
+    is_litter, join_rel, rel_to_abs, Filter, IgnoreRules, WalkEntry, WalkResult, WalkSkip,
+};
+use crate::safe_io::Stat;
+
+/// A folder to list: where it is, its path in the project, and the rules in force in it.
+type Folder = (PathBuf, BString, IgnoreRules);
+
+/// What listing one folder found: its entries, and its subfolders still to list.
+#[derive(Default)]
+struct Listing {
+    result: WalkResult,
+    subdirs: Vec<Folder>,
+}
+
+/// Folders waiting to be listed (and whether no more will come), shared by the listing threads.
+struct Queue {
+    items: Mutex<(VecDeque<Folder>, bool)>,
+    ready: Condvar,
+}
+
+impl Queue {
+    fn push(&self, item: Folder) {
+        self.items
+            .lock()
+            .expect("walk queue poisoned")
+            .0
+            .push_back(item);
+        self.ready.notify_one();
+    }
+
+    fn close(&self) {
+        self.items.lock().expect("walk queue poisoned").1 = true;
+        self.ready.notify_all();
+    }
+
+    /// The next folder, or None once the queue is closed and empty.
+    fn pop(&self) -> Option<Folder> {
+        let mut items = self.items.lock().expect("walk queue poisoned");
+        loop {
+            if let Some(item) = items.0.pop_front() {
+                return Some(item);
+            }
+            if items.1 {
+                return None;
+            }
+            items = self.ready.wait(items).expect("walk queue poisoned");
+        }
+    }
+}
+
+impl Filter {
+    /// Walks the subtree at `start` (a folder known to be included), whose rules are `rules`.
+    /// `on_dir` sees each included folder before it is listed.
+    pub fn walk_from(
+        &self,
+        start: BString,
+        rules: IgnoreRules,
+        on_dir: &mut dyn FnMut(&Path),
+    ) -> WalkResult {
+        let start_abs = if start.is_empty() {
+            self.root.clone()
+        } else {
+            rel_to_abs(&self.root, &start)
+        };
+        let threads = match start.is_empty() {
+            true => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            false => 1,
+        };
+        self.walk_with(start_abs, start, rules, on_dir, threads)
+    }
+
+    fn walk_with(
+        &self,
+        start_abs: PathBuf,
+        start: BString,
+        rules: IgnoreRules,
+        on_dir: &mut dyn FnMut(&Path),
+        threads: usize,
+    ) -> WalkResult {
+        if threads > 1 {
+            return self.walk_parallel(start_abs, start, rules, on_dir, threads);
+        }
+        let mut result = WalkResult::default();
+        let mut stack = vec![(start_abs, start, rules)];
+        while let Some((dir, rel_dir, rules)) = stack.pop() {
+            on_dir(&dir);
+            let listing = self.list_dir(&dir, rel_dir, &rules);
+            merge(&mut result, listing.result);
+            stack.extend(listing.subdirs);
+        }
+        result
+    }
+
+    /// The walk on `threads` listing threads. This thread hands out folders: it shows each to
+    /// `on_dir`, queues it, and gathers what the listing threads found.
+    fn walk_parallel(
+        &self,
+        start_abs: PathBuf,
+        start: BString,
+        rules: IgnoreRules,
+        on_dir: &mut dyn FnMut(&Path),
+        threads: usize,
+    ) -> WalkResult {
+        let queue = Queue {
+            items: Mutex::new((VecDeque::new(), false)),
+            ready: Condvar::new(),
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<Listing>();
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let (queue, tx) = (&queue, tx.clone());
+                scope.spawn(move || {
+                    while let Some((dir, rel_dir, rules)) = queue.pop() {
+                        if tx.send(self.list_dir(&dir, rel_dir, &rules)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(tx);
+            let mut result = WalkResult::default();
+            on_dir(&start_abs);
+            queue.push((start_abs, start, rules));
+            let mut outstanding = 1usize;
+            while outstanding > 0 {
+                let Ok(listing) = rx.recv() else { break };
+                outstanding -= 1;
+                merge(&mut result, listing.result);
+                for sub in listing.subdirs {
+                    on_dir(&sub.0);
+                    queue.push(sub);
+                    outstanding += 1;
+                }
+            }
+            queue.close();
+            result
+        })
+    }
+
+    /// Lists one folder: its files, its included subfolders (with their rules), and what could
+    /// not be looked at. Symlinks are never followed; stats are relative to the open folder.
+    fn list_dir(&self, dir: &Path, rel_dir: BString, rules: &IgnoreRules) -> Listing {
+        let mut out = Listing::default();
+        let result = &mut out.result;
+        let read = match std::fs::read_dir(dir) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
+            Err(e) => {
+                result.skips.push(WalkSkip {
+                    rel: rel_dir,
+                    reason: format!("cannot read directory: {e}"),
+                });
+                return out;
+            }
+        };
+        if dir.join(".git").symlink_metadata().is_ok() {
+            result.repos.push(rel_dir.clone());
+        }
+        result.dirs.push(rel_dir.clone());
+        for item in read {
+            let item = match item {
+                Ok(i) => i,
+                Err(e) => {
+                    result.skips.push(WalkSkip {
+                        rel: rel_dir.clone(),
+                        reason: format!("cannot list directory: {e}"),
+                    });
+                    continue;
+                }
+            };
+            let name = item.file_name();
+            let abs = item.path();
+            let rel = join_rel(&rel_dir, name.as_bytes());
+            let metadata = match item.metadata() {
+                Ok(m) => m,
+                // Vanished between listing and stat: it is simply not there any more.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    result.skips.push(WalkSkip {
+                        rel,
+                        reason: format!("cannot stat: {e}"),
+                    });
+                    continue;
+                }
+            };
+            let file_type = metadata.file_type();
+            let is_dir = file_type.is_dir();
+            if !is_dir && is_litter(name.as_bytes()) {
+                result.litter.push(rel);
+                continue;
+            }
+            if self.is_excluded(&abs, name.as_bytes(), is_dir, rules) {
+                continue;
+            }
+            if is_dir {
+                let child_rules = rules.enter(&abs);
+                out.subdirs.push((abs, rel, child_rules));
+            } else {
+                result.files.push(WalkEntry {
+                    rel,
+                    file_type,
+                    stat: Stat::of(&metadata),
+                });
+            }
+        }
+        out
+    }
+}
+
+fn merge(into: &mut WalkResult, from: WalkResult) {
+    into.files.extend(from.files);
+    into.dirs.extend(from.dirs);
+    into.repos.extend(from.repos);
+    into.skips.extend(from.skips);
+    into.litter.extend(from.litter);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sorted(mut v: Vec<BString>) -> Vec<BString> {
+        v.sort();
+        v
+    }
+
+    /// The parallel walk finds exactly what the sequential one finds, and shows every folder to
+    /// `on_dir` (before listing it: the listing threads only get folders it has seen).
+    #[test]
+    fn parallel_and_sequential_walks_agree() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        for i in 0..300 {
+            let dir = root.join(format!("d{}/e{}/f{}", i % 7, i % 13, i % 5));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(format!("x{i}.txt")), "x").unwrap();
+            std::fs::write(dir.join(format!("y{i}.log")), "y").unwrap();
+        }
+        std::fs::write(root.join(".gitignore"), "*.log\nd3/\n").unwrap();
+        std::fs::write(root.join("d1/.gitignore"), "!keep.log\n").unwrap();
+        std::fs::write(root.join("d1/keep.log"), "k").unwrap();
+        std::fs::create_dir_all(root.join("node_modules/m")).unwrap();
+        std::fs::write(root.join("node_modules/m/i.js"), "i").unwrap();
+        let filter = Filter::new(&root, &Default::default(), Vec::new()).unwrap();
+        let walk = |threads| {
+            let mut seen = Vec::new();
+            let result = filter.walk_with(
+                root.clone(),
+                BString::default(),
+                filter.root_rules(),
+                &mut |d: &Path| seen.push(d.to_path_buf()),
+                threads,
+            );
+            (result, seen)
+        };
+        let (one, seen_one) = walk(1);
+        let (many, seen_many) = walk(4);
+        let files = |r: &WalkResult| sorted(r.files.iter().map(|f| f.rel.clone()).collect());
+        assert_eq!(files(&one), files(&many));
+        assert_eq!(sorted(one.dirs.clone()), sorted(many.dirs.clone()));
+        assert_eq!(many.dirs[0], BString::default(), "the start folder first");
+        assert_eq!(seen_one.len(), one.dirs.len());
+        assert_eq!(seen_many.len(), many.dirs.len());
+        let all = files(&many);
+        assert!(all.contains(&"d1/keep.log".into()));
+        assert!(!all
+            .iter()
+            .any(|f| f.ends_with(b".log") && f != "d1/keep.log"));
+        assert!(!all
+            .iter()
+            .any(|f| f.starts_with(b"d3/") || f.starts_with(b"node_modules")));
+        // 257 text files outside d3/, d1/keep.log, and the two .gitignore files.
+        assert_eq!(all.len(), 257 + 3);
+    }
+}
