@@ -226,6 +226,7 @@ fn main() {
     daemon.stop();
     let mut daemon = Daemon::start(tmp.path());
     let mut conn = daemon.connect();
+    let rss_before_open = daemon.rss_kib();
     let after_restart = time(|| {
         conn.call_value("checkpoint", json!({ "project": project }))
             .unwrap();
@@ -238,6 +239,8 @@ fn main() {
         vec![after_restart],
         vec![theirs],
     ));
+    // What the opened project holds (the index above all), as resident memory.
+    let rss_opened = daemon.rss_kib().saturating_sub(rss_before_open);
     let idle = idle_cpu(&args, &daemon, &root);
 
     // Store size after H checkpoints of 10 changed files each, against gc'd git with the same history.
@@ -335,6 +338,12 @@ fn main() {
         );
     }
     println!("{:<34} {:>9.1} MiB", "daemon peak RSS", rss as f64 / 1024.0);
+    println!(
+        "{:<34} {:>9.1} MiB  ({:.0} bytes per file: the index and what the open project keeps)",
+        "RSS of the project after restart",
+        rss_opened as f64 / 1024.0,
+        rss_opened as f64 * 1024.0 / args.files.max(1) as f64
+    );
     println!(
         "{:<34} {:>9.1} MiB {:>10.1} MiB {:>8.2}x (ckpt/git)",
         format!("store after {} checkpoints", args.history + 1),
@@ -632,6 +641,18 @@ impl Daemon {
         status
             .lines()
             .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Resident memory now, in KiB.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
