@@ -178,6 +178,7 @@ impl Edits {
                 }
             }
         }
+        super::worktree::flush_written(root, &restored, &[]);
         Some((restored, skipped))
     }
 

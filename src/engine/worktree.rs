@@ -61,6 +61,9 @@ pub fn apply(
         deleted: BTreeSet::new(),
     };
     run.apply(changes);
+    if !dry_run {
+        flush_written(filter.root(), &run.report.written, &run.report.deleted);
+    }
     run.report
 }
 
@@ -394,9 +397,6 @@ pub fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<
         f.write_all(data)?;
         // The umask may have narrowed the mode given to open.
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        // The content is on disk before the name moves: a power cut leaves the old file or the
-        // new one, never an empty one. Only this file's bytes are waited for.
-        f.sync_data()?;
         drop(f);
         std::fs::rename(&tmp, abs)
     })();
@@ -404,6 +404,43 @@ pub fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Flushes the files a restore wrote (their data, then their folders, and the folders of what it
+/// deleted), before it reports them: only these bytes are waited for, never the whole filesystem's. Written all first
+/// and flushed together, one journal commit covers every rename. A file that cannot be opened
+/// any more (replaced meanwhile) needs nothing.
+pub fn flush_written(root: &Path, written: &[BString], deleted: &[BString]) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;
+    let open = |path: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(flags.bits() as i32)
+            .open(path)
+    };
+    let mut folders = BTreeSet::new();
+    for rel in written {
+        let abs = rel_to_abs(root, rel);
+        if let Ok(file) = open(&abs) {
+            if let Err(e) = file.sync_data() {
+                tracing::warn!(path = %abs.display(), error = %e, "cannot flush a restored file");
+            }
+        }
+        if let Some(parent) = abs.parent() {
+            folders.insert(parent.to_path_buf());
+        }
+    }
+    for rel in deleted {
+        if let Some(parent) = rel_to_abs(root, rel).parent() {
+            folders.insert(parent.to_path_buf());
+        }
+    }
+    for folder in folders {
+        if let Ok(dir) = open(&folder) {
+            let _ = dir.sync_all();
+        }
+    }
 }
 
 pub fn replace_with_symlink(abs: &Path, target: &[u8]) -> std::io::Result<()> {
