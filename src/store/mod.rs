@@ -35,6 +35,9 @@ pub use snapshot::{Snapshot, SnapshotError, SnapshotOptions};
 /// [`pending::MAX_SMALL_PACKS`] small ones between merges; gix fails to load packs past its slots.
 const OBJECT_STORE_SLOTS: u16 = 256;
 
+/// Refs that get no reflog: the client metadata keep-alives (`refs/ckpt/meta/<blob>`).
+const UNLOGGED_REFS: &str = "refs/ckpt/meta/";
+
 /// The dialog used when a client names none.
 pub const DEFAULT_DIALOG: &str = "default";
 
@@ -205,7 +208,10 @@ impl Store {
         // Room for the small packs that accumulate between merges (see `pending`), whatever
         // was on disk at open.
         let options = gix::open::Options::isolated()
-            .object_store_slots(gix::odb::store::init::Slots::Given(OBJECT_STORE_SLOTS));
+            .object_store_slots(gix::odb::store::init::Slots::Given(OBJECT_STORE_SLOTS))
+            // Reflogs only where ckpt asks for them (every ref but the metadata keep-alives,
+            // which never move: a reflog each would be one more file per prompt).
+            .config_overrides(["core.logAllRefUpdates=true"]);
         let repo = gix::open_opts(dir, options).map_err(|e| StoreError::Open {
             path: dir.to_path_buf(),
             message: e.to_string(),
@@ -256,7 +262,7 @@ impl Store {
             change: Change::Update {
                 log: LogChange {
                     mode: RefLog::AndReference,
-                    force_create_reflog: true,
+                    force_create_reflog: !name.starts_with(UNLOGGED_REFS),
                     message: log_message.replace('\n', " ").into(),
                 },
                 expected,

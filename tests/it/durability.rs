@@ -124,3 +124,33 @@ fn each_checkpoint_is_one_pack_and_small_packs_are_merged() {
     env.checkpoint("after the merge");
     env.fsck();
 }
+
+/// Metadata keep-alive refs never move, so they get no reflog (one file fewer per prompt);
+/// dialog refs keep theirs. The metadata survives `git gc --prune=now`.
+#[test]
+fn metadata_refs_have_no_reflog_and_dialogs_do() {
+    let env = TestEnv::new();
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    let meta = env.home.join("meta.json");
+    std::fs::write(&meta, r#"{"transcript_path":"/tmp/t.jsonl"}"#).unwrap();
+    let c = env.json(&[
+        "checkpoint",
+        "-m",
+        "with meta",
+        "--meta",
+        meta.to_str().unwrap(),
+    ]);
+    let id = c["id"].as_str().unwrap();
+    let store = env.store();
+    let meta_refs = env.git(&["for-each-ref", "--format=%(refname)", "refs/ckpt/meta/"]);
+    assert_eq!(meta_refs.lines().count(), 1, "{meta_refs}");
+    assert!(!store.join("logs").join(meta_refs.trim()).exists());
+    assert!(store.join("logs/refs/ckpt/dialogs/default").is_file());
+    env.git(&["gc", "--prune=now", "--quiet"]);
+    env.fsck();
+    assert_eq!(
+        env.json(&["show", id])["meta"]["transcript_path"],
+        "/tmp/t.jsonl"
+    );
+}
