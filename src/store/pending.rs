@@ -2,8 +2,8 @@
 //! pending batch — blobs in a pack being written by the capture workers, trees, commits and
 //! metadata in the memory of one repository handle (which can read them back) — and
 //! [`Store::flush_objects`] writes the batch as one pack, fsyncs the pack, its index and the
-//! pack folder, and only then may a ref name any of them. Ref updates fsync the ref, its reflog
-//! and their folders ([`Store::sync_ref`]). Nothing here waits for another process's data (no
+//! pack folder, and only then may a ref name any of them. Ref updates fsync the ref and its
+//! folder ([`Store::sync_ref`]). Nothing here waits for another process's data (no
 //! `syncfs`): a build writing gigabytes next door costs a checkpoint nothing.
 //!
 //! Small packs accumulate (about one per checkpoint); [`Store::consolidate_packs`] merges them
@@ -64,8 +64,18 @@ impl Store {
                 .and_then(|r| r.objects.reset_object_memory());
             (pending.blobs.take(), memory)
         };
-        let memory = memory.filter(|m| !m.is_empty());
-        if blobs.is_none() && memory.is_none() {
+        // Objects the store has already (a tree written again, unchanged) are not packed again.
+        let new: Vec<_> = match &memory {
+            Some(memory) => {
+                let repo = self.repo();
+                memory
+                    .iter()
+                    .filter(|(id, _)| !repo.objects.exists_without_refresh(id))
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        if blobs.is_none() && new.is_empty() {
             return Ok(());
         }
         let result = (|| {
@@ -75,15 +85,10 @@ impl Store {
                 })?,
                 None => PackWriter::new(self.dir())?,
             };
-            if let Some(memory) = &memory {
-                let repo = self.repo();
-                for (id, (kind, data)) in memory.iter() {
-                    if !repo.objects.exists_without_refresh(id) {
-                        if let Err(e) = pack.add(*id, *kind, data) {
-                            pack.discard();
-                            return Err(e);
-                        }
-                    }
+            for (id, (kind, data)) in &new {
+                if let Err(e) = pack.add(**id, *kind, data) {
+                    pack.discard();
+                    return Err(e);
                 }
             }
             let probe = pack.first_id();
