@@ -82,12 +82,7 @@ impl PackWriter {
         }
         let mut entry = Vec::with_capacity(data.len() / 2 + 16);
         entry_header(kind, data.len(), &mut entry);
-        let mut z =
-            gix::zlib::stream::deflate::Write::new(entry, gix::zlib::Compression::BEST_SPEED);
-        z.write_all(data)
-            .and_then(|()| z.flush())
-            .map_err(|source| self.io(source))?;
-        let entry = z.into_inner();
+        deflate_into(data, &mut entry).map_err(|source| self.io(source))?;
         let crc32 = crc32fast::hash(&entry);
         let mut state = self.lock();
         if !state.ids.insert(id) {
@@ -276,6 +271,42 @@ fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::Relaxed)
+}
+
+thread_local! {
+    /// Each thread's compressor, reset for every object: setting one up allocates and clears
+    /// a few hundred KiB, which dominated small objects.
+    static DEFLATE: std::cell::RefCell<Option<gix::zlib::stream::deflate::Compress>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Appends `data`, zlib-compressed (fastest level: gc may recompress), to `out`.
+fn deflate_into(data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+    use gix::zlib::stream::deflate::{Compress, FlushCompress};
+    use gix::zlib::Status;
+    DEFLATE.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let z = cell.get_or_insert_with(|| Compress::new(gix::zlib::Compression::BEST_SPEED));
+        z.reset();
+        let mut input = data;
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let (before_in, before_out) = (z.total_in(), z.total_out());
+            let status = z
+                .compress(input, &mut buf, FlushCompress::Finish)
+                .map_err(std::io::Error::other)?;
+            out.extend_from_slice(&buf[..(z.total_out() - before_out) as usize]);
+            input = &input[(z.total_in() - before_in) as usize..];
+            match status {
+                Status::StreamEnd => return Ok(()),
+                Status::Ok | Status::BufError => {
+                    if z.total_in() == before_in && z.total_out() == before_out {
+                        return Err(std::io::Error::other("zlib made no progress"));
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// The pack entry header: type and size, 4 then 7 bits at a time.
