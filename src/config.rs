@@ -208,12 +208,7 @@ impl Config {
             None => (Paths::default_config_file()?, false),
         };
         // Never blocks on a FIFO or reads a device named as the configuration file.
-        let read = crate::safe_io::open_regular(&path).and_then(|file| {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::Read::take(file, 16 << 20), &mut text)?;
-            Ok(text)
-        });
-        let text = match read {
+        let text = match crate::safe_io::read_text(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
                 return Ok(Config::default())

@@ -143,6 +143,16 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// Reads a text file named by a user (a configuration, an agent's settings) of at most 16 MiB,
+/// refusing a FIFO, a device or a folder instead of blocking on it.
+pub fn read_text(path: &Path) -> io::Result<String> {
+    let mut text = String::new();
+    open_regular(path)?
+        .take(16 << 20)
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// Reads a small text file (an ignore file, a `.git` pointer) if it is a regular file of at
 /// most `max` bytes; None when it is absent, not regular or too large.
 pub fn read_small(path: &Path, max: u64) -> Option<Vec<u8>> {

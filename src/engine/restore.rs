@@ -132,7 +132,7 @@ fn record_undo_point(
     record(p, o, current, new)
 }
 
-/// Logs what the restore did (each written file was flushed as it was written).
+/// Logs what the restore did (`worktree::apply` flushed what it wrote).
 fn log_applied(target: &Checkpoint, applied: &Applied, dry_run: bool) {
     for skip in &applied.skipped {
         tracing::warn!(path = %skip.path, reason = %skip.reason, "skipped while restoring");

@@ -406,10 +406,10 @@ pub fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<
     result
 }
 
-/// Flushes the files a restore wrote (their data, then their folders, and the folders of what it
-/// deleted), before it reports them: only these bytes are waited for, never the whole filesystem's. Written all first
-/// and flushed together, one journal commit covers every rename. A file that cannot be opened
-/// any more (replaced meanwhile) needs nothing.
+/// Flushes what a restore wrote (each written file's data, then the folders of what it wrote
+/// or deleted) before it reports them: only these bytes are waited for, never the whole
+/// filesystem's. Written all first and flushed together, one journal commit covers every
+/// rename. A file that cannot be opened any more (replaced meanwhile) needs nothing.
 pub fn flush_written(root: &Path, written: &[BString], deleted: &[BString]) {
     use std::os::unix::fs::OpenOptionsExt;
     let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;

@@ -81,22 +81,21 @@ impl Filter {
             true => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
             false => 1,
         };
-        self.walk_with(start_abs, start, rules, on_dir, threads)
+        self.walk_with((start_abs, start, rules), on_dir, threads)
     }
 
+    /// The walk from `start` on `threads` listing threads (1: on this thread).
     fn walk_with(
         &self,
-        start_abs: PathBuf,
-        start: BString,
-        rules: IgnoreRules,
+        start: Folder,
         on_dir: &mut dyn FnMut(&Path),
         threads: usize,
     ) -> WalkResult {
         if threads > 1 {
-            return self.walk_parallel(start_abs, start, rules, on_dir, threads);
+            return self.walk_parallel(start, on_dir, threads);
         }
         let mut result = WalkResult::default();
-        let mut stack = vec![(start_abs, start, rules)];
+        let mut stack = vec![start];
         while let Some((dir, rel_dir, rules)) = stack.pop() {
             on_dir(&dir);
             let listing = self.list_dir(&dir, rel_dir, &rules);
@@ -110,9 +109,7 @@ impl Filter {
     /// `on_dir`, queues it, and gathers what the listing threads found.
     fn walk_parallel(
         &self,
-        start_abs: PathBuf,
-        start: BString,
-        rules: IgnoreRules,
+        start: Folder,
         on_dir: &mut dyn FnMut(&Path),
         threads: usize,
     ) -> WalkResult {
@@ -134,8 +131,8 @@ impl Filter {
             }
             drop(tx);
             let mut result = WalkResult::default();
-            on_dir(&start_abs);
-            queue.push((start_abs, start, rules));
+            on_dir(&start.0);
+            queue.push(start);
             let mut outstanding = 1usize;
             while outstanding > 0 {
                 let Ok(listing) = rx.recv() else { break };
@@ -259,13 +256,9 @@ mod tests {
         let filter = Filter::new(&root, &Default::default(), Vec::new()).unwrap();
         let walk = |threads| {
             let mut seen = Vec::new();
-            let result = filter.walk_with(
-                root.clone(),
-                BString::default(),
-                filter.root_rules(),
-                &mut |d: &Path| seen.push(d.to_path_buf()),
-                threads,
-            );
+            let start = (root.clone(), BString::default(), filter.root_rules());
+            let result =
+                filter.walk_with(start, &mut |d: &Path| seen.push(d.to_path_buf()), threads);
             (result, seen)
         };
         let (one, seen_one) = walk(1);

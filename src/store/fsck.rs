@@ -117,11 +117,13 @@ impl Store {
         };
         let mut checked = self.checked_packs.lock().expect("pack cache poisoned");
         let mut damaged = Vec::new();
+        let mut listed = std::collections::HashSet::new();
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let Some(stem) = name.strip_suffix(".idx") else {
                 continue;
             };
+            listed.insert(stem.to_string());
             let pack = pack_dir.join(format!("{stem}.pack"));
             let stamp = |p: &Path| {
                 std::fs::symlink_metadata(p).ok().map(|m| {
@@ -143,7 +145,7 @@ impl Store {
         // A pack this handle had checked is gone: someone else (`git gc`) replaced it. Loaded
         // indices of removed packs would still vouch for their objects.
         let before = checked.len();
-        checked.retain(|stem, _| pack_dir.join(format!("{stem}.idx")).exists());
+        checked.retain(|stem, _| listed.contains(stem));
         if checked.len() != before {
             self.packs_vanished
                 .store(true, std::sync::atomic::Ordering::SeqCst);

@@ -4,7 +4,8 @@
 //! Entries are compressed by the capture workers in parallel and appended to a temporary pack
 //! file; [`PackWriter::finish`] patches the object count, appends the checksum, writes the
 //! index, flushes both to disk, and publishes the pack before its index (readers look for the
-//! index), both read-only to their owner (0400: stores are private). Objects already in the store or already in this pack are skipped.
+//! index), both read-only to their owner (0400: stores are private). Objects already in the
+//! store or already in this pack are skipped.
 
 use std::collections::HashSet;
 use std::fs::File;

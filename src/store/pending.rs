@@ -65,7 +65,9 @@ impl Store {
             (pending.blobs.take(), memory)
         };
         // Objects the store has already (a tree written again, unchanged) are not packed again.
-        let new: Vec<_> = match &memory {
+        // The rest go in a fixed order, trees before the commits that name them: a pack cut
+        // short keeps a commit only with everything it names in this pack.
+        let mut new: Vec<_> = match &memory {
             Some(memory) => {
                 let repo = self.repo();
                 memory
@@ -75,6 +77,15 @@ impl Store {
             }
             None => Vec::new(),
         };
+        new.sort_by_key(|(id, (kind, _))| {
+            let rank = match kind {
+                gix::objs::Kind::Blob => 0,
+                gix::objs::Kind::Tree => 1,
+                gix::objs::Kind::Tag => 2,
+                gix::objs::Kind::Commit => 3,
+            };
+            (rank, **id)
+        });
         if blobs.is_none() && new.is_empty() {
             return Ok(());
         }
@@ -152,6 +163,16 @@ impl Store {
     /// how many were merged (0: nothing to do). The new pack is durable before any old one is
     /// removed, and only packs listed before starting are removed.
     pub fn consolidate_packs(&mut self) -> Result<usize, StoreError> {
+        let merged = self.merge_small_packs();
+        if merged.is_err() {
+            // Tried again once as many small packs have accumulated again, not at every
+            // operation.
+            self.small_packs.store(0, Ordering::Relaxed);
+        }
+        merged
+    }
+
+    fn merge_small_packs(&mut self) -> Result<usize, StoreError> {
         let pack_dir = self.dir().join("objects").join("pack");
         let small = small_packs(self.dir());
         if small.len() <= MAX_SMALL_PACKS {

@@ -597,3 +597,53 @@ fn a_low_watch_limit_degrades_exactly_and_says_what_to_raise() {
     assert_eq!(status["projects"][0]["mode"], "watching", "{status}");
     env.fsck();
 }
+
+/// A pack cut short while the daemon has it mapped (it read a blob from it): every later
+/// request reports the damage, and the daemon keeps serving instead of dying on SIGBUS.
+#[test]
+fn a_pack_cut_short_under_the_daemons_mapping_is_reported_not_fatal() {
+    let env = TestEnv::new();
+    let proj = env.proj();
+    for i in 0..300 {
+        write(
+            &proj,
+            &format!("src/f{i:03}.txt"),
+            &format!("content {i}\n").repeat(40),
+        );
+    }
+    env.watch();
+    let id = env.checkpoint("first");
+    write(&proj, "src/f007.txt", "changed\n");
+    // The diff reads the old content out of the pack: the daemon maps it.
+    let diff = env.ckpt(&["diff", &id]);
+    assert_eq!(diff.status.code(), Some(0), "{}", stderr(&diff));
+    let pack_dir = env.store().join("objects/pack");
+    for entry in std::fs::read_dir(&pack_dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "pack") {
+            let len = std::fs::metadata(&path).unwrap().len();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(len / 3)
+                .unwrap();
+        }
+    }
+    let out = env.ckpt(&["--json", "fsck"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        !report["damaged_packs"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+    let diff = env.ckpt(&["diff", &id]);
+    assert_eq!(diff.status.code(), Some(1), "{}", stderr(&diff));
+    assert!(
+        stderr(&diff).contains("does not match its index"),
+        "{}",
+        stderr(&diff)
+    );
+    let status = env.json(&["status"]);
+    assert_eq!(status["projects"].as_array().unwrap().len(), 1, "{status}");
+}

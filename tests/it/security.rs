@@ -57,6 +57,10 @@ fn stores_are_private_and_old_installs_are_tightened() {
     std::fs::set_permissions(env.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     write(&env.proj(), "secret.txt", "the user's secret\n");
     chmod(&env.proj(), "secret.txt", 0o600);
+    // Enough files that even the old layout wrote them as a pack (which it left 0444).
+    for i in 0..300 {
+        write(&env.proj(), &format!("many/f{i}.txt"), &format!("{i}\n"));
+    }
     env.watch();
     let id = env.checkpoint("first");
     let store = env.store();

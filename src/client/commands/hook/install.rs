@@ -55,12 +55,7 @@ fn home() -> Result<PathBuf, ClientError> {
 fn read_settings(path: &Path) -> Result<Map<String, Value>, ClientError> {
     // Never blocks on a FIFO or reads a device: only a regular file (symlinks followed, as the
     // agents follow them), at most 16 MiB.
-    let read = crate::safe_io::open_regular(path).and_then(|file| {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::Read::take(file, 16 << 20), &mut text)?;
-        Ok(text)
-    });
-    let text = match read {
+    let text = match crate::safe_io::read_text(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
         Err(e) => {
