@@ -23,6 +23,8 @@ use crate::watch::{Changes, ProjectWatcher, Tap};
 
 /// Watcher notes buffered for the event pump before they are dropped (and reported lost).
 const TAP_QUEUE: usize = 65_536;
+/// The store's folder where the watcher's sync cookie lives (see [`crate::watch`]).
+const SYNC_DIR: &str = "ckpt-sync";
 /// The stat cache is written at most this often (and at shutdown): it only saves re-hashing.
 const SAVE_INTERVAL: Duration = Duration::from_secs(300);
 
@@ -447,7 +449,8 @@ impl Project {
             lost: Arc::default(),
         };
         let lost = tap.lost.clone();
-        let watcher = match ProjectWatcher::start_with(&self.root, Some(tap)) {
+        let cookie_dir = store.dir().join(SYNC_DIR);
+        let watcher = match ProjectWatcher::start_with(&self.root, &cookie_dir, Some(tap)) {
             Ok(w) => {
                 let pump_filter = Filter::new(&self.root, &exclusions, hard.clone())?;
                 start_pump(

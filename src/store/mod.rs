@@ -31,8 +31,9 @@ use gix::ObjectId;
 pub use checkpoint::{Checkpoint, CheckpointError, Imported, NewCheckpoint, RestoreLink};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotOptions};
 
-/// Pack index slots of a store handle: a store holds a few big packs and at most
-/// [`pending::MAX_SMALL_PACKS`] small ones between merges; gix fails to load packs past its slots.
+/// Pack index slots of a store handle: a store holds a few big packs, a few merged ones (each
+/// larger than all smaller together) and at most [`pending::MAX_SMALL_PACKS`] new ones between
+/// merges; gix fails to load packs past its slots.
 const OBJECT_STORE_SLOTS: u16 = 256;
 
 /// Refs that get no reflog: the client metadata keep-alives (`refs/ckpt/meta/<blob>`).
@@ -103,7 +104,7 @@ pub struct Store {
     lost: std::sync::atomic::AtomicBool,
     /// Set when packs this handle checked disappeared (see [`Store::take_packs_vanished`]).
     packs_vanished: std::sync::atomic::AtomicBool,
-    /// Small packs on disk (see [`Store::needs_merge`]).
+    /// Small packs on disk the next merge would take (see [`Store::needs_merge`]).
     small_packs: std::sync::atomic::AtomicUsize,
 }
 
@@ -223,7 +224,7 @@ impl Store {
             pending: Default::default(),
             lost: Default::default(),
             packs_vanished: Default::default(),
-            small_packs: pending::small_packs(dir).len().into(),
+            small_packs: pending::merge_candidates(dir).len().into(),
         })
     }
 

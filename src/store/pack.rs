@@ -10,7 +10,6 @@
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -24,13 +23,69 @@ struct Written {
     crc32: u32,
 }
 
+/// A pack up to this size is built in memory and written in one go (no temporary file until
+/// it is finished, no reading it back to checksum it); a larger one spills to its file.
+const IN_MEMORY_BYTES: usize = 8 << 20;
+
+/// Where the pack's bytes go: memory first, its temporary file once it grows.
+enum Sink {
+    Memory(Vec<u8>),
+    File(std::io::BufWriter<File>),
+}
+
 struct State {
-    file: std::io::BufWriter<File>,
+    sink: Sink,
     offset: u64,
     entries: Vec<Written>,
     ids: HashSet<ObjectId>,
     /// A write failed part way: the file may hold half an entry, so the pack is never finished.
     broken: bool,
+}
+
+impl State {
+    fn write(&mut self, bytes: &[u8], tmp: &Path) -> std::io::Result<()> {
+        if let Sink::Memory(buf) = &mut self.sink {
+            if buf.len() + bytes.len() <= IN_MEMORY_BYTES {
+                buf.extend_from_slice(bytes);
+                return Ok(());
+            }
+            let mut file = std::io::BufWriter::new(create_private(tmp)?);
+            file.write_all(buf)?;
+            self.sink = Sink::File(file);
+        }
+        match &mut self.sink {
+            Sink::File(file) => file.write_all(bytes),
+            Sink::Memory(_) => unreachable!("spilled just above"),
+        }
+    }
+}
+
+impl Sink {
+    /// Patches in the object count and appends the checksum; returns the complete pack's file
+    /// (flushed to disk) and its checksum, which names it.
+    fn seal(self, count: usize, tmp: &Path) -> Result<(File, ObjectId), StoreError> {
+        let io = |source| StoreError::Io {
+            path: tmp.to_path_buf(),
+            source,
+        };
+        let count = (count as u32).to_be_bytes();
+        match self {
+            Sink::Memory(mut buf) => {
+                buf[8..12].copy_from_slice(&count);
+                let sum = sha1(&buf)?;
+                buf.extend_from_slice(sum.as_bytes());
+                let mut file = create_private(tmp).map_err(io)?;
+                file.write_all(&buf).map_err(io)?;
+                file.sync_all().map_err(io)?;
+                Ok((file, sum))
+            }
+            Sink::File(file) => {
+                let mut file = file.into_inner().map_err(|e| io(e.into_error()))?;
+                let sum = seal(&mut file, &count, tmp)?;
+                Ok((file, sum))
+            }
+        }
+    }
 }
 
 /// A pack being written. Shared by the threads that add to it.
@@ -48,27 +103,19 @@ impl PackWriter {
 
     /// Starts a pack whose temporary file lives in `dir`.
     pub fn new_in(dir: PathBuf) -> Result<PackWriter, StoreError> {
-        let io = |source| StoreError::Io {
+        std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
             path: dir.clone(),
             source,
-        };
-        std::fs::create_dir_all(&dir).map_err(io)?;
+        })?;
         let tmp = dir.join(format!("tmp_ckpt_{}_{}.pack", std::process::id(), unique()));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(io)?;
-        let mut file = std::io::BufWriter::new(file);
-        // The object count is patched in by `finish`.
-        file.write_all(b"PACK\0\0\0\x02\0\0\0\0").map_err(io)?;
+        // The object count is patched in when the pack is sealed.
+        let header = b"PACK\0\0\0\x02\0\0\0\0".to_vec();
         Ok(PackWriter {
             dir,
             tmp,
             state: Mutex::new(State {
-                file,
-                offset: 12,
+                offset: header.len() as u64,
+                sink: Sink::Memory(header),
                 entries: Vec::new(),
                 ids: HashSet::new(),
                 broken: false,
@@ -85,12 +132,23 @@ impl PackWriter {
         entry_header(kind, data.len(), &mut entry);
         deflate_into(data, &mut entry).map_err(|source| self.io(source))?;
         let crc32 = crc32fast::hash(&entry);
+        self.append(id, &entry, crc32)
+    }
+
+    /// Adds an entry copied as it is from another pack (`raw`: its header and compressed data,
+    /// whose CRC-32 is `crc32`), unless the pack holds it already. Only whole objects: a delta
+    /// names its base by where it was.
+    pub fn add_raw(&self, id: ObjectId, raw: &[u8], crc32: u32) -> Result<(), StoreError> {
+        self.append(id, raw, crc32)
+    }
+
+    fn append(&self, id: ObjectId, entry: &[u8], crc32: u32) -> Result<(), StoreError> {
         let mut state = self.lock();
         if !state.ids.insert(id) {
             return Ok(());
         }
         let offset = state.offset;
-        if let Err(source) = state.file.write_all(&entry) {
+        if let Err(source) = state.write(entry, &self.tmp) {
             state.broken = true;
             return Err(self.io(source));
         }
@@ -104,7 +162,7 @@ impl PackWriter {
         self.lock().entries.first().map(|e| e.id)
     }
 
-    /// Gives up on the pack: its temporary file is removed.
+    /// Gives up on the pack: its temporary file (if it has one yet) is removed.
     pub fn discard(self) {
         drop(self.state);
         let _ = std::fs::remove_file(&self.tmp);
@@ -129,42 +187,36 @@ impl PackWriter {
     }
 
     fn complete(dir: &Path, tmp: &Path, state: State) -> Result<Option<String>, StoreError> {
-        let io = |source| StoreError::Io {
-            path: tmp.to_path_buf(),
-            source,
-        };
-        let count = state.entries.len();
         if state.broken {
-            return Err(io(std::io::Error::other(
-                "an earlier write to this pack failed",
-            )));
+            return Err(StoreError::Io {
+                path: tmp.to_path_buf(),
+                source: std::io::Error::other("an earlier write to this pack failed"),
+            });
         }
-        let mut file = state.file.into_inner().map_err(|e| io(e.into_error()))?;
-        if count == 0 {
-            drop(file);
+        if state.entries.is_empty() {
+            drop(state);
             let _ = std::fs::remove_file(tmp);
             return Ok(None);
         }
-        let pack_sum = seal(&mut file, count, tmp)?;
+        let State {
+            sink, mut entries, ..
+        } = state;
+        let (file, pack_sum) = sink.seal(entries.len(), tmp)?;
         drop(file);
 
-        let mut entries = state.entries;
         entries.sort_by_key(|e| e.id);
         let idx = index_bytes(&entries, pack_sum)?;
         let name = format!("pack-{pack_sum}");
         let idx_tmp = dir.join(format!("tmp_ckpt_{}_{}.idx", std::process::id(), unique()));
+        // Both files are created read-only to their owner (0400), so nothing changes their
+        // mode later; the descriptor opened to create them still writes.
         let publish = || -> std::io::Result<()> {
-            let mut f = File::create(&idx_tmp)?;
+            let mut f = create_private(&idx_tmp)?;
             f.write_all(&idx)?;
             f.sync_all()?;
             drop(f);
-            let pack = dir.join(format!("{name}.pack"));
-            let index = dir.join(format!("{name}.idx"));
-            for p in [tmp, idx_tmp.as_path()] {
-                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o400))?;
-            }
-            std::fs::rename(tmp, pack)?;
-            std::fs::rename(&idx_tmp, index)?;
+            std::fs::rename(tmp, dir.join(format!("{name}.pack")))?;
+            std::fs::rename(&idx_tmp, dir.join(format!("{name}.idx")))?;
             File::open(dir)?.sync_all()
         };
         publish().map_err(|source| {
@@ -214,8 +266,7 @@ impl PackWriter {
                 path: dest.to_path_buf(),
                 source,
             };
-            let mut file = state.file.into_inner().map_err(|e| io(e.into_error()))?;
-            seal(&mut file, count, &tmp)?;
+            let (mut file, _) = state.sink.seal(count, &tmp)?;
             file.seek(SeekFrom::Start(0)).map_err(io)?;
             let mut out = std::fs::OpenOptions::new()
                 .write(true)
@@ -241,13 +292,13 @@ impl PackWriter {
 
 /// Patches the object count into the header, appends the checksum and flushes; returns the
 /// checksum (which names the pack).
-fn seal(file: &mut File, count: usize, tmp: &Path) -> Result<ObjectId, StoreError> {
+fn seal(file: &mut File, count: &[u8; 4], tmp: &Path) -> Result<ObjectId, StoreError> {
     let io = |source| StoreError::Io {
         path: tmp.to_path_buf(),
         source,
     };
     file.seek(SeekFrom::Start(8)).map_err(io)?;
-    file.write_all(&(count as u32).to_be_bytes()).map_err(io)?;
+    file.write_all(count).map_err(io)?;
     // The checksum covers the patched header, so read the whole file back once.
     file.seek(SeekFrom::Start(0)).map_err(io)?;
     let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
@@ -266,6 +317,25 @@ fn seal(file: &mut File, count: usize, tmp: &Path) -> Result<ObjectId, StoreErro
     file.write_all(pack_sum.as_bytes()).map_err(io)?;
     file.sync_all().map_err(io)?;
     Ok(pack_sum)
+}
+
+fn sha1(data: &[u8]) -> Result<ObjectId, StoreError> {
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(data);
+    hasher
+        .try_finalize()
+        .map_err(|e| StoreError::git("hashing a pack", e))
+}
+
+/// Creates `path` (which must not exist) read-only to its owner, open for reading and writing.
+fn create_private(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o400)
+        .open(path)
 }
 
 fn unique() -> u64 {
@@ -308,6 +378,17 @@ fn deflate_into(data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
             }
         }
     })
+}
+
+/// The kind of a whole object from the first byte of its pack entry; None for a delta.
+pub(crate) fn entry_kind(first: u8) -> Option<gix::objs::Kind> {
+    match (first >> 4) & 7 {
+        1 => Some(gix::objs::Kind::Commit),
+        2 => Some(gix::objs::Kind::Tree),
+        3 => Some(gix::objs::Kind::Blob),
+        4 => Some(gix::objs::Kind::Tag),
+        _ => None,
+    }
 }
 
 /// The pack entry header: type and size, 4 then 7 bits at a time.
@@ -361,11 +442,7 @@ fn index_bytes(entries: &[Written], pack_sum: ObjectId) -> Result<Vec<u8>, Store
         out.extend_from_slice(&off.to_be_bytes());
     }
     out.extend_from_slice(pack_sum.as_bytes());
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-    hasher.update(&out);
-    let sum = hasher
-        .try_finalize()
-        .map_err(|e| StoreError::git("hashing a pack index", e))?;
+    let sum = sha1(&out)?;
     out.extend_from_slice(sum.as_bytes());
     Ok(out)
 }

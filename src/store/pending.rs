@@ -18,8 +18,9 @@ use super::{Store, StoreError};
 
 /// Packs below this size count as small and are merged by [`Store::consolidate_packs`].
 pub const SMALL_PACK_BYTES: u64 = 4 << 20;
-/// Small packs allowed before they are merged into one.
-pub const MAX_SMALL_PACKS: usize = 24;
+/// New small packs allowed before they are merged (each lookup and each check of the store
+/// visits every pack, so fewer is faster; a merge copies compressed bytes, so it is cheap).
+pub const MAX_SMALL_PACKS: usize = 8;
 
 /// The objects of the current operation, not yet durable.
 #[derive(Default)]
@@ -174,23 +175,15 @@ impl Store {
 
     fn merge_small_packs(&mut self) -> Result<usize, StoreError> {
         let pack_dir = self.dir().join("objects").join("pack");
-        let small = small_packs(self.dir());
-        if small.len() <= MAX_SMALL_PACKS {
+        let small = merge_candidates(self.dir());
+        if small.len() < 2 {
             return Ok(0);
         }
         let repo = self.repo();
         let pack = PackWriter::new(self.dir())?;
         let copied = (|| {
             for stem in &small {
-                let idx = pack_dir.join(format!("{stem}.idx"));
-                let index = gix_pack::index::File::at(&idx, gix::hash::Kind::Sha1)
-                    .map_err(|e| StoreError::git("reading a pack index", e))?;
-                for entry in index.iter() {
-                    let object = repo
-                        .find_object(entry.oid)
-                        .map_err(|e| StoreError::git("reading a packed object", e))?;
-                    pack.add(entry.oid, object.kind, &object.data)?;
-                }
+                copy_pack(&pack_dir, stem, &pack, &repo)?;
             }
             Ok(())
         })();
@@ -220,8 +213,81 @@ impl Store {
     }
 }
 
-/// The names (`pack-<sum>`) of the store's small packs: under [`SMALL_PACK_BYTES`], not kept.
-pub(crate) fn small_packs(store_dir: &Path) -> Vec<String> {
+/// Copies the objects of the small pack `stem` into `pack`: whole objects as they are
+/// (compressed bytes, checked against the index's CRC-32), deltas (from someone else's
+/// repack) read whole and compressed again.
+fn copy_pack(
+    pack_dir: &Path,
+    stem: &str,
+    pack: &PackWriter,
+    repo: &gix::Repository,
+) -> Result<(), StoreError> {
+    let idx = pack_dir.join(format!("{stem}.idx"));
+    let index = gix_pack::index::File::at(&idx, gix::hash::Kind::Sha1)
+        .map_err(|e| StoreError::git("reading a pack index", e))?;
+    let path = pack_dir.join(format!("{stem}.pack"));
+    let damaged = |why: &str| StoreError::Io {
+        path: path.clone(),
+        source: std::io::Error::other(why.to_string()),
+    };
+    let data = crate::safe_io::read_small(&path, SMALL_PACK_BYTES)
+        .ok_or_else(|| damaged("cannot read the pack"))?;
+    // Entries end where the next one starts; the last before the 20-byte checksum.
+    let mut entries: Vec<_> = index.iter().collect();
+    entries.sort_by_key(|e| e.pack_offset);
+    let data_end = data
+        .len()
+        .checked_sub(20)
+        .ok_or_else(|| damaged("the pack is cut short"))?;
+    for (i, entry) in entries.iter().enumerate() {
+        let start = entry.pack_offset as usize;
+        let end = entries
+            .get(i + 1)
+            .map_or(data_end, |next| next.pack_offset as usize);
+        let raw = data
+            .get(start..end)
+            .filter(|raw| !raw.is_empty())
+            .ok_or_else(|| damaged("an entry lies outside the pack"))?;
+        match (super::pack::entry_kind(raw[0]), entry.crc32) {
+            (Some(_), Some(crc)) => {
+                if crc32fast::hash(raw) != crc {
+                    return Err(damaged("an entry does not match its CRC-32"));
+                }
+                pack.add_raw(entry.oid, raw, crc)?;
+            }
+            _ => {
+                let object = repo
+                    .find_object(entry.oid)
+                    .map_err(|e| StoreError::git("reading a packed object", e))?;
+                pack.add(entry.oid, object.kind, &object.data)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The small packs the next merge takes: under [`SMALL_PACK_BYTES`], not kept, and not one
+/// larger than all smaller ones together (earlier merges' results), so a merge copies about
+/// what arrived since the last one, not everything again: sizes stay a geometric series.
+pub(crate) fn merge_candidates(store_dir: &Path) -> Vec<String> {
+    let mut small = small_packs(store_dir);
+    small.sort_by_key(|(_, size)| std::cmp::Reverse(*size));
+    let mut rest: u64 = small.iter().map(|(_, size)| size).sum();
+    let mut large = 0;
+    for (_, size) in &small {
+        rest -= size;
+        if *size <= rest {
+            break;
+        }
+        large += 1;
+    }
+    small.drain(..large);
+    small.into_iter().map(|(stem, _)| stem).collect()
+}
+
+/// The names (`pack-<sum>`) and sizes of the store's small packs: under [`SMALL_PACK_BYTES`],
+/// not kept.
+fn small_packs(store_dir: &Path) -> Vec<(String, u64)> {
     let pack_dir = store_dir.join("objects").join("pack");
     let Ok(entries) = std::fs::read_dir(&pack_dir) else {
         return Vec::new();
@@ -231,9 +297,9 @@ pub(crate) fn small_packs(store_dir: &Path) -> Vec<String> {
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let stem = name.strip_suffix(".pack")?.to_string();
-            let small = e.metadata().is_ok_and(|m| m.len() < SMALL_PACK_BYTES);
+            let size = e.metadata().ok().map(|m| m.len())?;
             let kept = pack_dir.join(format!("{stem}.keep")).exists();
-            (small && !kept).then_some(stem)
+            (size < SMALL_PACK_BYTES && !kept).then_some((stem, size))
         })
         .collect()
 }

@@ -5,8 +5,11 @@
 //! The notify callback only hands events to a bounded channel; a worker thread folds them into
 //! the project's dirty set. A full channel, a kernel queue overflow or a watcher error turns into
 //! a rescan request; a watch that cannot be placed degrades the project to stat-only verifies.
-//! [`ProjectWatcher::sync`] writes a cookie file and waits for its event, so that every write
-//! completed before a request is in the dirty set when the request is served.
+//! [`ProjectWatcher::sync`] renames a cookie file in a folder of the store (watched by the same
+//! inotify instance, whose queue is ordered) and waits for that event, so that every write
+//! completed before a request is in the dirty set when the request is served. The project
+//! itself is never written to (not even its root folder's modification time), and a rename
+//! allocates nothing.
 
 use std::collections::{BTreeSet, HashSet};
 use std::ffi::OsString;
@@ -17,6 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use gix::bstr::BString;
+use notify::event::{ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 
 use crate::filter::TEMP_PREFIX;
@@ -25,7 +29,8 @@ use crate::filter::TEMP_PREFIX;
 const EVENT_QUEUE: usize = 65_536;
 /// How long a sync waits for its cookie before falling back to a stat verify.
 const COOKIE_TIMEOUT: Duration = Duration::from_secs(5);
-const COOKIE_PREFIX: &str = ".ckpt-tmp-cookie-";
+/// The cookie's name carries a sequence number, so each sync waits for its own event.
+const COOKIE_PREFIX: &str = "sync-";
 
 #[derive(Default)]
 struct Dirty {
@@ -36,6 +41,8 @@ struct Dirty {
 
 struct Shared {
     root: PathBuf,
+    /// The folder (in the store) where syncs rename their cookie.
+    cookie_dir: PathBuf,
     dirty: Mutex<Dirty>,
     arrived: Condvar,
     overflowed: AtomicBool,
@@ -105,22 +112,31 @@ pub struct ProjectWatcher {
     watcher: Arc<Mutex<notify::RecommendedWatcher>>,
     shared: Arc<Shared>,
     degraded: Option<String>,
-    /// Whether the root folder is watched (the cookie needs it).
+    /// Whether the root folder is watched (its events are what the cookie vouches for).
     root_watched: bool,
+    /// The cookie file as the last sync left it; None until the cookie folder is watched
+    /// (again: after a sync whose cookie did not arrive).
+    cookie: Mutex<Option<PathBuf>>,
 }
 
 static COOKIES: AtomicU64 = AtomicU64::new(0);
 
 impl ProjectWatcher {
-    /// Starts a watcher for the project at `root` (no folder is watched yet).
-    pub fn start(root: &Path) -> notify::Result<ProjectWatcher> {
-        Self::start_with(root, None)
+    /// Starts a watcher for the project at `root` (no folder is watched yet) whose syncs use
+    /// the folder `cookie_dir` (ckpt's own, outside the project's watched folders).
+    pub fn start(root: &Path, cookie_dir: &Path) -> notify::Result<ProjectWatcher> {
+        Self::start_with(root, cookie_dir, None)
     }
 
     /// Like [`ProjectWatcher::start`], also reporting to `tap`.
-    pub fn start_with(root: &Path, tap: Option<Tap>) -> notify::Result<ProjectWatcher> {
+    pub fn start_with(
+        root: &Path,
+        cookie_dir: &Path,
+        tap: Option<Tap>,
+    ) -> notify::Result<ProjectWatcher> {
         let shared = Arc::new(Shared {
             root: root.to_path_buf(),
+            cookie_dir: cookie_dir.to_path_buf(),
             dirty: Mutex::new(Dirty::default()),
             arrived: Condvar::new(),
             overflowed: AtomicBool::new(false),
@@ -151,6 +167,7 @@ impl ProjectWatcher {
             shared,
             degraded: None,
             root_watched: false,
+            cookie: Mutex::new(None),
         })
     }
 
@@ -234,18 +251,30 @@ impl ProjectWatcher {
             return Err("not watching yet".into());
         }
         let n = COOKIES.fetch_add(1, Ordering::Relaxed);
-        let name = OsString::from(format!("{COOKIE_PREFIX}{}-{n}", std::process::id()));
-        let path = self.shared.root.join(&name);
-        std::fs::write(&path, b"").map_err(|e| format!("cannot write the sync cookie: {e}"))?;
+        let name = OsString::from(format!("{COOKIE_PREFIX}{n}"));
+        let path = self.shared.cookie_dir.join(&name);
+        let mut cookie = self.cookie.lock().expect("cookie lock poisoned");
+        let renamed = cookie
+            .take()
+            .is_some_and(|from| std::fs::rename(from, &path).is_ok());
+        if !renamed {
+            self.place_cookie(&path)
+                .map_err(|e| format!("cannot place the sync cookie: {e}"))?;
+        }
         let mut dirty = self.shared.lock();
         let deadline = std::time::Instant::now() + COOKIE_TIMEOUT;
-        let result = loop {
-            if dirty.cookies.remove(&name) {
-                break Ok(());
+        loop {
+            if dirty.cookies.contains(&name) {
+                // Older cookies (of syncs that gave up) are behind this one.
+                dirty.cookies.clear();
+                *cookie = Some(path);
+                return Ok(());
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
-                break Err("the watcher did not deliver the sync cookie in time".to_string());
+                // The next sync watches the folder again and starts a new cookie.
+                let _ = std::fs::remove_file(&path);
+                return Err("the watcher did not deliver the sync cookie in time".to_string());
             }
             dirty = self
                 .shared
@@ -253,10 +282,38 @@ impl ProjectWatcher {
                 .wait_timeout(dirty, left)
                 .expect("dirty-set lock poisoned")
                 .0;
-        };
-        drop(dirty);
-        let _ = std::fs::remove_file(&path);
-        result
+        }
+    }
+
+    /// Watches the cookie folder (made private if new) and creates the cookie at `path`,
+    /// removing what an earlier daemon left there.
+    fn place_cookie(&self, path: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = &self.shared.cookie_dir;
+        match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        if !std::fs::symlink_metadata(dir)?.is_dir() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a folder",
+                dir.display()
+            )));
+        }
+        for entry in std::fs::read_dir(dir)?.flatten() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+        let mut watcher = self.watcher.lock().expect("watcher lock poisoned");
+        let _ = watcher.unwatch(dir);
+        watcher
+            .watch(dir, RecursiveMode::NonRecursive)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        drop(watcher);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map(drop)
     }
 }
 
@@ -319,19 +376,23 @@ impl Shared {
         let mut cookie = false;
         let mut changed = Vec::new();
         for path in &event.paths {
-            let Ok(rel) = path.strip_prefix(&self.root) else {
-                continue;
-            };
-            let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
-            if name.starts_with(COOKIE_PREFIX.as_bytes()) {
-                if matches!(event.kind, EventKind::Create(_)) {
-                    dirty
-                        .cookies
-                        .insert(path.file_name().expect("has a name").to_os_string());
+            if path.parent() == Some(self.cookie_dir.as_path()) {
+                // A cookie arrives by a rename (or, the first time, a creation).
+                let arrived = matches!(
+                    event.kind,
+                    EventKind::Create(_)
+                        | EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both))
+                );
+                if let (true, Some(name)) = (arrived, path.file_name()) {
+                    dirty.cookies.insert(name.to_os_string());
                     cookie = true;
                 }
                 continue;
             }
+            let Ok(rel) = path.strip_prefix(&self.root) else {
+                continue;
+            };
+            let name = path.file_name().map(|n| n.as_bytes()).unwrap_or_default();
             if name.starts_with(TEMP_PREFIX.as_bytes()) {
                 continue;
             }

@@ -103,15 +103,7 @@ fn each_checkpoint_is_one_pack_and_small_packs_are_merged() {
         ids.push(env.checkpoint(&format!("round {i}")));
     }
     // The merge runs after the reply: wait for it (bounded).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while packs(&store).len() > 25 {
-        assert!(
-            Instant::now() < deadline,
-            "small packs were not merged: {:?}",
-            packs(&store)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_merge(&store, 12);
     assert_eq!(loose_count(&env), "count: 0");
     env.fsck();
     for id in &ids {
@@ -123,6 +115,114 @@ fn each_checkpoint_is_one_pack_and_small_packs_are_merged() {
     assert!(!p.join("d").exists());
     env.checkpoint("after the merge");
     env.fsck();
+}
+
+/// Waits (bounded) until the daemon has merged its small packs below `most`.
+fn wait_for_merge(store: &Path, most: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while packs(store).len() > most {
+        assert!(
+            Instant::now() < deadline,
+            "small packs were not merged: {:?}",
+            packs(store)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A merge copies whole objects as they are and rebuilds the deltas of a pack someone else's
+/// `git repack` made (a delta names its base by where it was): every checkpoint stays whole
+/// and readable, git fsck is clean.
+#[test]
+fn a_merge_takes_packs_with_deltas_from_git() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let body: String = (0..200)
+        .map(|i| format!("line {i} of a long file\n"))
+        .collect();
+    write(&p, "big.txt", &body);
+    env.watch();
+    let mut ids = vec![env.checkpoint("first")];
+    for i in 0..4 {
+        write(&p, "big.txt", &format!("{body}edit {i}\n"));
+        ids.push(env.checkpoint(&format!("edit {i}")));
+    }
+    let store = env.store();
+    env.git(&["repack", "-a", "-d", "-f", "-q", "--depth=10"]);
+    let idx = store
+        .join("objects/pack")
+        .join(packs(&store)[0].replace(".pack", ".idx"));
+    let verify = env.git(&["verify-pack", "-v", idx.to_str().unwrap()]);
+    assert!(
+        verify.contains("chain length"),
+        "git made no delta:\n{verify}"
+    );
+    let from_git = packs(&store)[0].clone();
+    for i in 0..12 {
+        write(&p, &format!("small{}.txt", i % 3), &format!("round {i}\n"));
+        ids.push(env.checkpoint(&format!("round {i}")));
+    }
+    wait_for_merge(&store, 6);
+    assert!(
+        !packs(&store).contains(&from_git),
+        "git's pack was not merged"
+    );
+    env.fsck();
+    let last = env.git(&["show", &format!("{}:big.txt", ids[4])]);
+    assert_eq!(last, format!("{body}edit 3\n"));
+    for id in &ids {
+        assert!(env.ls_tree(id).contains(&"big.txt".to_string()), "{id}");
+    }
+    let out = env.ckpt(&["restore", &ids[1], "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(p.join("big.txt")).unwrap(),
+        format!("{body}edit 0\n")
+    );
+}
+
+/// A merge never launders a damaged entry into a fresh pack (whose checksums would all
+/// match): an entry that does not match its index's CRC-32 stops the merge, the damaged pack
+/// stays for `ckpt fsck` to find, and the daemon keeps recording.
+#[test]
+fn a_merge_refuses_an_entry_that_does_not_match_its_crc() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", &"some text that compresses\n".repeat(50));
+    env.watch();
+    env.checkpoint("first");
+    let store = env.store();
+    let first = packs(&store)[0].clone();
+    let path = store.join("objects/pack").join(&first);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Inside the first entry's compressed data; the trailer still matches the index.
+    bytes[16] ^= 0xff;
+    chmod(&store.join("objects/pack"), &first, 0o600);
+    std::fs::write(&path, &bytes).unwrap();
+    chmod(&store.join("objects/pack"), &first, 0o400);
+    for i in 0..12 {
+        write(&p, "b.txt", &format!("round {i}\n"));
+        env.checkpoint(&format!("round {i}"));
+    }
+    // Past the merge threshold: the merge was tried (after the reply) and refused.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !env.log().contains("cannot merge small packs") {
+        assert!(
+            Instant::now() < deadline,
+            "no merge was tried:\n{}",
+            env.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(env.log().contains("CRC-32"), "{}", env.log());
+    assert!(
+        packs(&store).contains(&first),
+        "the damaged pack was merged away"
+    );
+    write(&p, "b.txt", "after the refused merge\n");
+    let id = env.checkpoint("after");
+    assert!(env.ls_tree(&id).contains(&"b.txt".to_string()));
+    env.assert_serving();
 }
 
 /// Metadata keep-alive refs never move, so they get no reflog (one file fewer per prompt);

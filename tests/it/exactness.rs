@@ -279,6 +279,67 @@ fn a_write_just_before_a_checkpoint_is_always_in_it() {
     }
 }
 
+/// The watcher's sync never writes into the project: its cookie lives in the store, so a
+/// checkpoint leaves the root folder's modification time (which tools read) as it was.
+#[test]
+fn a_checkpoint_never_touches_the_project_root() {
+    use std::os::unix::fs::MetadataExt;
+    let env = TestEnv::new();
+    let root = env.proj();
+    write(&root, "src/a.txt", "0");
+    env.watch();
+    env.checkpoint("first");
+    let stamp = || {
+        let m = std::fs::metadata(&root).unwrap();
+        (m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec())
+    };
+    let before = stamp();
+    for i in 1..=5 {
+        write(&root, "src/a.txt", &format!("{i}"));
+        let id = env.checkpoint(&format!("edit {i}"));
+        assert_eq!(
+            env.git(&["show", &format!("{id}:src/a.txt")]),
+            format!("{i}")
+        );
+    }
+    assert_eq!(
+        stamp(),
+        before,
+        "a checkpoint wrote into the project's root folder"
+    );
+}
+
+/// The sync cookie's folder removed (or replaced by a file) under the daemon: the next sync
+/// puts it back, or verifies by stat; every checkpoint still holds every write.
+#[test]
+fn a_removed_sync_folder_is_put_back_and_nothing_is_missed() {
+    let env = TestEnv::new();
+    let root = env.proj();
+    write(&root, "f.txt", "0");
+    env.watch();
+    env.checkpoint("first");
+    env.checkpoint("second (the first sync)");
+    let sync = env.store().join("ckpt-sync");
+    assert!(sync.is_dir(), "no sync folder in the store");
+    for i in 1..=3 {
+        std::fs::remove_dir_all(&sync).unwrap();
+        if i == 2 {
+            std::fs::write(&sync, "in the way").unwrap();
+        }
+        write(&root, "f.txt", &format!("{i}"));
+        let id = env.checkpoint(&format!("edit {i}"));
+        assert_eq!(env.git(&["show", &format!("{id}:f.txt")]), format!("{i}"));
+        if i == 2 {
+            std::fs::remove_file(&sync).unwrap();
+        }
+        write(&root, "g.txt", &format!("{i}"));
+        let id = env.checkpoint(&format!("again {i}"));
+        assert_eq!(env.git(&["show", &format!("{id}:g.txt")]), format!("{i}"));
+    }
+    env.fsck();
+    env.assert_serving();
+}
+
 #[test]
 fn status_reports_how_changes_are_found() {
     let env = TestEnv::new();
