@@ -138,7 +138,7 @@ struct Seen {
 /// Starts the pump thread for a project; it ends when the watcher (the tap's sender) goes.
 pub fn start_pump(
     events: Arc<Events>,
-    notes: std::sync::mpsc::Receiver<WatchNote>,
+    notes: crate::watch::queue::Receiver<WatchNote>,
     lost: Arc<AtomicBool>,
     filter: Filter,
     store_dir: PathBuf,

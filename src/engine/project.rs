@@ -443,7 +443,7 @@ impl Project {
         }
         drop(repo);
         let index = FileIndex::with_stat_cache(stale, self.progress.clone());
-        let (tap_tx, tap_rx) = std::sync::mpsc::sync_channel(TAP_QUEUE);
+        let (tap_tx, tap_rx) = crate::watch::queue::bounded(TAP_QUEUE);
         let tap = Tap {
             tx: tap_tx,
             lost: Arc::default(),

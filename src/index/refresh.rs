@@ -146,9 +146,11 @@ impl FileIndex {
             }
         }
         let captured = self.capture_changed(store, filter.root(), files, options)?;
-        outcome.hashed += captured.len();
-        for c in captured {
-            self.apply_capture(c);
+        for part in captured {
+            outcome.hashed += part.len();
+            for c in part {
+                self.apply_capture(c);
+            }
         }
         Ok(outcome)
     }
@@ -200,7 +202,6 @@ impl FileIndex {
             on_dir(dir)
         };
         let walk = filter.walk_from(start.clone(), rules, &mut counting);
-        let mut to_read = Vec::new();
         let mut node = DirNode::default();
         for dir in &walk.dirs {
             if dir != &start {
@@ -208,24 +209,27 @@ impl FileIndex {
             }
         }
         // A folder's files come one after another in the walk: each folder is found once.
+        // What must be read stays in the walk's own list (no second list of every file).
         let mut unchanged: Vec<(BString, Vec<(BString, IndexEntry)>)> = Vec::new();
-        for file in walk.files {
-            let stat = file.stat;
+        let mut to_read = walk.files;
+        to_read.retain(|file| {
             let known = old_files
                 .get(&file.rel)
                 .or_else(|| self.stale.get(&file.rel));
             match known {
-                Some(e) if e.stat == stat && !racy.contains(&file.rel) => {
+                Some(e) if e.stat == file.stat && !racy.contains(&file.rel) => {
                     let (parent, name) = split_parent(file.rel.as_bstr());
                     if unchanged.last().is_none_or(|(p, _)| p.as_bstr() != parent) {
                         unchanged.push((parent.to_owned(), Vec::new()));
                     }
                     let last = unchanged.last_mut().expect("pushed above");
                     last.1.push((name.to_owned(), *e));
+                    false
                 }
-                _ => to_read.push(file),
+                _ => true,
             }
-        }
+        });
+        to_read.shrink_to_fit();
         for (parent, files) in unchanged {
             let dir =
                 node_at(&mut node, relative_to(&start, parent.as_bstr()), true).expect("created");
@@ -238,21 +242,25 @@ impl FileIndex {
         self.repos.extend(walk.repos);
         self.attach(start.as_bstr(), node);
         let captured = self.capture_changed(store, filter.root(), to_read, options)?;
-        outcome.hashed += captured.len();
-        for c in captured {
-            self.apply_capture(c);
+        for part in captured {
+            outcome.hashed += part.len();
+            for c in part {
+                self.apply_capture(c);
+            }
         }
         Ok(())
     }
 
-    /// Reads the given files in parallel and adds what is new to the pending pack.
+    /// Reads the given files in parallel and adds what is new to the pending pack; returns
+    /// what each reading thread found (never copied into one list: a first checkpoint holds
+    /// one entry per file).
     pub(super) fn capture_changed(
         &self,
         store: &Store,
         root: &Path,
         files: Vec<WalkEntry>,
         options: SnapshotOptions,
-    ) -> Result<Vec<(Captured, i128)>, StoreError> {
+    ) -> Result<Vec<Vec<(Captured, i128)>>, StoreError> {
         if files.is_empty() {
             // The usual case of a checkpoint with nothing changed: no folder to open.
             return Ok(Vec::new());
@@ -290,13 +298,12 @@ impl FileIndex {
                         let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
                         scope.spawn(move || {
                             let repo = repo.to_thread_local();
-                            part.iter()
-                                .map(|e| {
-                                    let c = capture(&repo, root_fd, e, options, pack)?;
-                                    progress.step();
-                                    Ok((c, read_at))
-                                })
-                                .collect::<Result<Vec<_>, StoreError>>()
+                            let mut found = Vec::with_capacity(part.len());
+                            for e in part {
+                                found.push((capture(&repo, root_fd, e, options, pack)?, read_at));
+                                progress.step();
+                            }
+                            Ok::<_, StoreError>(found)
                         })
                     })
                     .collect();
@@ -307,13 +314,7 @@ impl FileIndex {
             });
         // A store error fails the whole batch: nothing of it reaches the index (what reached
         // the pending pack is flushed with the rest of the operation, or dropped as a whole).
-        let captured: Vec<(Captured, i128)> = captured
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect();
-        Ok(captured)
+        captured.into_iter().collect()
     }
 
     pub(super) fn apply_capture(&mut self, (captured, read_at): (Captured, i128)) {

@@ -25,7 +25,7 @@ struct Written {
 
 /// A pack up to this size is built in memory and written in one go (no temporary file until
 /// it is finished, no reading it back to checksum it); a larger one spills to its file.
-const IN_MEMORY_BYTES: usize = 8 << 20;
+const IN_MEMORY_BYTES: usize = 1 << 20;
 
 /// Where the pack's bytes go: memory first, its temporary file once it grows.
 enum Sink {

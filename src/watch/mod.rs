@@ -25,6 +25,8 @@ use notify::{EventKind, RecursiveMode, Watcher};
 
 use crate::filter::TEMP_PREFIX;
 
+pub mod queue;
+
 /// Events buffered between the notify thread and the worker before a rescan is forced.
 const EVENT_QUEUE: usize = 65_536;
 /// How long a sync waits for its cookie before falling back to a stat verify.
@@ -61,7 +63,7 @@ pub enum WatchNote {
 
 /// A bounded channel for notes; when it is full, notes are dropped and `lost` is set.
 pub struct Tap {
-    pub tx: std::sync::mpsc::SyncSender<WatchNote>,
+    pub tx: queue::Sender<WatchNote>,
     pub lost: Arc<AtomicBool>,
 }
 
@@ -142,7 +144,7 @@ impl ProjectWatcher {
             overflowed: AtomicBool::new(false),
             tap: Mutex::new(tap),
         });
-        let (tx, rx) = std::sync::mpsc::sync_channel::<notify::Result<notify::Event>>(EVENT_QUEUE);
+        let (tx, rx) = queue::bounded::<notify::Result<notify::Event>>(EVENT_QUEUE);
         let on_full = shared.clone();
         let watcher = notify::recommended_watcher(move |event| {
             if tx.try_send(event).is_err() {
@@ -341,7 +343,7 @@ impl Shared {
     fn note(&self, note: WatchNote) {
         let tap = self.tap.lock().expect("tap lock poisoned");
         if let Some(tap) = tap.as_ref() {
-            if let Err(std::sync::mpsc::TrySendError::Full(_)) = tap.tx.try_send(note) {
+            if let Err(queue::SendError::Full(_)) = tap.tx.try_send(note) {
                 tap.lost.store(true, Ordering::SeqCst);
             }
         }
