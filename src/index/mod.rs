@@ -214,6 +214,11 @@ impl FileIndex {
         self.node(parent)?.files.get(name)
     }
 
+    /// Calls `f` with every file and its entry (folder by folder), collecting nothing.
+    pub fn for_each_file(&self, mut f: impl FnMut(&BStr, &IndexEntry)) {
+        tree::visit_files(&self.root, &mut BString::default(), &mut f);
+    }
+
     /// Every file, in path order.
     pub fn files(&self) -> BTreeMap<BString, IndexEntry> {
         let mut out = HashMap::new();

@@ -3,9 +3,10 @@
 //! foreign or corrupt file is ignored.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
 
-use gix::bstr::BString;
+use gix::bstr::{BStr, BString};
 use gix::objs::tree::EntryKind;
 use gix::ObjectId;
 
@@ -14,26 +15,52 @@ use crate::store::snapshot::FileState;
 
 const MAGIC: &[u8; 8] = b"CKPTIDX1";
 
-/// Writes the index's stable entries to `path`.
+/// Bytes of an entry besides its path: path length, mode, id, size, mtime, ctime, inode, mode.
+const ENTRY_BYTES: usize = 4 + 2 + 20 + 8 + 16 + 16 + 8 + 4;
+
+/// Writes the index's stable entries to `path`, streaming: nothing of the size of the index
+/// is built on the way (a first checkpoint of a large project is the daemon's peak).
 pub fn save_stat_cache(index: &FileIndex, path: &Path) -> std::io::Result<()> {
-    let files = index.files();
-    let mut out = Vec::with_capacity(64 + files.len() * 96);
-    out.extend_from_slice(MAGIC);
-    for (rel, e) in files.iter().filter(|(rel, _)| !index.racy.contains(*rel)) {
-        out.extend_from_slice(&(rel.len() as u32).to_le_bytes());
-        out.extend_from_slice(rel);
-        out.extend_from_slice(&(e.state.kind as u16).to_le_bytes());
-        out.extend_from_slice(e.state.id.as_bytes());
-        out.extend_from_slice(&e.stat.size.to_le_bytes());
-        out.extend_from_slice(&e.stat.mtime_ns.to_le_bytes());
-        out.extend_from_slice(&e.stat.ctime_ns.to_le_bytes());
-        out.extend_from_slice(&e.stat.ino.to_le_bytes());
-        out.extend_from_slice(&e.stat.mode.to_le_bytes());
-    }
-    let sum = checksum(&out);
-    out.extend_from_slice(sum.as_bytes());
+    let stable = |rel: &BStr| !index.racy.contains(rel);
+    // The checksum is git's blob hash of the body, whose header names the body's length.
+    let mut body = MAGIC.len();
+    index.for_each_file(|rel, _| {
+        if stable(rel) {
+            body += ENTRY_BYTES + rel.len();
+        }
+    });
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(format!("blob {body}\0").as_bytes());
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, &out)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::create(&tmp)?);
+    let mut put = |bytes: &[u8]| {
+        hasher.update(bytes);
+        out.write_all(bytes)
+    };
+    let mut written = Ok(());
+    put(MAGIC)?;
+    index.for_each_file(|rel, e| {
+        if written.is_err() || !stable(rel) {
+            return;
+        }
+        let mut entry = Vec::with_capacity(ENTRY_BYTES + rel.len());
+        entry.extend_from_slice(&(rel.len() as u32).to_le_bytes());
+        entry.extend_from_slice(rel);
+        entry.extend_from_slice(&(e.state.kind as u16).to_le_bytes());
+        entry.extend_from_slice(e.state.id.as_bytes());
+        entry.extend_from_slice(&e.stat.size.to_le_bytes());
+        entry.extend_from_slice(&e.stat.mtime_ns.to_le_bytes());
+        entry.extend_from_slice(&e.stat.ctime_ns.to_le_bytes());
+        entry.extend_from_slice(&e.stat.ino.to_le_bytes());
+        entry.extend_from_slice(&e.stat.mode.to_le_bytes());
+        written = put(&entry);
+    });
+    written?;
+    let sum = hasher
+        .try_finalize()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    out.write_all(sum.as_bytes())?;
+    out.into_inner().map_err(|e| e.into_error())?;
     std::fs::rename(&tmp, path)
 }
 
@@ -106,5 +133,53 @@ impl<'a> Reader<'a> {
         let (head, rest) = self.data.split_at(n);
         self.data = rest;
         Some(head)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(n: u8) -> IndexEntry {
+        IndexEntry {
+            state: FileState {
+                kind: EntryKind::Blob,
+                id: ObjectId::from_bytes_or_panic(&[n; 20]),
+            },
+            stat: Stat {
+                size: n.into(),
+                mtime_ns: 1_700_000_000_000_000_000 + i128::from(n),
+                ctime_ns: -i128::from(n),
+                ino: u64::from(n) << 40,
+                mode: 0o100644,
+            },
+        }
+    }
+
+    /// The streamed cache reads back as every stable entry (racy ones are left out), and its
+    /// checksum is the one `parse` checks (git's blob hash of the body).
+    #[test]
+    fn a_saved_cache_loads_back_without_its_racy_entries() {
+        let mut index = FileIndex::default();
+        let paths = ["a.txt", "d/b.txt", "d/e/c.txt", "d/e/f/g/h.txt", "z"];
+        for (n, p) in paths.iter().enumerate() {
+            index.insert(BStr::new(p), entry(n as u8));
+        }
+        index.racy.insert("d/e/c.txt".into());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ckpt-index");
+        save_stat_cache(&index, &path).unwrap();
+        let loaded = load_stat_cache(&path);
+        let mut want: HashMap<BString, IndexEntry> = index.files().into_iter().collect();
+        want.remove(BStr::new("d/e/c.txt"));
+        assert_eq!(loaded.len(), 4);
+        for (p, e) in &want {
+            let got = loaded.get(p).unwrap_or_else(|| panic!("{p} missing"));
+            assert_eq!(got.state.id, e.state.id);
+            assert_eq!(got.stat, e.stat);
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        let (body, sum) = bytes.split_at(bytes.len() - 20);
+        assert_eq!(checksum(body).as_bytes(), sum);
     }
 }

@@ -108,6 +108,32 @@ pub(super) fn flatten(
     }
 }
 
+/// Calls `f` with every file below `node` (whose path is `path`) and its entry, without
+/// collecting them.
+pub(super) fn visit_files(
+    node: &DirNode,
+    path: &mut BString,
+    f: &mut dyn FnMut(&gix::bstr::BStr, &IndexEntry),
+) {
+    let at = path.len();
+    let enter = |path: &mut BString, name: &BString| {
+        if at > 0 {
+            path.push(b'/');
+        }
+        path.extend_from_slice(name);
+    };
+    for (name, e) in &node.files {
+        enter(path, name);
+        f(path.as_ref(), e);
+        path.truncate(at);
+    }
+    for (name, child) in &node.dirs {
+        enter(path, name);
+        visit_files(child, path, f);
+        path.truncate(at);
+    }
+}
+
 /// Writes the tree of `node` (None when it holds no file at any depth: git has no empty folders).
 pub(super) fn write_node(
     repo: &gix::Repository,
