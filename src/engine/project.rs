@@ -35,6 +35,8 @@ pub struct Opened {
     pub index: FileIndex,
     watcher: Option<ProjectWatcher>,
     last_saved: Option<Instant>,
+    /// The stat cache is due: it is written after the reply (see [`Opened::save_index`]).
+    save_due: bool,
 }
 
 impl Opened {
@@ -153,11 +155,14 @@ impl Opened {
         }
     }
 
-    /// Writes the stat cache if it is due (or `now`).
+    /// Writes the stat cache now, or (`now` false) marks it to be written after the reply if
+    /// it is due: at 100,000 files it takes tens of milliseconds no one should wait for.
     pub fn save_index(&mut self, now: bool) {
-        if !now && self.last_saved.is_some_and(|t| t.elapsed() < SAVE_INTERVAL) {
+        if !now {
+            self.save_due |= self.last_saved.is_none_or(|t| t.elapsed() >= SAVE_INTERVAL);
             return;
         }
+        self.save_due = false;
         self.protect_index_objects();
         let path = stat_cache_path(self.store.dir());
         match save_stat_cache(&self.index, &path) {
@@ -388,25 +393,32 @@ impl Project {
             // Whatever the operation left pending is made durable (or forgotten) before the
             // project is free again.
             let flushed = opened.flush();
-            let merge = opened.store.needs_merge();
+            let later = opened.save_due || opened.store.needs_merge();
             let value = result?;
-            flushed.map(|()| (value, merge))
+            flushed.map(|()| (value, later))
         })
         .await
         .map_err(|e| Error::Internal(format!("project task failed: {e}")))??;
-        let (value, merge) = done;
-        if merge {
+        let (value, later) = done;
+        if later {
             // After the reply, never in its way.
-            tokio::spawn(self.clone().merge_packs());
+            tokio::spawn(self.clone().after_reply());
         }
         Ok(value)
     }
 
-    /// Merges the store's small packs (one per checkpoint) into one, when its turn comes.
-    async fn merge_packs(self: Arc<Self>) {
+    /// Upkeep an operation left for after its reply: the stat cache when it is due, and
+    /// merging the store's small packs (one per checkpoint) when their turn comes.
+    async fn after_reply(self: Arc<Self>) {
         let mut guard = self.state.clone().lock_owned().await;
         let _ = tokio::task::spawn_blocking(move || {
-            if let Some(opened) = guard.as_mut() {
+            let Some(opened) = guard.as_mut() else {
+                return;
+            };
+            if opened.save_due {
+                opened.save_index(true);
+            }
+            if opened.store.needs_merge() {
                 if let Err(e) = opened.store.consolidate_packs() {
                     tracing::warn!(store = %opened.store.dir().display(), error = %e, "cannot merge small packs");
                 }
@@ -475,6 +487,7 @@ impl Project {
             index,
             watcher,
             last_saved: None,
+            save_due: false,
         })
     }
 

@@ -91,7 +91,7 @@ fn parse(data: &[u8]) -> Option<HashMap<BString, IndexEntry>> {
     if checksum(body).as_bytes() != sum {
         return None;
     }
-    let mut map = HashMap::new();
+    let mut map = HashMap::with_capacity(body.len() / (ENTRY_BYTES + 24));
     let mut r = Reader { data: &body[8..] };
     while !r.data.is_empty() {
         let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;

@@ -292,6 +292,51 @@ fn a_corrupt_or_stale_stat_cache_never_changes_a_checkpoint() {
     );
 }
 
+/// The stat cache is written soon after the first checkpoint (after its reply, out of its
+/// way), so a daemon killed right after still starts from it: only the changed file is read.
+#[test]
+fn the_stat_cache_is_written_without_a_shutdown_and_survives_a_kill() {
+    let mut env = TestEnv::new();
+    let p = env.proj();
+    // Written an hour ago: files written within the last moments are never cached (racy).
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for i in 0..20 {
+        write(&p, &format!("f{i}.txt"), &format!("v1 {i}"));
+        let f = std::fs::File::options()
+            .write(true)
+            .open(p.join(format!("f{i}.txt")))
+            .unwrap();
+        f.set_modified(old).unwrap();
+    }
+    env.watch();
+    env.checkpoint("one");
+    let cache = env.store().join("ckpt-index");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cache.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no stat cache after the reply"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // It appears whole (a temporary file renamed into place).
+    env.kill_daemon();
+    write(&p, "f1.txt", "v2 1");
+    env.start_daemon();
+    let c = env.json(&["checkpoint", "-m", "after the kill"]);
+    assert_eq!(c["modified"], 1, "{c}");
+    let log = env.log();
+    let hashed: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("verified the whole project"))
+        .collect();
+    assert!(
+        hashed.last().is_some_and(|l| l.contains("hashed=1")),
+        "the restart re-read more than the changed file: {hashed:?}"
+    );
+    assert_eq!(env.json(&["verify"])["equal"], true);
+}
+
 /// A second daemon on the same data directory is refused even when its socket path differs
 /// (a shell without XDG_RUNTIME_DIR, say), naming the running one; the first keeps serving.
 #[test]
