@@ -6,6 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use gix::bstr::BString;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,8 @@ use crate::watch::{Changes, ProjectWatcher, Tap};
 const TAP_QUEUE: usize = 65_536;
 /// The store's folder where the watcher's sync cookie lives (see [`crate::watch`]).
 const SYNC_DIR: &str = "ckpt-sync";
+/// Upkeep (the stat cache, merging small packs) waits until no operation began for this long.
+const QUIET: Duration = Duration::from_secs(1);
 /// The stat cache is written at most this often (and at shutdown): it only saves re-hashing.
 const SAVE_INTERVAL: Duration = Duration::from_secs(300);
 
@@ -222,6 +225,10 @@ pub struct Project {
     pub last_recorded: std::sync::Mutex<Option<gix::ObjectId>>,
     /// When this daemon started: lock files in the store older than that are stale.
     started: std::time::SystemTime,
+    /// Operations begun so far: upkeep waits until this stops moving ([`QUIET`]).
+    ops: AtomicU64,
+    /// Whether a task already waits for a quiet moment to do the upkeep.
+    upkeep_waiting: AtomicBool,
 }
 
 impl Project {
@@ -239,6 +246,8 @@ impl Project {
             events: Arc::new(Events::new(root_for_events)),
             last_recorded: std::sync::Mutex::new(None),
             started: *DAEMON_STARTED,
+            ops: AtomicU64::new(0),
+            upkeep_waiting: AtomicBool::new(false),
         }
     }
 
@@ -340,6 +349,7 @@ impl Project {
         T: Send + 'static,
         F: FnOnce(&Project, &mut Opened) -> Result<T> + Send + 'static,
     {
+        self.ops.fetch_add(1, Ordering::Relaxed);
         let mut guard = self.state.clone().lock_owned().await;
         let me = self.clone();
         let done = tokio::task::spawn_blocking(move || {
@@ -393,23 +403,40 @@ impl Project {
             // Whatever the operation left pending is made durable (or forgotten) before the
             // project is free again.
             let flushed = opened.flush();
+            let urgent = opened.store.must_merge();
             let later = opened.save_due || opened.store.needs_merge();
             let value = result?;
-            flushed.map(|()| (value, later))
+            flushed.map(|()| (value, urgent, later))
         })
         .await
         .map_err(|e| Error::Internal(format!("project task failed: {e}")))??;
-        let (value, later) = done;
-        if later {
-            // After the reply, never in its way.
-            tokio::spawn(self.clone().after_reply());
+        let (value, urgent, later) = done;
+        // Upkeep comes after the reply, and when it can wait, after the project falls quiet:
+        // a checkpoint never waits behind it while an agent works.
+        if urgent {
+            tokio::spawn(self.clone().upkeep());
+        } else if later && !self.upkeep_waiting.swap(true, Ordering::AcqRel) {
+            tokio::spawn(self.clone().upkeep_when_quiet());
         }
         Ok(value)
     }
 
-    /// Upkeep an operation left for after its reply: the stat cache when it is due, and
-    /// merging the store's small packs (one per checkpoint) when their turn comes.
-    async fn after_reply(self: Arc<Self>) {
+    /// Waits until no operation began for [`QUIET`], then does the upkeep.
+    async fn upkeep_when_quiet(self: Arc<Self>) {
+        loop {
+            let seen = self.ops.load(Ordering::Relaxed);
+            tokio::time::sleep(QUIET).await;
+            if self.ops.load(Ordering::Relaxed) == seen {
+                break;
+            }
+        }
+        self.upkeep_waiting.store(false, Ordering::Release);
+        self.upkeep().await;
+    }
+
+    /// Upkeep operations leave for later: the stat cache when it is due, and merging the
+    /// store's small packs (one per checkpoint) when their turn comes.
+    async fn upkeep(self: Arc<Self>) {
         let mut guard = self.state.clone().lock_owned().await;
         let _ = tokio::task::spawn_blocking(move || {
             let Some(opened) = guard.as_mut() else {

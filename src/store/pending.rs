@@ -118,9 +118,16 @@ impl Store {
         result
     }
 
-    /// Whether enough small packs accumulated to merge them ([`Store::consolidate_packs`]).
+    /// Whether enough small packs accumulated to merge them ([`Store::consolidate_packs`])
+    /// when the project is quiet.
     pub fn needs_merge(&self) -> bool {
         self.small_packs.load(Ordering::Relaxed) > MAX_SMALL_PACKS
+    }
+
+    /// Whether so many accumulated (a long busy spell) that they are merged without waiting
+    /// for quiet: every lookup visits every pack.
+    pub fn must_merge(&self) -> bool {
+        self.small_packs.load(Ordering::Relaxed) > 4 * MAX_SMALL_PACKS
     }
 
     /// Whether pending objects were dropped since the last call (a failed flush).

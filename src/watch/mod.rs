@@ -146,7 +146,12 @@ impl ProjectWatcher {
         });
         let (tx, rx) = queue::bounded::<notify::Result<notify::Event>>(EVENT_QUEUE);
         let on_full = shared.clone();
-        let watcher = notify::recommended_watcher(move |event| {
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            // Opens and reads change nothing (notify's inotify mask includes them): dropped
+            // here, they never cost the queue or the worker (`grep -r` opens every file).
+            if matches!(&event, Ok(e) if matches!(e.kind, EventKind::Access(_))) {
+                return;
+            }
             if tx.try_send(event).is_err() {
                 on_full.overflowed.store(true, Ordering::SeqCst);
                 on_full.note(WatchNote::Degraded(

@@ -130,6 +130,31 @@ fn wait_for_merge(store: &Path, most: usize) {
     }
 }
 
+/// Merging waits until the project falls quiet (no operation for a second): checkpoints in a
+/// busy spell never wait behind it; once quiet, the packs are merged.
+#[test]
+fn merges_wait_for_a_quiet_moment() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "keep.txt", "kept\n");
+    env.watch();
+    env.checkpoint("first");
+    let store = env.store();
+    let before = packs(&store).len();
+    let mut rpc = Rpc::connect(&env);
+    for i in 0..12 {
+        write(&p, "busy.txt", &format!("round {i}\n"));
+        rpc.call("checkpoint", serde_json::json!({ "project": p }));
+    }
+    assert_eq!(
+        packs(&store).len(),
+        before + 12,
+        "a merge ran while checkpoints kept coming"
+    );
+    wait_for_merge(&store, before + 4);
+    env.fsck();
+}
+
 /// A merge copies whole objects as they are and rebuilds the deltas of a pack someone else's
 /// `git repack` made (a delta names its base by where it was): every checkpoint stays whole
 /// and readable, git fsck is clean.
