@@ -60,11 +60,7 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
     if let (true, Some(message_id)) = (exists, &new.message_id) {
         // One prompt can arrive twice (an editor running two agents' hooks, a client retrying
         // after a timeout): the checkpoint of that message is the one already recorded.
-        let recorded = o.store.list(&o.store.repo(), Some(&new.dialog))?;
-        if let Some(c) = recorded
-            .into_iter()
-            .find(|c| c.message_id.as_ref() == Some(message_id))
-        {
+        if let Some(c) = recent_with_message(o, &new.dialog, message_id)? {
             tracing::info!(id = %c.id, message_id, "message already checkpointed");
             return Ok(c);
         }
@@ -80,6 +76,32 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
     }
     o.save_index(false);
     Ok(c)
+}
+
+/// A repeated prompt arrives right after the first, so only the newest checkpoints of its dialog
+/// are searched for its message id: the whole history would cost every prompt more than the
+/// last.
+const REPEAT_WINDOW: usize = 64;
+
+/// The checkpoint among the newest [`REPEAT_WINDOW`] of `dialog` that recorded `message_id`.
+fn recent_with_message(o: &Opened, dialog: &str, message_id: &str) -> Result<Option<Checkpoint>> {
+    let repo = o.store.repo();
+    let mut next = o.store.ref_target(
+        &repo,
+        &format!("{}{dialog}", crate::store::checkpoint::DIALOG_REFS),
+    )?;
+    for _ in 0..REPEAT_WINDOW {
+        let Some(id) = next else { break };
+        // Past a retention cut the parent is gone: the search ends there.
+        let Ok(c) = o.store.checkpoint(&repo, id) else {
+            break;
+        };
+        if c.message_id.as_deref() == Some(message_id) {
+            return Ok(Some(c));
+        }
+        next = c.parent.map(|p| p.object_id());
+    }
+    Ok(None)
 }
 
 /// Records a checkpoint of `tree` and tells the project's subscribers.

@@ -132,6 +132,21 @@ fn the_same_message_twice_is_one_checkpoint() {
     let line = json!({ "jsonrpc": "2.0", "id": 1, "method": "checkpoint", "params": params });
     let reply = &env.raw(&[line.to_string().as_bytes()])[0];
     assert_eq!(reply["result"]["id"], messages[0]["id"], "{reply}");
+    // Still after other prompts of the dialog: the newest 64 checkpoints are searched.
+    let dialog = messages[0]["dialog"].clone();
+    let mut rpc = Rpc::connect(&env);
+    for i in 0..5 {
+        write(&p, "a.txt", &format!("prompt {i}\n"));
+        rpc.call(
+            "checkpoint",
+            json!({ "project": p, "dialog": dialog, "message_id": format!("other-{i}") }),
+        );
+    }
+    let again = rpc.call(
+        "checkpoint",
+        json!({ "project": p, "dialog": dialog, "message_id": "gen-42" }),
+    );
+    assert_eq!(again["id"], messages[0]["id"], "{again}");
 }
 
 #[test]
