@@ -23,8 +23,9 @@ use crate::safe_io::{read_small, Stat};
 use rules::{git_dir, global_rule_files};
 pub use rules::{IgnoreRules, RulesCache};
 
-/// Whether `name` is a temporary file (or sync cookie) of a ckptd that no longer runs: the
-/// names carry the writer's pid, and that process is gone or is not a ckptd.
+/// Whether `name` is a temporary file of a ckptd that no longer runs (or a sync cookie, which
+/// earlier builds created in the project root): the names carry the writer's pid, and that
+/// process is gone or is not a ckptd.
 pub fn is_litter(name: &[u8]) -> bool {
     let Some(rest) = name.strip_prefix(TEMP_PREFIX.as_bytes()) else {
         return false;

@@ -240,7 +240,8 @@ impl FileIndex {
     }
 }
 
-/// Removes what a killed ckptd left behind (temporary files of a restore, sync cookies).
+/// Removes what a killed ckptd left behind (temporary files of a restore, sync cookies of
+/// earlier builds).
 fn remove_litter(root: &Path, litter: &[BString]) {
     if litter.is_empty() {
         return;
