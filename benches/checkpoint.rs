@@ -1,7 +1,8 @@
 //! Benchmark: ckpt against a shadow git repository on the same synthetic tree, in the same run.
 //!
 //! `cargo bench --bench checkpoint -- [--files N] [--ignored M] [--runs R] [--history H] [--dir D]
-//!  [--hook-runs K] [--load-runs L] [--load-mb MB] [--idle-seconds S] [--million]`
+//!  [--hook-runs K] [--load-runs L] [--load-mb MB] [--idle-seconds S] [--million]
+//!  [--no-aggressive]`
 //!
 //! Builds a project of N files of ~2 KiB in nested folders plus a gitignored `node_modules/` of
 //! M files, starts the real `ckptd` on a temp socket, and times through the socket (the client
@@ -18,6 +19,9 @@
 //! as a build does; p50 and max. Idle: the daemon's CPU time over S seconds (default 60) with the
 //! project watched and nothing changing, and over a burst of 1,000 changed files and the 10 s
 //! after it. `--million` is 1,000,000 files + 500,000 ignored (3 runs, 20 history, 20 hooks).
+//!
+//! Store sizes are compared with git's `gc --aggressive` of the same history; `--no-aggressive`
+//! (implied by `--million`, where it takes most of an hour of CPU) compares with plain `git gc`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -38,6 +42,8 @@ struct Args {
     load_mb: usize,
     /// Idle CPU is measured over this many seconds (0: not measured).
     idle_seconds: u64,
+    /// Store sizes against `git gc --aggressive` (true) or plain `git gc`.
+    aggressive: bool,
     dir: Option<PathBuf>,
 }
 
@@ -51,6 +57,7 @@ fn parse_args() -> Args {
         load_runs: 40,
         load_mb: 200,
         idle_seconds: 60,
+        aggressive: true,
         dir: None,
     };
     let mut it = std::env::args().skip(1);
@@ -75,7 +82,9 @@ fn parse_args() -> Args {
                 args.runs = 3;
                 args.history = 20;
                 args.hook_runs = 20;
+                args.aggressive = false;
             }
+            "--no-aggressive" => args.aggressive = false,
             "--dir" => args.dir = Some(PathBuf::from(it.next().expect("--dir takes a path"))),
             "--bench" => {}
             other => panic!("unknown argument {other}"),
@@ -293,7 +302,13 @@ fn main() {
         vec![theirs_gc],
     ));
     let ours_gc_size = du(&store);
-    run(git(&history_shadow, &root).args(["gc", "--prune=now", "--aggressive", "--quiet"]));
+    if args.aggressive {
+        run(git(&history_shadow, &root).args(["gc", "--prune=now", "--aggressive", "--quiet"]));
+    }
+    let baseline = match args.aggressive {
+        true => "git gc --aggressive",
+        false => "git gc",
+    };
     let rss_after_restart = daemon.peak_rss_kib();
     let theirs_size = du(&history_shadow);
 
@@ -353,7 +368,7 @@ fn main() {
         rss_opened as f64 * 1024.0 / args.files.max(1) as f64
     );
     println!(
-        "{:<34} {:>9.1} MiB {:>10.1} MiB {:>8.2}x (ckpt/git)",
+        "{:<34} {:>9.1} MiB {:>10.1} MiB {:>8.2}x (ckpt/git; git after `{baseline}`)",
         format!("store after {} checkpoints", args.history + 1),
         ours_size as f64 / 1048576.0,
         theirs_size as f64 / 1048576.0,

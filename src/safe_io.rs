@@ -20,7 +20,7 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 const READ_ATTEMPTS: usize = 4;
 /// A file modified this recently may be written again within the same timestamp tick, which
 /// a stat comparison cannot see: such a file is read twice and the reads compared.
-const RACY_NS: i128 = 50_000_000;
+const RACY_NS: i64 = 50_000_000;
 
 /// Opens the folder `path` (never a FIFO or a symlink to one).
 pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
@@ -239,11 +239,7 @@ fn read_at_most(file: &File, len: u64) -> io::Result<Vec<u8>> {
 }
 
 fn is_racy(stat: &Stat) -> bool {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0);
-    stat.mtime_ns + RACY_NS >= now
+    stat.mtime_ns.saturating_add(RACY_NS) >= now_ns()
 }
 
 /// A descriptor usable as the root of [`open_beneath`].
@@ -304,12 +300,14 @@ mod tests {
     }
 }
 
-/// What `stat` said about a file when it was seen.
+/// What `stat` said about a file when it was seen. Timestamps are nanoseconds since the epoch
+/// in an `i64` (1677 to 2262; beyond, they saturate — the ctime still changes with every
+/// change), which keeps the index's entry for a file at 64 bytes rather than 96.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
     pub size: u64,
-    pub mtime_ns: i128,
-    pub ctime_ns: i128,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
     pub ino: u64,
     pub mode: u32,
 }
@@ -319,10 +317,22 @@ impl Stat {
         use std::os::unix::fs::MetadataExt;
         Stat {
             size: meta.len(),
-            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-            ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+            mtime_ns: nanos(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: nanos(meta.ctime(), meta.ctime_nsec()),
             ino: meta.ino(),
             mode: meta.mode(),
         }
     }
+}
+
+/// Seconds and nanoseconds since the epoch as nanoseconds, saturating.
+pub fn nanos(secs: i64, nsec: i64) -> i64 {
+    secs.saturating_mul(1_000_000_000).saturating_add(nsec)
+}
+
+/// Now, in nanoseconds since the epoch (the precise clock).
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }

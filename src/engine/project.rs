@@ -1,7 +1,6 @@
 //! One registered project: its root, its store, and the one owner of its state (a lock taken
 //! by every operation, which then runs on a blocking thread).
 
-use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -16,6 +15,7 @@ use crate::config::{Config, Paths};
 use crate::filter::Filter;
 use crate::index::{
     load_stat_cache, save_stat_cache, stat_cache_path, FileIndex, Progress, RefreshOutcome,
+    StatCache,
 };
 use crate::model::{Retention, WatchMode};
 use crate::store::SnapshotOptions;
@@ -52,7 +52,8 @@ impl Opened {
                 // Someone removed objects the index vouches for (e.g. `git gc` after a dialog
                 // was removed): forget every cached id and hash everything again.
                 tracing::warn!(root = %project.root.display(), tree = %root, "the store lost the index's tree; re-reading the whole project");
-                self.index = FileIndex::with_stat_cache(HashMap::new(), project.progress.clone());
+                self.index =
+                    FileIndex::with_stat_cache(StatCache::default(), project.progress.clone());
                 // Fresh handles: an index of a pack someone deleted must not vouch for objects.
                 self.store.reopen()?;
             }
@@ -146,7 +147,7 @@ impl Opened {
     pub fn forget_if_lost(&mut self) {
         if self.store.take_lost() {
             tracing::error!(store = %self.store.dir().display(), "new objects could not be written; the next checkpoint reads every file again");
-            self.index = FileIndex::with_stat_cache(HashMap::new(), self.index.progress());
+            self.index = FileIndex::with_stat_cache(StatCache::default(), self.index.progress());
         }
     }
 
@@ -477,7 +478,7 @@ impl Project {
         if let Ok(Some(tree)) = store.ref_target(&repo, INDEX_REF) {
             if !repo.has_object(tree) {
                 tracing::warn!(store = %store.dir().display(), "the stat cache names objects the store lost; ignoring it");
-                stale.clear();
+                stale = StatCache::default();
             }
         }
         drop(repo);

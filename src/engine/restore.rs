@@ -110,9 +110,9 @@ pub fn restore_to(
 
 /// Now, by the kernel's coarse clock: file timestamps come from it, and it lags the precise
 /// one, so a write just after this moment could otherwise look older.
-fn coarse_now_ns() -> i128 {
+fn coarse_now_ns() -> i64 {
     let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-    now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128
+    crate::safe_io::nanos(now.tv_sec, now.tv_nsec)
 }
 
 /// Records the files as they are (`current`) as the `pre-restore` checkpoint: the undo.
@@ -228,14 +228,14 @@ fn report_leftovers(
     o: &mut Opened,
     target: &Checkpoint,
     paths: &[BString],
-    started_ns: i128,
+    started_ns: i64,
     applied: &mut Applied,
 ) -> Result<gix::ObjectId> {
     use std::os::unix::fs::MetadataExt;
     // The restore's own writes match the target; a later status change is someone else's.
     let changed_since_start = |rel: &[u8]| {
         std::fs::symlink_metadata(rel_to_abs(&p.root, rel))
-            .is_ok_and(|m| m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128 >= started_ns)
+            .is_ok_and(|m| crate::safe_io::nanos(m.ctime(), m.ctime_nsec()) >= started_ns)
     };
     let now = o.current_tree(p)?;
     let repo = o.store.repo();

@@ -9,9 +9,12 @@
 //! the next refresh. The persisted form is only a stat cache: lost or corrupt, the next verify
 //! re-hashes.
 
+mod name;
 mod persist;
 mod refresh;
 mod tree;
+
+use name::Name;
 
 use tree::{flatten, node_at};
 
@@ -35,8 +38,9 @@ pub use persist::{load_stat_cache, save_stat_cache};
 /// An mtime this close to (or after) the moment of reading may hide a later write with the same
 /// timestamp; such entries are re-read at the next refresh. Generous, because file timestamps
 /// come from a coarse kernel clock.
-const RACY_WINDOW_NS: i128 = 50_000_000;
+const RACY_WINDOW_NS: i64 = 50_000_000;
 
+use crate::safe_io::now_ns;
 pub use crate::safe_io::Stat;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +51,7 @@ pub struct IndexEntry {
 
 #[derive(Debug, Default)]
 struct DirNode {
-    files: BTreeMap<BString, IndexEntry>,
+    files: BTreeMap<Name, IndexEntry>,
     dirs: BTreeMap<BString, DirNode>,
     /// The git tree of this folder; None when unknown (something below changed).
     tree: Option<Option<ObjectId>>,
@@ -100,6 +104,44 @@ impl Progress {
     }
 }
 
+/// A stat cache loaded from disk (see [`load_stat_cache`]), arranged as the index arranges
+/// files: one map per folder, so that a verify takes each folder's entries as it reaches it
+/// instead of looking every path up in one map of every file.
+#[derive(Debug, Default)]
+pub struct StatCache {
+    root: DirNode,
+    len: usize,
+}
+
+impl StatCache {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn get(&self, path: &BStr) -> Option<&IndexEntry> {
+        let (parent, name) = split_parent(path);
+        let mut node = &self.root;
+        if !parent.is_empty() {
+            for comp in parent.split(|b| *b == b'/') {
+                node = node.dirs.get(comp.as_bstr())?;
+            }
+        }
+        node.files.get(name)
+    }
+
+    /// Adds the files of one folder (`parent`, relative to the project).
+    fn add_folder(&mut self, parent: &BStr, files: Vec<(Name, IndexEntry)>) {
+        if let Some(dir) = node_at(&mut self.root, parent, true) {
+            self.len += files.len();
+            dir.files.extend(files);
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct FileIndex {
     root: DirNode,
@@ -109,8 +151,9 @@ pub struct FileIndex {
     rules: RulesCache,
     /// Stats of rule files outside the project's folders, as last seen.
     rule_stats: Vec<(PathBuf, Option<Stat>)>,
-    /// Entries loaded from disk, used as a stat cache by the next full verify, then dropped.
-    stale: HashMap<BString, IndexEntry>,
+    /// Entries loaded from disk, used as a stat cache by the next full verify (each folder's
+    /// taken out as the verify reaches it), then dropped.
+    stale: DirNode,
     /// True once a full verify has run: from then on dirty paths suffice.
     verified: bool,
     /// The root tree last written: every blob and tree id the index holds is reachable from it.
@@ -121,12 +164,9 @@ pub struct FileIndex {
 impl FileIndex {
     /// An index that will verify everything at its first refresh, using `stale` entries (from
     /// a previous run) to avoid re-hashing files whose stat still matches.
-    pub fn with_stat_cache(
-        stale: HashMap<BString, IndexEntry>,
-        progress: Arc<Progress>,
-    ) -> FileIndex {
+    pub fn with_stat_cache(stale: StatCache, progress: Arc<Progress>) -> FileIndex {
         FileIndex {
-            stale,
+            stale: stale.root,
             progress,
             ..FileIndex::default()
         }
@@ -161,7 +201,7 @@ impl FileIndex {
         self.invalidate_trees(parent);
         if let Some(dir) = node_at(&mut self.root, parent, true) {
             dir.dirs.remove(name);
-            dir.files.insert(name.to_owned(), entry);
+            dir.files.insert(Name::from(name), entry);
         }
     }
 
@@ -192,7 +232,7 @@ impl FileIndex {
             }
         }
         visit(&mut self.root, &gone);
-        self.stale.retain(|_, e| !gone(&e.state.id));
+        visit(&mut self.stale, &gone);
         self.last_root = None;
         self.invalidate_all();
     }
@@ -257,13 +297,6 @@ fn remove_litter(root: &Path, litter: &[BString]) {
             }
         }
     }
-}
-
-fn now_ns() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0)
 }
 
 /// `path` relative to `base` (a folder containing it).

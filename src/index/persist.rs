@@ -2,15 +2,15 @@
 //! rename) with a trailing checksum. It only saves re-hashing after a restart; a missing,
 //! foreign or corrupt file is ignored.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-use gix::bstr::{BStr, BString};
+use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 use gix::ObjectId;
 
-use super::{FileIndex, IndexEntry, Stat};
+use super::{FileIndex, IndexEntry, Name, Stat, StatCache};
+use crate::filter::split_parent;
 use crate::store::snapshot::FileState;
 
 const MAGIC: &[u8; 8] = b"CKPTIDX1";
@@ -49,8 +49,9 @@ pub fn save_stat_cache(index: &FileIndex, path: &Path) -> std::io::Result<()> {
         entry.extend_from_slice(&(e.state.kind as u16).to_le_bytes());
         entry.extend_from_slice(e.state.id.as_bytes());
         entry.extend_from_slice(&e.stat.size.to_le_bytes());
-        entry.extend_from_slice(&e.stat.mtime_ns.to_le_bytes());
-        entry.extend_from_slice(&e.stat.ctime_ns.to_le_bytes());
+        // 16 bytes each, as earlier builds wrote them.
+        entry.extend_from_slice(&i128::from(e.stat.mtime_ns).to_le_bytes());
+        entry.extend_from_slice(&i128::from(e.stat.ctime_ns).to_le_bytes());
         entry.extend_from_slice(&e.stat.ino.to_le_bytes());
         entry.extend_from_slice(&e.stat.mode.to_le_bytes());
         written = put(&entry);
@@ -65,17 +66,23 @@ pub fn save_stat_cache(index: &FileIndex, path: &Path) -> std::io::Result<()> {
 }
 
 /// Reads a stat cache; empty when missing or unusable.
-pub fn load_stat_cache(path: &Path) -> HashMap<BString, IndexEntry> {
+pub fn load_stat_cache(path: &Path) -> StatCache {
     let Ok(data) = std::fs::read(path) else {
-        return HashMap::new();
+        return StatCache::default();
     };
     match parse(&data) {
-        Some(map) => map,
+        Some(cache) => cache,
         None => {
             tracing::warn!(path = %path.display(), "ignoring an unusable stat cache; the next checkpoint re-reads every file");
-            HashMap::new()
+            StatCache::default()
         }
     }
+}
+
+/// A timestamp as stored (16 bytes), clamped to what [`Stat`] holds.
+fn nanos_of(bytes: &[u8]) -> Option<i64> {
+    let v = i128::from_le_bytes(bytes.try_into().ok()?);
+    Some(v.clamp(i64::MIN.into(), i64::MAX.into()) as i64)
 }
 
 fn checksum(data: &[u8]) -> ObjectId {
@@ -83,7 +90,7 @@ fn checksum(data: &[u8]) -> ObjectId {
         .expect("sha1 is always available")
 }
 
-fn parse(data: &[u8]) -> Option<HashMap<BString, IndexEntry>> {
+fn parse(data: &[u8]) -> Option<StatCache> {
     if data.len() < MAGIC.len() + 20 || &data[..8] != MAGIC {
         return None;
     }
@@ -91,7 +98,10 @@ fn parse(data: &[u8]) -> Option<HashMap<BString, IndexEntry>> {
     if checksum(body).as_bytes() != sum {
         return None;
     }
-    let mut map = HashMap::with_capacity(body.len() / (ENTRY_BYTES + 24));
+    let mut cache = StatCache::default();
+    // Entries were written folder by folder: each folder's run is added at once.
+    let mut folder = BString::default();
+    let mut files: Vec<(Name, IndexEntry)> = Vec::new();
     let mut r = Reader { data: &body[8..] };
     while !r.data.is_empty() {
         let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
@@ -105,20 +115,24 @@ fn parse(data: &[u8]) -> Option<HashMap<BString, IndexEntry>> {
         let id = ObjectId::try_from(r.take(20)?).ok()?;
         let stat = Stat {
             size: u64::from_le_bytes(r.take(8)?.try_into().ok()?),
-            mtime_ns: i128::from_le_bytes(r.take(16)?.try_into().ok()?),
-            ctime_ns: i128::from_le_bytes(r.take(16)?.try_into().ok()?),
+            mtime_ns: nanos_of(r.take(16)?)?,
+            ctime_ns: nanos_of(r.take(16)?)?,
             ino: u64::from_le_bytes(r.take(8)?.try_into().ok()?),
             mode: u32::from_le_bytes(r.take(4)?.try_into().ok()?),
         };
-        map.insert(
-            rel,
-            IndexEntry {
-                state: FileState { kind, id },
-                stat,
-            },
-        );
+        let (parent, name) = split_parent(rel.as_bstr());
+        if parent != folder.as_bstr() {
+            cache.add_folder(folder.as_bstr(), std::mem::take(&mut files));
+            folder = parent.to_owned();
+        }
+        let entry = IndexEntry {
+            state: FileState { kind, id },
+            stat,
+        };
+        files.push((Name::from(name), entry));
     }
-    Some(map)
+    cache.add_folder(folder.as_bstr(), files);
+    Some(cache)
 }
 
 struct Reader<'a> {
@@ -139,6 +153,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn entry(n: u8) -> IndexEntry {
         IndexEntry {
@@ -148,12 +163,26 @@ mod tests {
             },
             stat: Stat {
                 size: n.into(),
-                mtime_ns: 1_700_000_000_000_000_000 + i128::from(n),
-                ctime_ns: -i128::from(n),
+                mtime_ns: 1_700_000_000_000_000_000 + i64::from(n),
+                ctime_ns: -i64::from(n),
                 ino: u64::from(n) << 40,
                 mode: 0o100644,
             },
         }
+    }
+
+    /// The index holds one entry per file: it stays small (a million files, 64 MB of them).
+    #[test]
+    fn an_entry_is_64_bytes() {
+        assert!(std::mem::size_of::<IndexEntry>() <= 64);
+    }
+
+    /// Timestamps outside what an entry holds load clamped, not refused.
+    #[test]
+    fn stored_timestamps_are_clamped() {
+        let far = (i128::from(i64::MAX) + 5).to_le_bytes();
+        assert_eq!(nanos_of(&far), Some(i64::MAX));
+        assert_eq!(nanos_of(&(-7i128).to_le_bytes()), Some(-7));
     }
 
     /// The streamed cache reads back as every stable entry (racy ones are left out), and its
@@ -173,8 +202,11 @@ mod tests {
         let mut want: HashMap<BString, IndexEntry> = index.files().into_iter().collect();
         want.remove(BStr::new("d/e/c.txt"));
         assert_eq!(loaded.len(), 4);
+        assert!(loaded.get(BStr::new("d/e/c.txt")).is_none());
         for (p, e) in &want {
-            let got = loaded.get(p).unwrap_or_else(|| panic!("{p} missing"));
+            let got = loaded
+                .get(p.as_bstr())
+                .unwrap_or_else(|| panic!("{p} missing"));
             assert_eq!(got.state.id, e.state.id);
             assert_eq!(got.stat, e.stat);
         }

@@ -26,7 +26,7 @@ impl FileIndex {
             &mut outcome,
         )?;
         self.rule_stats = self.current_rule_stats(filter);
-        self.stale = HashMap::new();
+        self.stale = DirNode::default();
         self.verified = true;
         Ok(outcome)
     }
@@ -177,11 +177,10 @@ impl FileIndex {
         on_dir: OnDir<'_>,
         outcome: &mut RefreshOutcome,
     ) -> Result<(), StoreError> {
-        let old = self.detach(start.as_bstr());
-        let mut old_files = HashMap::new();
-        if let Some(node) = &old {
-            flatten(node, &start, &mut old_files, &mut BTreeSet::new());
-        }
+        // What was known below `start`: the index's own entries, or (first verify after a
+        // restart) the stat cache's. Each folder's are taken out when the walk reaches it.
+        let mut old = self.detach(start.as_bstr()).unwrap_or_default();
+        let mut stale = take_folder(&mut self.stale, start.as_bstr()).unwrap_or_default();
         let here = std::slice::from_ref(&start);
         let racy: BTreeSet<BString> = self
             .racy
@@ -208,33 +207,47 @@ impl FileIndex {
                 node_at(&mut node, relative_to(&start, dir.as_bstr()), true);
             }
         }
-        // A folder's files come one after another in the walk: each folder is found once.
+        // A folder's files come one after another in the walk: its known entries are taken
+        // out of the old index and the cache when the walk reaches it, and the unchanged ones
+        // join the new index when it moves on, so the old entries, the cache and the new
+        // index are never all whole at once. (Were a folder's files ever split into two
+        // runs, the second would find nothing known and be read again: slower, still exact.)
         // What must be read stays in the walk's own list (no second list of every file).
-        let mut unchanged: Vec<(BString, Vec<(BString, IndexEntry)>)> = Vec::new();
+        let mut folder: Option<Folder> = None;
         let mut to_read = walk.files;
         to_read.retain(|file| {
-            let known = old_files
-                .get(&file.rel)
-                .or_else(|| self.stale.get(&file.rel));
-            match known {
+            let (parent, name) = split_parent(file.rel.as_bstr());
+            if folder.as_ref().is_none_or(|f| f.path.as_bstr() != parent) {
+                if let Some(done) = folder.take() {
+                    done.join(&mut node, &start);
+                }
+                let rel = relative_to(&start, parent);
+                let take = |tree: &mut DirNode| {
+                    node_at(tree, rel, false)
+                        .map(|n| std::mem::take(&mut n.files))
+                        .unwrap_or_default()
+                };
+                folder = Some(Folder {
+                    path: parent.to_owned(),
+                    old: take(&mut old),
+                    stale: take(&mut stale),
+                    unchanged: Vec::new(),
+                });
+            }
+            let f = folder.as_mut().expect("set above");
+            match f.old.get(name).or_else(|| f.stale.get(name)) {
                 Some(e) if e.stat == file.stat && !racy.contains(&file.rel) => {
-                    let (parent, name) = split_parent(file.rel.as_bstr());
-                    if unchanged.last().is_none_or(|(p, _)| p.as_bstr() != parent) {
-                        unchanged.push((parent.to_owned(), Vec::new()));
-                    }
-                    let last = unchanged.last_mut().expect("pushed above");
-                    last.1.push((name.to_owned(), *e));
+                    f.unchanged.push((Name::from(name), *e));
                     false
                 }
                 _ => true,
             }
         });
-        to_read.shrink_to_fit();
-        for (parent, files) in unchanged {
-            let dir =
-                node_at(&mut node, relative_to(&start, parent.as_bstr()), true).expect("created");
-            dir.files.extend(files);
+        if let Some(done) = folder.take() {
+            done.join(&mut node, &start);
         }
+        drop((old, stale));
+        to_read.shrink_to_fit();
         for skip in walk.skips {
             self.note_skip(skip.rel, (SkipReason::Unreadable, skip.reason));
         }
@@ -260,7 +273,7 @@ impl FileIndex {
         root: &Path,
         files: Vec<WalkEntry>,
         options: SnapshotOptions,
-    ) -> Result<Vec<Vec<(Captured, i128)>>, StoreError> {
+    ) -> Result<Vec<Vec<(Captured, i64)>>, StoreError> {
         if files.is_empty() {
             // The usual case of a checkpoint with nothing changed: no folder to open.
             return Ok(Vec::new());
@@ -288,39 +301,38 @@ impl FileIndex {
                 .min(8)
         };
         let chunk = files.len().div_ceil(threads).max(1);
-        let captured: Vec<Result<Vec<(Captured, i128)>, StoreError>> =
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = files
-                    .chunks(chunk)
-                    .map(|part| {
-                        let repo = store.thread_safe();
-                        let pack = pack.as_deref();
-                        let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
-                        scope.spawn(move || {
-                            let repo = repo.to_thread_local();
-                            let mut found = Vec::with_capacity(part.len());
-                            for e in part {
-                                found.push((capture(&repo, root_fd, e, options, pack)?, read_at));
-                                progress.step();
-                            }
-                            Ok::<_, StoreError>(found)
-                        })
+        let captured: Vec<Result<Vec<(Captured, i64)>, StoreError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = files
+                .chunks(chunk)
+                .map(|part| {
+                    let repo = store.thread_safe();
+                    let pack = pack.as_deref();
+                    let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
+                    scope.spawn(move || {
+                        let repo = repo.to_thread_local();
+                        let mut found = Vec::with_capacity(part.len());
+                        for e in part {
+                            found.push((capture(&repo, root_fd, e, options, pack)?, read_at));
+                            progress.step();
+                        }
+                        Ok::<_, StoreError>(found)
                     })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("capture worker panicked"))
-                    .collect()
-            });
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("capture worker panicked"))
+                .collect()
+        });
         // A store error fails the whole batch: nothing of it reaches the index (what reached
         // the pending pack is flushed with the rest of the operation, or dropped as a whole).
         captured.into_iter().collect()
     }
 
-    pub(super) fn apply_capture(&mut self, (captured, read_at): (Captured, i128)) {
+    pub(super) fn apply_capture(&mut self, (captured, read_at): (Captured, i64)) {
         match captured {
             Captured::File { rel, state, stat } => {
-                if stat.mtime_ns + RACY_WINDOW_NS >= read_at {
+                if stat.mtime_ns.saturating_add(RACY_WINDOW_NS) >= read_at {
                     self.racy.insert(rel.clone());
                 }
                 self.skipped.remove(&rel);
@@ -341,4 +353,29 @@ impl FileIndex {
         }
         self.skipped.insert(rel, reason);
     }
+}
+
+/// One folder of a verify: what was known about its files, and those found unchanged.
+struct Folder {
+    path: BString,
+    old: BTreeMap<Name, IndexEntry>,
+    stale: BTreeMap<Name, IndexEntry>,
+    unchanged: Vec<(Name, IndexEntry)>,
+}
+
+impl Folder {
+    /// Adds the unchanged files to `node`, the new index of the folder `start`.
+    fn join(self, node: &mut DirNode, start: &BString) {
+        let dir = node_at(node, relative_to(start, self.path.as_bstr()), true).expect("created");
+        dir.files.extend(self.unchanged);
+    }
+}
+
+/// Takes the folder at `path` out of `root` (the root itself: everything).
+fn take_folder(root: &mut DirNode, path: &BStr) -> Option<DirNode> {
+    if path.is_empty() {
+        return Some(std::mem::take(root));
+    }
+    let (parent, name) = split_parent(path);
+    node_at(root, parent, false)?.dirs.remove(name)
 }

@@ -101,7 +101,7 @@ pub(super) fn flatten(
 ) {
     dirs.insert(prefix.clone());
     for (name, e) in &node.files {
-        files.insert(join_rel(prefix, name), *e);
+        files.insert(join_rel(prefix, name.as_bytes()), *e);
     }
     for (name, child) in &node.dirs {
         flatten(child, &join_rel(prefix, name), files, dirs);
@@ -116,14 +116,14 @@ pub(super) fn visit_files(
     f: &mut dyn FnMut(&gix::bstr::BStr, &IndexEntry),
 ) {
     let at = path.len();
-    let enter = |path: &mut BString, name: &BString| {
+    let enter = |path: &mut BString, name: &[u8]| {
         if at > 0 {
             path.push(b'/');
         }
         path.extend_from_slice(name);
     };
     for (name, e) in &node.files {
-        enter(path, name);
+        enter(path, name.as_bytes());
         f(path.as_ref(), e);
         path.truncate(at);
     }
@@ -147,7 +147,7 @@ pub(super) fn write_node(
         .iter()
         .map(|(name, e)| Entry {
             mode: e.state.kind.into(),
-            filename: name.clone(),
+            filename: name.as_bytes().into(),
             oid: e.state.id,
         })
         .collect();

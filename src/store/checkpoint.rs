@@ -11,7 +11,7 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{read_tree, FileState};
-use super::treediff::{diff_trees, TreeChange};
+use super::treediff::count_tree_changes;
 use super::{signature, Store, StoreError};
 use crate::model::{CheckpointId, Kind, SkippedFile};
 
@@ -411,8 +411,8 @@ fn counts_against(
     tree: ObjectId,
 ) -> Result<(u64, u64, u64, u64), CheckpointError> {
     let against_parent = parent.map(|p| {
-        diff_trees(repo, Some(parse_id(&p.tree)?), Some(tree), &[])
-            .map(|changes| (p, count_changes(&changes)))
+        count_tree_changes(repo, Some(parse_id(&p.tree)?), Some(tree))
+            .map(|counts| (p, counts))
             .map_err(CheckpointError::from)
     });
     Ok(match against_parent {
@@ -421,11 +421,11 @@ fn counts_against(
         // new checkpoint is whole; its counts are taken against nothing.
         Some(Err(e)) => {
             tracing::warn!(error = %e, "the previous checkpoint's tree is unreadable; counting every file as added");
-            let n = diff_trees(repo, None, Some(tree), &[])?.len() as u64;
+            let (n, _, _) = count_tree_changes(repo, None, Some(tree))?;
             (n, n, 0, 0)
         }
         None => {
-            let n = diff_trees(repo, None, Some(tree), &[])?.len() as u64;
+            let (n, _, _) = count_tree_changes(repo, None, Some(tree))?;
             (n, n, 0, 0)
         }
     })
@@ -461,18 +461,4 @@ pub(crate) fn rfc3339_millis(t: jiff::Timestamp) -> String {
 
 pub(crate) fn parse_id(hex: &str) -> Result<ObjectId, StoreError> {
     ObjectId::from_hex(hex.as_bytes()).map_err(|e| StoreError::git("parsing an object id", e))
-}
-
-/// (added, modified, deleted) in a list of changes; a mode change counts as modified.
-pub fn count_changes(changes: &[TreeChange]) -> (u64, u64, u64) {
-    let mut counts = (0, 0, 0);
-    for c in changes {
-        match (&c.old, &c.new) {
-            (None, Some(_)) => counts.0 += 1,
-            (Some(_), Some(_)) => counts.1 += 1,
-            (Some(_), None) => counts.2 += 1,
-            (None, None) => {}
-        }
-    }
-    counts
 }

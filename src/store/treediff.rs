@@ -29,9 +29,35 @@ pub fn diff_trees(
     paths: &[BString],
 ) -> Result<Vec<TreeChange>, StoreError> {
     let mut out = Vec::new();
-    walk(repo, &BString::default(), old, new, paths, &mut out)?;
+    walk(repo, &BString::default(), old, new, paths, &mut |c| {
+        out.push(c)
+    })?;
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+/// How many files tree `new` adds, modifies and deletes against tree `old` (None: empty),
+/// without collecting the changes (a first checkpoint adds every file of the project).
+pub fn count_tree_changes(
+    repo: &gix::Repository,
+    old: Option<ObjectId>,
+    new: Option<ObjectId>,
+) -> Result<(u64, u64, u64), StoreError> {
+    let mut counts = (0, 0, 0);
+    walk(
+        repo,
+        &BString::default(),
+        old,
+        new,
+        &[],
+        &mut |c| match (c.old, c.new) {
+            (None, Some(_)) => counts.0 += 1,
+            (Some(_), Some(_)) => counts.1 += 1,
+            (Some(_), None) => counts.2 += 1,
+            (None, None) => {}
+        },
+    )?;
+    Ok(counts)
 }
 
 /// The entries (name, kind, id) of tree `id`.
@@ -81,7 +107,7 @@ fn walk(
     old: Option<ObjectId>,
     new: Option<ObjectId>,
     paths: &[BString],
-    out: &mut Vec<TreeChange>,
+    out: &mut dyn FnMut(TreeChange),
 ) -> Result<(), StoreError> {
     if old == new {
         return Ok(());
@@ -112,7 +138,7 @@ fn walk(
             walk(repo, &path, old_tree, new_tree, paths, out)?;
         }
         if old_file != new_file && within(&path, paths) {
-            out.push(TreeChange {
+            out(TreeChange {
                 path,
                 old: old_file,
                 new: new_file,

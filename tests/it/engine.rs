@@ -1,14 +1,13 @@
 //! The engine and the index without the socket: operations called in-process on a project's
 //! owner, in temp dirs, checked with the real git.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use ckpt::config::{Config, Paths};
 use ckpt::engine::{self, Project};
 use ckpt::filter::Filter;
-use ckpt::index::FileIndex;
+use ckpt::index::{FileIndex, StatCache};
 use ckpt::model::{Kind, SkipReason};
 use ckpt::protocol::methods::{
     CheckpointParams, EditBeginParams, EditParams, RestoreParams, UndoParams,
@@ -151,7 +150,7 @@ fn index_refresh_equals_a_full_scan() {
         write: true,
         max_file_size: 1 << 20,
     };
-    let mut index = FileIndex::with_stat_cache(HashMap::new(), Arc::default());
+    let mut index = FileIndex::with_stat_cache(StatCache::default(), Arc::default());
     let scan_tree = |store: &Store| {
         let scan = Snapshot::take(store, &filter, options).unwrap();
         Snapshot::tree_id(&scan.files).unwrap()
