@@ -274,7 +274,7 @@ impl Store {
                 .map_err(|e| StoreError::git("ref name", e))?,
             deref: false,
         };
-        apply_ref_edit(repo, edit, "updating")?;
+        apply_ref_edit(repo, &self.dir, edit, "updating")?;
         self.sync_ref(name, created, false)
     }
 
@@ -295,7 +295,7 @@ impl Store {
                 .map_err(|e| StoreError::git("ref name", e))?,
             deref: false,
         };
-        apply_ref_edit(repo, edit, "deleting")?;
+        apply_ref_edit(repo, &self.dir, edit, "deleting")?;
         self.sync_ref(name, false, true)
     }
 
@@ -337,12 +337,41 @@ impl Store {
 
 /// Applies one ref edit as a transaction, its reflog written as ckpt. A ref that moved
 /// meanwhile fails the compare-and-swap and is reported as a concurrent change.
-fn apply_ref_edit(repo: &gix::Repository, edit: RefEdit, doing: &str) -> Result<(), StoreError> {
+///
+/// An update's new value is flushed in its lock file before the lock replaces the ref: a power
+/// cut leaves the old value or the new one, never an empty ref, and the rename has no unwritten
+/// data to push out (ext4 starts that writeback on a replacing rename).
+fn apply_ref_edit(
+    repo: &gix::Repository,
+    dir: &Path,
+    edit: RefEdit,
+    doing: &str,
+) -> Result<(), StoreError> {
+    use gix::lock::acquire::Fail;
     let name = edit.name.as_bstr().to_string();
+    let update = matches!(edit.change, Change::Update { .. });
+    let concurrent = |e: &dyn std::error::Error| {
+        StoreError::Concurrent(format!("{doing} {name}: {}", error_chain(e)))
+    };
     let sig = signature();
     let mut time_buf = gix::date::parse::TimeBuf::default();
-    repo.edit_references_as(Some(edit), Some(sig.to_ref(&mut time_buf)))
-        .map_err(|e| StoreError::Concurrent(format!("{doing} {name}: {}", error_chain(&e))))?;
+    // git's own defaults for waiting on a ref's lock and on packed-refs'.
+    let prepared = repo
+        .refs
+        .transaction()
+        .prepare(
+            Some(edit),
+            Fail::AfterDurationWithBackoff(std::time::Duration::from_millis(100)),
+            Fail::AfterDurationWithBackoff(std::time::Duration::from_millis(1000)),
+        )
+        .map_err(|e| concurrent(&e))?;
+    if update {
+        // Dropping the prepared transaction on an error releases its lock.
+        pending::fsync_if_present(&dir.join(format!("{name}.lock")))?;
+    }
+    prepared
+        .commit(Some(sig.to_ref(&mut time_buf)))
+        .map_err(|e| concurrent(&e))?;
     Ok(())
 }
 

@@ -2,8 +2,8 @@
 //! pending batch — blobs in a pack being written by the capture workers, trees, commits and
 //! metadata in the memory of one repository handle (which can read them back) — and
 //! [`Store::flush_objects`] writes the batch as one pack, fsyncs the pack, its index and the
-//! pack folder, and only then may a ref name any of them. Ref updates fsync the ref and its
-//! folder ([`Store::sync_ref`]). Nothing here waits for another process's data (no
+//! pack folder, and only then may a ref name any of them. Ref updates fsync the new value in
+//! its lock file before it replaces the ref, then the ref's folder ([`Store::sync_ref`]). Nothing here waits for another process's data (no
 //! `syncfs`): a build writing gigabytes next door costs a checkpoint nothing.
 //!
 //! Small packs accumulate (about one per checkpoint); [`Store::consolidate_packs`] merges them
@@ -135,10 +135,11 @@ impl Store {
         self.lost.swap(false, Ordering::SeqCst)
     }
 
-    /// Fsyncs what a ref update of `name` wrote: the ref file and its folder (the folders up to
-    /// the store too when `created`, if the update made folders; `packed-refs` too
-    /// after a deletion, which may rewrite it). The reflog is not flushed: a line lost in a
-    /// power cut is history, not consistency.
+    /// Fsyncs what a ref update of `name` changed: its folder, which the new ref was renamed
+    /// into (its content was flushed in its lock file before the rename), the folders up to the
+    /// store too when `created`, if the update made folders; `packed-refs` too after a
+    /// deletion, which may rewrite it. The reflog is not flushed: a line lost in a power cut is
+    /// history, not consistency.
     pub(crate) fn sync_ref(
         &self,
         name: &str,
@@ -147,7 +148,6 @@ impl Store {
     ) -> Result<(), StoreError> {
         let dir = self.dir();
         let path = dir.join(name);
-        fsync_if_present(&path)?;
         let mut folder = path.parent();
         while let Some(f) = folder {
             if !f.starts_with(dir) {
