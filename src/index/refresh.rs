@@ -146,12 +146,7 @@ impl FileIndex {
             }
         }
         let captured = self.capture_changed(store, filter.root(), files, options)?;
-        for part in captured {
-            outcome.hashed += part.len();
-            for c in part {
-                self.apply_capture(c);
-            }
-        }
+        self.apply_captured(captured, &mut outcome);
         Ok(outcome)
     }
 
@@ -255,12 +250,7 @@ impl FileIndex {
         self.repos.extend(walk.repos);
         self.attach(start.as_bstr(), node);
         let captured = self.capture_changed(store, filter.root(), to_read, options)?;
-        for part in captured {
-            outcome.hashed += part.len();
-            for c in part {
-                self.apply_capture(c);
-            }
-        }
+        self.apply_captured(captured, outcome);
         Ok(())
     }
 
@@ -273,12 +263,12 @@ impl FileIndex {
         root: &Path,
         files: Vec<WalkEntry>,
         options: SnapshotOptions,
-    ) -> Result<Vec<Vec<(Captured, i64)>>, StoreError> {
+    ) -> Result<(Vec<Vec<Captured>>, i64), StoreError> {
+        let read_at = now_ns();
         if files.is_empty() {
             // The usual case of a checkpoint with nothing changed: no folder to open.
-            return Ok(Vec::new());
+            return Ok((Vec::new(), read_at));
         }
-        let read_at = now_ns();
         self.progress.start(2, files.len() as u64);
         let progress = &self.progress;
         // Opened before the pack, so that failing to open it leaves no temporary pack behind.
@@ -300,10 +290,20 @@ impl FileIndex {
                 .map_or(2, |n| n.get())
                 .min(8)
         };
+        // Each thread owns its part and drops each entry once read: the walk's paths are freed
+        // as their copies in the results appear.
         let chunk = files.len().div_ceil(threads).max(1);
-        let captured: Vec<Result<Vec<(Captured, i64)>, StoreError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = files
-                .chunks(chunk)
+        let mut parts: Vec<Vec<WalkEntry>> = Vec::with_capacity(threads);
+        let mut rest = files;
+        while rest.len() > chunk {
+            parts.push(rest.split_off(rest.len() - chunk));
+            rest.shrink_to_fit();
+        }
+        parts.push(rest);
+        parts.reverse();
+        let captured: Vec<Result<Vec<Captured>, StoreError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = parts
+                .into_iter()
                 .map(|part| {
                     let repo = store.thread_safe();
                     let pack = pack.as_deref();
@@ -312,7 +312,7 @@ impl FileIndex {
                         let repo = repo.to_thread_local();
                         let mut found = Vec::with_capacity(part.len());
                         for e in part {
-                            found.push((capture(&repo, root_fd, e, options, pack)?, read_at));
+                            found.push(capture(&repo, root_fd, &e, options, pack)?);
                             progress.step();
                         }
                         Ok::<_, StoreError>(found)
@@ -326,10 +326,25 @@ impl FileIndex {
         });
         // A store error fails the whole batch: nothing of it reaches the index (what reached
         // the pending pack is flushed with the rest of the operation, or dropped as a whole).
-        captured.into_iter().collect()
+        Ok((captured.into_iter().collect::<Result<_, _>>()?, read_at))
     }
 
-    pub(super) fn apply_capture(&mut self, (captured, read_at): (Captured, i64)) {
+    /// Puts what the reading threads found into the index, each thread's results freed as
+    /// they are applied.
+    pub(super) fn apply_captured(
+        &mut self,
+        (captured, read_at): (Vec<Vec<Captured>>, i64),
+        outcome: &mut RefreshOutcome,
+    ) {
+        for part in captured {
+            outcome.hashed += part.len();
+            for c in part {
+                self.apply_capture(c, read_at);
+            }
+        }
+    }
+
+    pub(super) fn apply_capture(&mut self, captured: Captured, read_at: i64) {
         match captured {
             Captured::File { rel, state, stat } => {
                 if stat.mtime_ns.saturating_add(RACY_WINDOW_NS) >= read_at {

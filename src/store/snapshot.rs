@@ -108,7 +108,7 @@ impl Snapshot {
                     Captured::File { rel, state, .. } => {
                         snapshot.files.insert(rel, state);
                     }
-                    Captured::Skipped(_, skip) => snapshot.skipped.push(skip),
+                    Captured::Skipped(_, skip) => snapshot.skipped.push(*skip),
                     Captured::Vanished(_) => {}
                 }
             }
@@ -139,7 +139,9 @@ pub(crate) enum Captured {
         state: FileState,
         stat: crate::safe_io::Stat,
     },
-    Skipped(BString, SkippedFile),
+    /// Boxed: skips are rare, and every entry of a first checkpoint's results is as large as
+    /// the largest kind.
+    Skipped(BString, Box<SkippedFile>),
     /// It disappeared between the walk and the read.
     Vanished(BString),
 }
@@ -153,7 +155,7 @@ pub(crate) fn capture(
 ) -> Result<Captured, StoreError> {
     let skip = |(code, reason): (SkipReason, String)| {
         let file = SkippedFile::new(&entry.rel, code, reason);
-        Ok(Captured::Skipped(entry.rel.clone(), file))
+        Ok(Captured::Skipped(entry.rel.clone(), Box::new(file)))
     };
     let unreadable = |why: String| (SkipReason::Unreadable, why);
     let special = || {
