@@ -16,9 +16,9 @@ mod tree;
 
 use name::Name;
 
-use tree::{flatten, node_at};
+use tree::{node_at, node_in};
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -27,7 +27,7 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::{Entry, EntryKind};
 use gix::ObjectId;
 
-use crate::filter::{join_rel, rel_to_abs, split_parent, Filter, RulesCache, WalkEntry};
+use crate::filter::{rel_to_abs, split_parent, Filter, RulesCache, WalkEntry};
 use crate::model::{SkipReason, SkippedFile};
 use crate::store::diff::within;
 use crate::store::snapshot::{capture, Captured, FileState, SnapshotOptions};
@@ -124,13 +124,7 @@ impl StatCache {
 
     pub fn get(&self, path: &BStr) -> Option<&IndexEntry> {
         let (parent, name) = split_parent(path);
-        let mut node = &self.root;
-        if !parent.is_empty() {
-            for comp in parent.split(|b| *b == b'/') {
-                node = node.dirs.get(comp.as_bstr())?;
-            }
-        }
-        node.files.get(name)
+        node_in(&self.root, parent)?.files.get(name)
     }
 
     /// Adds the files of one folder (`parent`, relative to the project).
@@ -261,10 +255,11 @@ impl FileIndex {
 
     /// Every file, in path order.
     pub fn files(&self) -> BTreeMap<BString, IndexEntry> {
-        let mut out = HashMap::new();
-        let mut dirs = BTreeSet::new();
-        flatten(&self.root, &BString::default(), &mut out, &mut dirs);
-        out.into_iter().collect()
+        let mut out = BTreeMap::new();
+        self.for_each_file(|path, e| {
+            out.insert(path.to_owned(), *e);
+        });
+        out
     }
 
     pub fn skipped(&self) -> Vec<SkippedFile> {

@@ -19,13 +19,7 @@ impl FileIndex {
     }
 
     pub(super) fn node(&self, path: &BStr) -> Option<&DirNode> {
-        let mut node = &self.root;
-        if !path.is_empty() {
-            for comp in path.split(|b| *b == b'/') {
-                node = node.dirs.get(comp.as_bstr())?;
-            }
-        }
-        Some(node)
+        node_in(&self.root, path)
     }
 
     pub(super) fn invalidate_trees(&mut self, dir: &BStr) {
@@ -93,19 +87,15 @@ pub(super) fn node_at<'a>(
     Some(node)
 }
 
-pub(super) fn flatten(
-    node: &DirNode,
-    prefix: &BString,
-    files: &mut HashMap<BString, IndexEntry>,
-    dirs: &mut BTreeSet<BString>,
-) {
-    dirs.insert(prefix.clone());
-    for (name, e) in &node.files {
-        files.insert(join_rel(prefix, name.as_bytes()), *e);
+/// The folder at `path` below `root`, if there is one.
+pub(super) fn node_in<'a>(root: &'a DirNode, path: &BStr) -> Option<&'a DirNode> {
+    let mut node = root;
+    if !path.is_empty() {
+        for comp in path.split(|b| *b == b'/') {
+            node = node.dirs.get(comp.as_bstr())?;
+        }
     }
-    for (name, child) in &node.dirs {
-        flatten(child, &join_rel(prefix, name), files, dirs);
-    }
+    Some(node)
 }
 
 /// Calls `f` with every file below `node` (whose path is `path`) and its entry, without
