@@ -153,7 +153,8 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use crate::index::DirNode;
+    use std::collections::{BTreeMap, HashMap};
 
     fn entry(n: u8) -> IndexEntry {
         IndexEntry {
@@ -175,6 +176,36 @@ mod tests {
     #[test]
     fn an_entry_is_64_bytes() {
         assert!(std::mem::size_of::<IndexEntry>() <= 64);
+    }
+
+    /// Files added to a folder together (a first read, a verify, a cache load) end up exactly
+    /// as if inserted one by one, whichever way the folder is built: a later entry for a name
+    /// wins, and a file replaces a folder of its name.
+    #[test]
+    fn files_added_together_equal_files_inserted_one_by_one() {
+        let name = |n: u32| Name::from(BStr::new(format!("f{n:05}").as_bytes()));
+        for known in [0u32, 3, 40, 400] {
+            for added in [1u32, 7, 8, 50, 300] {
+                let mut together = DirNode::default();
+                let mut one_by_one = BTreeMap::new();
+                for n in 0..known {
+                    together.files.insert(name(n * 2), entry(1));
+                    one_by_one.insert(name(n * 2), entry(1));
+                }
+                together.dirs.insert("f00003".into(), DirNode::default());
+                // Unsorted, overlapping what is known, and naming one file twice.
+                let mut files: Vec<(Name, IndexEntry)> =
+                    (0..added).rev().map(|n| (name(n * 3), entry(2))).collect();
+                files.push((name(0), entry(3)));
+                for (n, e) in &files {
+                    one_by_one.insert(n.clone(), *e);
+                }
+                together.add_files(files);
+                assert_eq!(together.files, one_by_one, "known {known}, added {added}");
+                // `f00003` is among the files added when at least two are.
+                assert_eq!(together.dirs.contains_key(BStr::new("f00003")), added < 2);
+            }
+        }
     }
 
     /// Timestamps outside what an entry holds load clamped, not refused.

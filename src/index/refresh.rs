@@ -279,7 +279,10 @@ impl FileIndex {
         // Blobs join the operation's pending pack, flushed (one pack, fsynced) with the trees
         // and the commit before any ref names them.
         let pack = if options.write {
-            Some(store.pending_blobs()?)
+            let pack = store.pending_blobs()?;
+            // Room for a blob per file and the trees above them (a hint: it grows past it).
+            pack.reserve(files.len() + files.len() / 8);
+            Some(pack)
         } else {
             None
         };
@@ -336,28 +339,46 @@ impl FileIndex {
         (captured, read_at): (Vec<Vec<Captured>>, i64),
         outcome: &mut RefreshOutcome,
     ) {
+        // A folder's files are next to each other in what was read: they join the index
+        // together (see `DirNode::add_files`).
+        let mut folder: Option<(BString, Vec<(Name, IndexEntry)>)> = None;
         for part in captured {
             outcome.hashed += part.len();
             for c in part {
-                self.apply_capture(c, read_at);
+                match c {
+                    Captured::File { rel, state, stat } => {
+                        if stat.mtime_ns.saturating_add(RACY_WINDOW_NS) >= read_at {
+                            self.racy.insert(rel.clone());
+                        }
+                        self.skipped.remove(&rel);
+                        let (parent, name) = split_parent(rel.as_bstr());
+                        if folder.as_ref().is_some_and(|(p, _)| p != parent) {
+                            self.add_folder_files(folder.take());
+                        }
+                        folder
+                            .get_or_insert_with(|| (parent.to_owned(), Vec::new()))
+                            .1
+                            .push((Name::from(name), IndexEntry { state, stat }));
+                    }
+                    Captured::Skipped(rel, skip) => {
+                        self.remove(rel.as_bstr());
+                        self.note_skip(rel, (skip.reason_code, skip.reason));
+                    }
+                    Captured::Vanished(rel) => self.remove(rel.as_bstr()),
+                }
             }
         }
+        self.add_folder_files(folder);
     }
 
-    pub(super) fn apply_capture(&mut self, captured: Captured, read_at: i64) {
-        match captured {
-            Captured::File { rel, state, stat } => {
-                if stat.mtime_ns.saturating_add(RACY_WINDOW_NS) >= read_at {
-                    self.racy.insert(rel.clone());
-                }
-                self.skipped.remove(&rel);
-                self.insert(rel.as_bstr(), IndexEntry { state, stat });
-            }
-            Captured::Skipped(rel, skip) => {
-                self.remove(rel.as_bstr());
-                self.note_skip(rel, (skip.reason_code, skip.reason));
-            }
-            Captured::Vanished(rel) => self.remove(rel.as_bstr()),
+    /// Adds the files read in one folder to the index.
+    fn add_folder_files(&mut self, folder: Option<(BString, Vec<(Name, IndexEntry)>)>) {
+        let Some((parent, files)) = folder else {
+            return;
+        };
+        self.invalidate_trees(parent.as_bstr());
+        if let Some(dir) = node_at(&mut self.root, parent.as_bstr(), true) {
+            dir.add_files(files);
         }
     }
 
@@ -382,7 +403,7 @@ impl Folder {
     /// Adds the unchanged files to `node`, the new index of the folder `start`.
     fn join(self, node: &mut DirNode, start: &BString) {
         let dir = node_at(node, relative_to(start, self.path.as_bstr()), true).expect("created");
-        dir.files.extend(self.unchanged);
+        dir.add_files(self.unchanged);
     }
 }
 

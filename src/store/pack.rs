@@ -7,7 +7,6 @@
 //! index), both read-only to their owner (0400: stores are private). Objects already in the
 //! store or already in this pack are skipped.
 
-use std::collections::HashSet;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -37,12 +36,38 @@ struct State {
     sink: Sink,
     offset: u64,
     entries: Vec<Written>,
-    ids: HashSet<ObjectId>,
+    /// The ids the pack holds, as positions in `entries` (4 bytes an object, not a second
+    /// copy of each id: at a million files the set of ids was larger than the entries).
+    ids: hashbrown::HashTable<u32>,
     /// A write failed part way: the file may hold half an entry, so the pack is never finished.
     broken: bool,
 }
 
+/// Ids are already uniformly distributed: their first bytes are their hash.
+fn id_hash(id: &ObjectId) -> u64 {
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&id.as_bytes()[..8]);
+    u64::from_le_bytes(first)
+}
+
 impl State {
+    fn holds(&self, id: &ObjectId) -> bool {
+        let entries = &self.entries;
+        self.ids
+            .find(id_hash(id), |&i| entries[i as usize].id == *id)
+            .is_some()
+    }
+
+    /// Records the entry just written at the end of `entries`.
+    fn push(&mut self, entry: Written) {
+        let State { entries, ids, .. } = self;
+        let position = u32::try_from(entries.len()).expect("a pack holds at most 2^32 objects");
+        ids.insert_unique(id_hash(&entry.id), position, |&i| {
+            id_hash(&entries[i as usize].id)
+        });
+        entries.push(entry);
+    }
+
     fn write(&mut self, bytes: &[u8], tmp: &Path) -> std::io::Result<()> {
         if let Sink::Memory(buf) = &mut self.sink {
             if buf.len() + bytes.len() <= IN_MEMORY_BYTES {
@@ -117,7 +142,7 @@ impl PackWriter {
                 offset: header.len() as u64,
                 sink: Sink::Memory(header),
                 entries: Vec::new(),
-                ids: HashSet::new(),
+                ids: hashbrown::HashTable::new(),
                 broken: false,
             }),
         })
@@ -125,7 +150,7 @@ impl PackWriter {
 
     /// Adds an object (its id already computed) unless the pack holds it already.
     pub fn add(&self, id: ObjectId, kind: gix::objs::Kind, data: &[u8]) -> Result<(), StoreError> {
-        if self.lock().ids.contains(&id) {
+        if self.lock().holds(&id) {
             return Ok(());
         }
         let mut entry = Vec::with_capacity(data.len() / 2 + 16);
@@ -144,7 +169,7 @@ impl PackWriter {
 
     fn append(&self, id: ObjectId, entry: &[u8], crc32: u32) -> Result<(), StoreError> {
         let mut state = self.lock();
-        if !state.ids.insert(id) {
+        if state.holds(&id) {
             return Ok(());
         }
         let offset = state.offset;
@@ -153,8 +178,17 @@ impl PackWriter {
             return Err(self.io(source));
         }
         state.offset += entry.len() as u64;
-        state.entries.push(Written { id, offset, crc32 });
+        state.push(Written { id, offset, crc32 });
         Ok(())
+    }
+
+    /// Makes room for `objects` more entries at once (a first checkpoint knows how many files
+    /// it reads): growing by doubling would leave up to half the room unused.
+    pub fn reserve(&self, objects: usize) {
+        let mut state = self.lock();
+        let State { entries, ids, .. } = &mut *state;
+        entries.reserve(objects);
+        ids.reserve(objects, |&i| id_hash(&entries[i as usize].id));
     }
 
     /// Some object of this pack, if any.
@@ -199,12 +233,16 @@ impl PackWriter {
             return Ok(None);
         }
         let State {
-            sink, mut entries, ..
+            sink,
+            mut entries,
+            ids,
+            ..
         } = state;
+        drop(ids);
         let (file, pack_sum) = sink.seal(entries.len(), tmp)?;
         drop(file);
 
-        entries.sort_by_key(|e| e.id);
+        entries.sort_unstable_by_key(|e| e.id);
         let idx = index_bytes(&entries, pack_sum)?;
         let name = format!("pack-{pack_sum}");
         let idx_tmp = dir.join(format!("tmp_ckpt_{}_{}.idx", std::process::id(), unique()));
@@ -504,6 +542,71 @@ impl super::Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pack's set of ids tells apart ids that share their first 8 bytes (its hash), and
+    /// an id added twice is written once.
+    #[test]
+    fn ids_sharing_their_hash_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let pack = PackWriter::new_in(dir.path().to_path_buf()).unwrap();
+        pack.reserve(3);
+        let id = |last: u8| {
+            let mut bytes = [7u8; 20];
+            bytes[19] = last;
+            ObjectId::from_bytes_or_panic(&bytes)
+        };
+        for round in 0..2 {
+            for n in 0..200u8 {
+                pack.add_raw(id(n), &[0x30 + round], 0).unwrap();
+            }
+        }
+        let state = pack.lock();
+        assert_eq!(state.entries.len(), 200);
+        assert!((0..200).all(|n| state.holds(&id(n))));
+        assert!(!state.holds(&id(200)));
+        assert!(state
+            .entries
+            .iter()
+            .enumerate()
+            .all(|(n, e)| e.id == id(n as u8)));
+    }
+
+    /// A real pack of blobs, some of them twice, is what git reads back.
+    #[test]
+    fn a_pack_with_repeated_blobs_verifies_with_git() {
+        let dir = tempfile::tempdir().unwrap();
+        let pack = PackWriter::new_in(dir.path().to_path_buf()).unwrap();
+        for n in 0..3000 {
+            let data = format!("blob {}\n", n % 1000);
+            let id = gix::objs::compute_hash(
+                gix::hash::Kind::Sha1,
+                gix::objs::Kind::Blob,
+                data.as_bytes(),
+            )
+            .unwrap();
+            pack.add(id, gix::objs::Kind::Blob, data.as_bytes())
+                .unwrap();
+        }
+        let (count, name) = pack.finish_named().unwrap();
+        assert_eq!(count, 1000);
+        let idx = dir.path().join(format!("{}.idx", name.unwrap()));
+        let out = std::process::Command::new("git")
+            .arg("verify-pack")
+            .arg("-v")
+            .arg(&idx)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listed = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains(" blob "))
+            .count();
+        assert_eq!(listed, 1000);
+    }
 
     #[test]
     fn entry_headers_encode_sizes() {
