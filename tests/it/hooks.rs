@@ -85,10 +85,12 @@ fn every_agent_payload_records_its_prompt_and_prints_what_the_agent_expects() {
             .iter()
             .find_map(|k| payload[k].as_str());
         assert_eq!(c["message_id"].as_str(), message_id, "{agent}");
-        // The raw hook input, minus the prompt, is the checkpoint's client metadata.
+        // The raw hook input, minus the prompt and its id, is the checkpoint's client metadata.
         let shown = env.json(&["show", c["id"].as_str().unwrap()]);
         let mut meta = payload.clone();
-        meta.as_object_mut().unwrap().remove("prompt");
+        for key in ["prompt", "prompt_id", "turn_id", "generation_id"] {
+            meta.as_object_mut().unwrap().remove(key);
+        }
         assert_eq!(shown["meta"], meta, "{agent}");
     }
     // Neither prompts nor the agents' metadata reach the daemon's log (even at debug level).
@@ -147,6 +149,45 @@ fn the_same_message_twice_is_one_checkpoint() {
         json!({ "project": p, "dialog": dialog, "message_id": "gen-42" }),
     );
     assert_eq!(again["id"], messages[0]["id"], "{again}");
+}
+
+/// The prompts of one session keep one metadata blob (the prompt and its id are the label and
+/// the message id): one keep-alive ref for the session, not one per prompt.
+#[test]
+fn the_prompts_of_a_session_share_their_metadata() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let input: Value = serde_json::from_str(&fixture("claude-code", &p)).unwrap();
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        write(&p, "a.txt", &format!("prompt {n}\n"));
+        let mut prompt = input.clone();
+        prompt["prompt_id"] = json!(format!("prompt-{n}"));
+        prompt["prompt"] = json!(format!("prompt number {n}"));
+        let (out, _) = hook(&env, &p, "claude-code", &prompt.to_string(), &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let list = env.json(&["list", "--all-sessions"]);
+        let c = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["message_id"] == format!("prompt-{n}"))
+            .unwrap_or_else(|| panic!("no checkpoint of prompt {n}: {list}"))
+            .clone();
+        assert_eq!(c["label"], format!("prompt number {n}"));
+        ids.push(c["id"].as_str().unwrap().to_string());
+    }
+    let refs = env.git(&["for-each-ref", "--format=%(refname)", "refs/ckpt/meta/"]);
+    assert_eq!(refs.lines().count(), 1, "{refs}");
+    for id in &ids {
+        let meta = &env.json(&["show", id])["meta"];
+        assert_eq!(meta["session_id"], input["session_id"], "{meta}");
+        assert!(
+            meta.get("prompt_id").is_none() && meta.get("prompt").is_none(),
+            "{meta}"
+        );
+    }
+    env.fsck();
 }
 
 #[test]

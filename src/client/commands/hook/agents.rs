@@ -68,6 +68,17 @@ impl Agent {
         }
     }
 
+    /// The payload's field that names the prompt itself (recorded as the checkpoint's message
+    /// id), for the agents that send one.
+    pub fn message_id_key(self) -> Option<&'static str> {
+        match self {
+            Agent::ClaudeCode => Some("prompt_id"),
+            Agent::Codex => Some("turn_id"),
+            Agent::Cursor => Some("generation_id"),
+            Agent::Gemini | Agent::Copilot => None,
+        }
+    }
+
     /// Reads the agent's hook payload. Unknown fields are ignored; only the prompt is needed.
     pub fn parse(self, payload: &Value) -> Prompt {
         let text = |key: &str| payload.get(key).and_then(Value::as_str).map(String::from);
@@ -82,13 +93,12 @@ impl Agent {
                 .or_else(|| text("cwd")),
             _ => text("cwd"),
         };
-        let (session, message_id) = match self {
-            Agent::ClaudeCode => (text("session_id"), text("prompt_id")),
-            Agent::Gemini => (text("session_id"), None),
-            Agent::Codex => (text("session_id"), text("turn_id")),
-            Agent::Cursor => (text("conversation_id"), text("generation_id")),
-            Agent::Copilot => (text("sessionId").or_else(|| text("session_id")), None),
+        let session = match self {
+            Agent::ClaudeCode | Agent::Gemini | Agent::Codex => text("session_id"),
+            Agent::Cursor => text("conversation_id"),
+            Agent::Copilot => text("sessionId").or_else(|| text("session_id")),
         };
+        let message_id = self.message_id_key().and_then(|key| text(key));
         Prompt {
             cwd: cwd.map(PathBuf::from),
             session,

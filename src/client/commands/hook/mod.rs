@@ -113,9 +113,15 @@ fn record(ctx: &Ctx, agent: Agent) -> Result<Option<String>, ClientError> {
         );
         return Ok(None);
     }
+    // The metadata is what stays true of the session (the transcript, the model): the prompt
+    // is the label and its id the message id. Without them it is the same blob for every prompt
+    // of a session, stored and kept alive once (a new one costs a ref and two more flushes).
     let mut meta = payload;
     if let Value::Object(map) = &mut meta {
         map.remove("prompt");
+        if let Some(key) = agent.message_id_key() {
+            map.remove(key);
+        }
     }
     let params = CheckpointParams {
         project: cwd.clone(),
