@@ -98,7 +98,7 @@ impl Agent {
             Agent::Cursor => text("conversation_id"),
             Agent::Copilot => text("sessionId").or_else(|| text("session_id")),
         };
-        let message_id = self.message_id_key().and_then(|key| text(key));
+        let message_id = self.message_id_key().and_then(&text);
         Prompt {
             cwd: cwd.map(PathBuf::from),
             session,
