@@ -30,15 +30,16 @@ pub struct GcReport {
     pub bytes_after: u64,
 }
 
-/// Calls `visit` once for every object reachable from `roots`; returns the parents that were
-/// not followed because their child's history was cut.
+/// Calls `visit` once for every object reachable from `roots` and adds each to `seen` (which
+/// it must not hold yet); returns the parents that were not followed because their child's
+/// history was cut.
 pub(crate) fn walk_reachable(
     repo: &gix::Repository,
     roots: &[ObjectId],
     shallow: &HashSet<ObjectId>,
+    seen: &mut HashSet<ObjectId>,
     mut visit: impl FnMut(ObjectId, gix::objs::Kind, &[u8]) -> Result<(), StoreError>,
 ) -> Result<Vec<ObjectId>, StoreError> {
-    let mut seen: HashSet<ObjectId> = HashSet::new();
     let mut todo: Vec<ObjectId> = roots.to_vec();
     let mut cut = Vec::new();
     while let Some(id) = todo.pop() {
@@ -97,9 +98,9 @@ impl Store {
         roots.extend_from_slice(extra_roots);
         let shallow = self.shallow()?;
         let pack = PackWriter::new(self.dir())?;
+        // The walk's own set of what it saw is the set of what is kept (not a second copy).
         let mut reachable = HashSet::new();
-        walk_reachable(&repo, &roots, &shallow, |id, kind, data| {
-            reachable.insert(id);
+        walk_reachable(&repo, &roots, &shallow, &mut reachable, |id, kind, data| {
             pack.add(id, kind, data)
         })?;
         drop(repo);
