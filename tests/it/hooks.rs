@@ -187,6 +187,23 @@ fn the_prompts_of_a_session_share_their_metadata() {
             "{meta}"
         );
     }
+    // An id that cannot be a message id (not text) is not dropped: it stays in the metadata.
+    write(&p, "a.txt", "odd id\n");
+    let mut odd = input.clone();
+    odd["prompt_id"] = json!(42);
+    odd["prompt"] = json!("odd id");
+    let (out, _) = hook(&env, &p, "claude-code", &odd.to_string(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let list = env.json(&["list", "--all-sessions"]);
+    let c = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["label"] == "odd id")
+        .unwrap_or_else(|| panic!("no checkpoint of the odd prompt: {list}"));
+    assert!(c["message_id"].is_null(), "{c}");
+    let meta = &env.json(&["show", c["id"].as_str().unwrap()])["meta"];
+    assert_eq!(meta["prompt_id"], 42, "{meta}");
     env.fsck();
 }
 

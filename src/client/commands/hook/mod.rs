@@ -113,13 +113,17 @@ fn record(ctx: &Ctx, agent: Agent) -> Result<Option<String>, ClientError> {
         );
         return Ok(None);
     }
+    let message_id = prompt
+        .message_id
+        .filter(|m| m.len() <= 256 && !m.contains('\n'));
     // The metadata is what stays true of the session (the transcript, the model): the prompt
     // is the label and its id the message id. Without them it is the same blob for every prompt
-    // of a session, stored and kept alive once (a new one costs a ref and two more flushes).
+    // of a session, stored and kept alive once (a new one costs a ref and two more flushes). An
+    // id that cannot be the message id stays in the metadata.
     let mut meta = payload;
     if let Value::Object(map) = &mut meta {
         map.remove("prompt");
-        if let Some(key) = agent.message_id_key() {
+        if let (Some(key), Some(_)) = (agent.message_id_key(), &message_id) {
             map.remove(key);
         }
     }
@@ -127,9 +131,7 @@ fn record(ctx: &Ctx, agent: Agent) -> Result<Option<String>, ClientError> {
         project: cwd.clone(),
         label: Some(prompt.prompt),
         dialog: Some(dialog_name(agent, prompt.session.as_deref())),
-        message_id: prompt
-            .message_id
-            .filter(|m| m.len() <= 256 && !m.contains('\n')),
+        message_id,
         kind: None,
         meta: Some(meta),
     };
