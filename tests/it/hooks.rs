@@ -166,15 +166,8 @@ fn the_prompts_of_a_session_share_their_metadata() {
         prompt["prompt"] = json!(format!("prompt number {n}"));
         let (out, _) = hook(&env, &p, "claude-code", &prompt.to_string(), &[]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let list = env.json(&["list", "--all-sessions"]);
-        let c = list
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["message_id"] == format!("prompt-{n}"))
-            .unwrap_or_else(|| panic!("no checkpoint of prompt {n}: {list}"))
-            .clone();
-        assert_eq!(c["label"], format!("prompt number {n}"));
+        let c = checkpoint_labelled(&env, &format!("prompt number {n}"));
+        assert_eq!(c["message_id"], format!("prompt-{n}"));
         ids.push(c["id"].as_str().unwrap().to_string());
     }
     let refs = env.git(&["for-each-ref", "--format=%(refname)", "refs/ckpt/meta/"]);
@@ -194,17 +187,22 @@ fn the_prompts_of_a_session_share_their_metadata() {
     odd["prompt"] = json!("odd id");
     let (out, _) = hook(&env, &p, "claude-code", &odd.to_string(), &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let list = env.json(&["list", "--all-sessions"]);
-    let c = list
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["label"] == "odd id")
-        .unwrap_or_else(|| panic!("no checkpoint of the odd prompt: {list}"));
+    let c = checkpoint_labelled(&env, "odd id");
     assert!(c["message_id"].is_null(), "{c}");
     let meta = &env.json(&["show", c["id"].as_str().unwrap()])["meta"];
     assert_eq!(meta["prompt_id"], 42, "{meta}");
     env.fsck();
+}
+
+/// The checkpoint (of any session) labelled `label`.
+fn checkpoint_labelled(env: &TestEnv, label: &str) -> Value {
+    let list = env.json(&["list", "--all-sessions"]);
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["label"] == label)
+        .unwrap_or_else(|| panic!("no checkpoint labelled {label}: {list}"))
+        .clone()
 }
 
 #[test]
