@@ -406,12 +406,17 @@ impl Project {
             let flushed = opened.flush();
             let urgent = opened.store.must_merge();
             let later = opened.save_due || opened.store.needs_merge();
+            let load = opened.store.pack_loader();
             let value = result?;
-            flushed.map(|()| (value, urgent, later))
+            flushed.map(|()| (value, urgent, later, load))
         })
         .await
         .map_err(|e| Error::Internal(format!("project task failed: {e}")))??;
-        let (value, urgent, later) = done;
+        let (value, urgent, later, load) = done;
+        if let Some(load) = load {
+            // Loading the pack the operation wrote waits for no one: the reply goes first.
+            tokio::task::spawn_blocking(load);
+        }
         // Upkeep comes after the reply, and when it can wait, after the project falls quiet:
         // a checkpoint never waits behind it while an agent works.
         if urgent {

@@ -195,7 +195,8 @@ impl Store {
     /// Records `tree` (whose objects are written, perhaps still pending) as a checkpoint on its
     /// dialog's timeline and returns it. The commit joins the operation's pending objects, all of
     /// them are flushed (one pack, fsynced) before the dialog's ref moves, and the ref moves
-    /// only if nobody moved it meanwhile.
+    /// only if nobody moved it meanwhile. The handles load the new pack when the caller runs
+    /// [`Store::pack_loader`].
     #[tracing::instrument(skip_all, fields(dialog = %new.dialog, kind = %new.kind))]
     pub fn record_checkpoint(
         &self,
@@ -207,7 +208,10 @@ impl Store {
         let ref_name = format!("{DIALOG_REFS}{}", new.dialog);
         let (id, parent_id, meta_blob, header) =
             self.with_pending(|repo| self.write_commit(repo, &ref_name, tree, skipped, &new))?;
-        self.flush_objects()?;
+        // Read back while it is still in memory: the new pack is not loaded yet.
+        let checkpoint = self.with_pending(|repo| self.checkpoint(repo, id))?;
+        // The new pack is loaded later (see `Store::pack_loader`): after the reply.
+        self.write_pending()?;
         let repo = self.repo();
         if let Some(blob) = meta_blob {
             let name = format!("{META_REFS}{blob}");
@@ -220,7 +224,7 @@ impl Store {
         tracing::info!(id = %id, seq = header.seq, files = header.files, added = header.added,
             modified = header.modified, deleted = header.deleted,
             skipped = header.skipped.len(), "checkpoint recorded");
-        self.checkpoint(&repo, id)
+        Ok(checkpoint)
     }
 
     /// Writes (pending) the commit of a new checkpoint on `ref_name`; returns it, its parent,

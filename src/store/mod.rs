@@ -106,6 +106,9 @@ pub struct Store {
     packs_vanished: std::sync::atomic::AtomicBool,
     /// Small packs on disk the next merge would take (see [`Store::needs_merge`]).
     small_packs: std::sync::atomic::AtomicUsize,
+    /// An object of the pack written last, when the handles have not loaded that pack yet
+    /// (see [`Store::pack_loader`]).
+    unloaded: std::sync::Mutex<Option<gix::ObjectId>>,
 }
 
 /// (size, mtime, mtime nsec, inode) of a pack's index and of its data file.
@@ -225,6 +228,7 @@ impl Store {
             lost: Default::default(),
             packs_vanished: Default::default(),
             small_packs: pending::merge_candidates(dir).len().into(),
+            unloaded: Default::default(),
         })
     }
 

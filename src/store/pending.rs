@@ -53,10 +53,37 @@ impl Store {
         f(repo)
     }
 
-    /// Makes every pending object durable: one pack, fsynced with its index and folder. On
-    /// failure the pending objects are dropped and [`Store::take_lost`] says so once (whoever
-    /// cached their ids must forget them).
+    /// Makes every pending object durable: one pack, fsynced with its index and folder, which
+    /// the store's handles then load. On failure the pending objects are dropped and
+    /// [`Store::take_lost`] says so once (whoever cached their ids must forget them).
     pub fn flush_objects(&self) -> Result<(), StoreError> {
+        if self.write_pending()? {
+            if let Some(load) = self.pack_loader() {
+                load();
+            }
+        }
+        Ok(())
+    }
+
+    /// The work of making the store's handles load the pack written last (listing the pack
+    /// folder, reading the new index), when they have not: the caller chooses when, e.g.
+    /// after its reply. A handle that misses an object does the same by itself, so running
+    /// it late, twice or never changes no result, only who waits for it.
+    pub fn pack_loader(&self) -> Option<impl FnOnce() + Send + 'static> {
+        let probe = self
+            .unloaded
+            .lock()
+            .expect("unloaded lock poisoned")
+            .take()?;
+        let repo = self.thread_safe().clone();
+        Some(move || {
+            let _ = repo.to_thread_local().has_object(probe);
+        })
+    }
+
+    /// Like [`Store::flush_objects`], leaving the new pack for [`Store::pack_loader`]; says
+    /// whether it wrote one.
+    pub(crate) fn write_pending(&self) -> Result<bool, StoreError> {
         let (blobs, memory) = {
             let mut pending = self.pending.lock().expect("pending lock poisoned");
             let memory = pending
@@ -88,7 +115,7 @@ impl Store {
             (rank, **id)
         });
         if blobs.is_none() && new.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let result = (|| {
             let pack = match blobs {
@@ -105,12 +132,12 @@ impl Store {
             }
             let probe = pack.first_id();
             let (written, _) = pack.finish_named()?;
-            if let (true, Some(id)) = (written > 0, probe) {
-                // Makes the store's handles load the new pack now.
-                let _ = self.repo().has_object(id);
-                self.small_packs.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(())
+            let Some(id) = probe.filter(|_| written > 0) else {
+                return Ok(false);
+            };
+            *self.unloaded.lock().expect("unloaded lock poisoned") = Some(id);
+            self.small_packs.fetch_add(1, Ordering::Relaxed);
+            Ok(true)
         })();
         if result.is_err() {
             self.lost.store(true, Ordering::SeqCst);

@@ -1,7 +1,7 @@
 //! Differences between two stored trees, descending only into subtrees whose ids differ, so
 //! the cost follows the size of the change, not of the project.
 
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
@@ -80,19 +80,6 @@ pub(crate) fn tree_entries(
         .collect())
 }
 
-fn entries(
-    repo: &gix::Repository,
-    id: Option<ObjectId>,
-) -> Result<BTreeMap<BString, (EntryKind, ObjectId)>, StoreError> {
-    let mut map = BTreeMap::new();
-    if let Some(id) = id {
-        for (name, kind, oid) in tree_entries(repo, id)? {
-            map.insert(name, (kind, oid));
-        }
-    }
-    Ok(map)
-}
-
 /// True when `path` is within `paths` or leads to one of them.
 fn relevant(path: &BStr, paths: &[BString]) -> bool {
     within(path, paths)
@@ -101,6 +88,63 @@ fn relevant(path: &BStr, paths: &[BString]) -> bool {
             .any(|p| p.starts_with(path) && p.get(path.len()) == Some(&b'/'))
 }
 
+/// One side of a folder's comparison: the entries of a stored tree in git's order (a folder's
+/// name compared as if it ended in `/`).
+struct Listing<'a> {
+    entries: Vec<gix::objs::tree::EntryRef<'a>>,
+}
+
+impl<'a> Listing<'a> {
+    fn new(data: &'a [u8]) -> Result<Listing<'a>, StoreError> {
+        let mut entries = gix::objs::TreeRef::from_bytes(data, gix::hash::Kind::Sha1)
+            .map_err(|e| StoreError::git("decoding a tree", e))?
+            .entries;
+        if !entries
+            .windows(2)
+            .all(|w| w[0].cmp(&w[1]) == Ordering::Less)
+        {
+            // Not in git's order (a tree git itself would refuse): sorted here, and of a name
+            // listed twice the last counts, so the comparison still pairs entries by name.
+            entries.sort();
+            entries.reverse();
+            entries.dedup_by(|later, earlier| (*later).cmp(earlier) == Ordering::Equal);
+            entries.reverse();
+        }
+        Ok(Listing { entries })
+    }
+}
+
+/// The bytes of tree `id` (empty for None).
+fn tree_data(repo: &gix::Repository, id: Option<ObjectId>) -> Result<Vec<u8>, StoreError> {
+    let Some(id) = id else {
+        return Ok(Vec::new());
+    };
+    let tree = repo
+        .find_object(id)
+        .map_err(|e| StoreError::git("reading a tree", e))?
+        .try_into_tree()
+        .map_err(|e| StoreError::git("reading a tree", e))?;
+    Ok(tree.detach().data)
+}
+
+/// What a differing entry is on one side: a folder (its tree) or a file.
+fn split(e: Option<&gix::objs::tree::EntryRef<'_>>) -> (Option<ObjectId>, Option<FileState>) {
+    match e {
+        Some(e) if e.mode.is_tree() => (Some(e.oid.to_owned()), None),
+        Some(e) => (
+            None,
+            Some(FileState {
+                kind: e.mode.kind(),
+                id: e.oid.to_owned(),
+            }),
+        ),
+        None => (None, None),
+    }
+}
+
+/// Compares trees `old` and `new` below `prefix`: both listings are walked side by side in
+/// git's order, an entry equal on both sides is passed over without building its path, and
+/// only folders whose ids differ are descended into.
 fn walk(
     repo: &gix::Repository,
     prefix: &BString,
@@ -112,28 +156,35 @@ fn walk(
     if old == new {
         return Ok(());
     }
-    let (a, b) = (entries(repo, old)?, entries(repo, new)?);
-    let mut names: Vec<&BString> = a.keys().chain(b.keys()).collect();
-    names.sort();
-    names.dedup();
-    for name in names {
+    let (a_data, b_data) = (tree_data(repo, old)?, tree_data(repo, new)?);
+    let (a, b) = (Listing::new(&a_data)?, Listing::new(&b_data)?);
+    let (mut i, mut j) = (0, 0);
+    loop {
+        let (ea, eb) = match (a.entries.get(i), b.entries.get(j)) {
+            (None, None) => break,
+            (Some(x), None) => (Some(x), None),
+            (None, Some(y)) => (None, Some(y)),
+            // Git's order (`Ord` of an entry): by name, a folder's as if it ended in `/`.
+            (Some(x), Some(y)) => match x.cmp(y) {
+                Ordering::Less => (Some(x), None),
+                Ordering::Greater => (None, Some(y)),
+                Ordering::Equal if x.oid == y.oid && x.mode == y.mode => {
+                    i += 1;
+                    j += 1;
+                    continue;
+                }
+                Ordering::Equal => (Some(x), Some(y)),
+            },
+        };
+        i += usize::from(ea.is_some());
+        j += usize::from(eb.is_some());
+        let name = ea.or(eb).expect("one side has the entry").filename;
         let path = join_rel(prefix, name);
         if !relevant(path.as_bstr(), paths) {
             continue;
         }
-        let split = |e: Option<&(EntryKind, ObjectId)>| match e {
-            Some((EntryKind::Tree, id)) => (Some(*id), None),
-            Some((kind, id)) => (
-                None,
-                Some(FileState {
-                    kind: *kind,
-                    id: *id,
-                }),
-            ),
-            None => (None, None),
-        };
-        let (old_tree, old_file) = split(a.get(name));
-        let (new_tree, new_file) = split(b.get(name));
+        let (old_tree, old_file) = split(ea);
+        let (new_tree, new_file) = split(eb);
         if old_tree.is_some() || new_tree.is_some() {
             walk(repo, &path, old_tree, new_tree, paths, out)?;
         }
@@ -146,4 +197,176 @@ fn walk(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use gix::objs::tree::{Entry, EntryKind};
+
+    use super::*;
+    use crate::store::snapshot::read_tree;
+
+    /// A small deterministic generator (xorshift), so a failure names its seed.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// Writes the files `files` (path → state) as trees; returns the root.
+    fn write(repo: &gix::Repository, files: &BTreeMap<String, FileState>) -> ObjectId {
+        let mut here: BTreeMap<&str, FileState> = BTreeMap::new();
+        let mut below: BTreeMap<&str, BTreeMap<String, FileState>> = BTreeMap::new();
+        for (path, state) in files {
+            match path.split_once('/') {
+                Some((dir, rest)) => {
+                    below.entry(dir).or_default().insert(rest.into(), *state);
+                }
+                None => {
+                    here.insert(path, *state);
+                }
+            }
+        }
+        let mut entries: Vec<Entry> = here
+            .into_iter()
+            .map(|(name, s)| Entry {
+                mode: s.kind.into(),
+                filename: name.into(),
+                oid: s.id,
+            })
+            .collect();
+        for (name, sub) in below {
+            entries.push(Entry {
+                mode: EntryKind::Tree.into(),
+                filename: name.into(),
+                oid: write(repo, &sub),
+            });
+        }
+        entries.sort();
+        repo.write_object(&gix::objs::Tree { entries })
+            .unwrap()
+            .detach()
+    }
+
+    /// Random files whose names collide as a file and a folder (`a` and `a/…`) and sort
+    /// differently by name and in git's order (`a-b`, `a.b`, `a`, `a0`).
+    fn random_files(rng: &mut Rng, blobs: &[ObjectId]) -> BTreeMap<String, FileState> {
+        const NAMES: [&str; 6] = ["a", "a-b", "a.b", "a0", "b", "c"];
+        let kinds = [EntryKind::Blob, EntryKind::BlobExecutable, EntryKind::Link];
+        let mut files = BTreeMap::new();
+        for _ in 0..rng.next(30) {
+            let depth = 1 + rng.next(3);
+            let path: Vec<&str> = (0..depth).map(|_| NAMES[rng.next(6) as usize]).collect();
+            let path = path.join("/");
+            // A path that is a folder of another (or has one as its folder) is left out.
+            let clash = files.keys().any(|p: &String| {
+                p.starts_with(&format!("{path}/")) || path.starts_with(&format!("{p}/"))
+            });
+            if !clash {
+                let state = FileState {
+                    kind: kinds[rng.next(3) as usize],
+                    id: blobs[rng.next(blobs.len() as u64) as usize],
+                };
+                files.insert(path, state);
+            }
+        }
+        files
+    }
+
+    /// Every change, from the two trees' full listings.
+    fn by_listing(
+        repo: &gix::Repository,
+        old: ObjectId,
+        new: ObjectId,
+        paths: &[BString],
+    ) -> Vec<TreeChange> {
+        let (a, b) = (read_tree(repo, old).unwrap(), read_tree(repo, new).unwrap());
+        let mut names: Vec<&BString> = a.keys().chain(b.keys()).collect();
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .filter(|n| within(n, paths))
+            .filter(|n| a.get(*n) != b.get(*n))
+            .map(|n| TreeChange {
+                path: n.clone(),
+                old: a.get(n).copied(),
+                new: b.get(n).copied(),
+            })
+            .collect()
+    }
+
+    /// Walking two trees side by side finds exactly the changes their full listings differ
+    /// by, with and without a path filter, and counts them the same.
+    #[test]
+    fn the_walk_equals_comparing_full_listings() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = gix::init_bare(dir.path()).unwrap();
+        let blobs: Vec<ObjectId> = (0..3)
+            .map(|n| repo.write_blob(format!("{n}")).unwrap().detach())
+            .collect();
+        for seed in 1..400u64 {
+            let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
+            let (a, b) = (
+                random_files(&mut rng, &blobs),
+                random_files(&mut rng, &blobs),
+            );
+            let (old, new) = (write(&repo, &a), write(&repo, &b));
+            let filters: [Vec<BString>; 3] =
+                [vec![], vec!["a".into()], vec!["a/a-b".into(), "c".into()]];
+            for paths in &filters {
+                let walked = diff_trees(&repo, Some(old), Some(new), paths).unwrap();
+                assert_eq!(
+                    walked,
+                    by_listing(&repo, old, new, paths),
+                    "seed {seed}, paths {paths:?}"
+                );
+            }
+            let all = by_listing(&repo, old, new, &[]);
+            let count = |f: fn(&TreeChange) -> bool| all.iter().filter(|c| f(c)).count() as u64;
+            let expected = (
+                count(|c| c.old.is_none()),
+                count(|c| c.old.is_some() && c.new.is_some()),
+                count(|c| c.new.is_none()),
+            );
+            assert_eq!(
+                count_tree_changes(&repo, Some(old), Some(new)).unwrap(),
+                expected,
+                "seed {seed}"
+            );
+        }
+    }
+
+    /// A tree out of git's order (which git refuses, but a store may hold) is compared by
+    /// name all the same.
+    #[test]
+    fn a_tree_out_of_order_is_compared_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = gix::init_bare(dir.path()).unwrap();
+        let blob = |s: &str| repo.write_blob(s).unwrap().detach();
+        let (x, y) = (blob("x"), blob("y"));
+        let raw = |entries: &[(&str, ObjectId)]| {
+            let mut bytes = Vec::new();
+            for (name, id) in entries {
+                bytes.extend_from_slice(format!("100644 {name}\0").as_bytes());
+                bytes.extend_from_slice(id.as_bytes());
+            }
+            gix::objs::Write::write_buf(&repo.objects, gix::objs::Kind::Tree, &bytes).unwrap()
+        };
+        let sorted = raw(&[("a", x), ("b", x), ("c", x)]);
+        let shuffled = raw(&[("c", x), ("a", y), ("b", x)]);
+        let changes = diff_trees(&repo, Some(sorted), Some(shuffled), &[]).unwrap();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].path, "a");
+        assert_eq!(
+            count_tree_changes(&repo, Some(shuffled), Some(sorted)).unwrap(),
+            (0, 1, 0)
+        );
+    }
 }
