@@ -209,6 +209,8 @@ impl Store {
     }
 
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        // Before any handle reads an index: one a power cut left unfinished is rebuilt.
+        pack::repair_indices(&dir.join("objects").join("pack"));
         // Room for the small packs that accumulate between merges (see `pending`), whatever
         // was on disk at open.
         let options = gix::open::Options::isolated()

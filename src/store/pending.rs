@@ -1,10 +1,12 @@
 //! Durability at the cost of ckpt's own bytes. New objects of an operation collect in one
 //! pending batch — blobs in a pack being written by the capture workers, trees, commits and
 //! metadata in the memory of one repository handle (which can read them back) — and
-//! [`Store::flush_objects`] writes the batch as one pack, fsyncs the pack, its index and the
-//! pack folder, and only then may a ref name any of them. Ref updates fsync the new value in
-//! its lock file before it replaces the ref, then the ref's folder ([`Store::sync_ref`]). Nothing here waits for another process's data (no
-//! `syncfs`): a build writing gigabytes next door costs a checkpoint nothing.
+//! [`Store::flush_objects`] writes the batch as one pack, fsyncs the pack and the pack folder
+//! (a small pack's index is rebuilt from the pack if a power cut leaves it unfinished: see
+//! [`super::pack::repair_indices`]), and only then may a ref name any of them. Ref updates
+//! fsync the new value in its lock file before it replaces the ref, then the ref's folder
+//! ([`Store::sync_ref`]). Nothing here waits for another process's data (no `syncfs`): a
+//! build writing gigabytes next door costs a checkpoint nothing.
 //!
 //! Small packs accumulate (about one per checkpoint); [`Store::consolidate_packs`] merges them
 //! once there are more than [`MAX_SMALL_PACKS`], so lookups stay fast.
@@ -53,7 +55,7 @@ impl Store {
         f(repo)
     }
 
-    /// Makes every pending object durable: one pack, fsynced with its index and folder, which
+    /// Makes every pending object durable: one pack, fsynced with its folder, which
     /// the store's handles then load. On failure the pending objects are dropped and
     /// [`Store::take_lost`] says so once (whoever cached their ids must forget them).
     pub fn flush_objects(&self) -> Result<(), StoreError> {
