@@ -8,7 +8,7 @@
 //! stores are private). Objects already in the store or already in this pack are skipped.
 //!
 //! A small pack's index is derived data: if a power cut leaves it unfinished,
-//! [`repair_indices`] rebuilds it from the pack when the store is next opened.
+//! `repair_indices` rebuilds it from the pack when the store is next opened.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};

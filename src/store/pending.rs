@@ -3,7 +3,7 @@
 //! metadata in the memory of one repository handle (which can read them back) — and
 //! [`Store::flush_objects`] writes the batch as one pack, fsyncs the pack and the pack folder
 //! (a small pack's index is rebuilt from the pack if a power cut leaves it unfinished: see
-//! [`super::pack::repair_indices`]), and only then may a ref name any of them. Ref updates
+//! `pack::repair_indices`), and only then may a ref name any of them. Ref updates
 //! fsync the new value in its lock file before it replaces the ref, then the ref's folder
 //! ([`Store::sync_ref`]). Nothing here waits for another process's data (no `syncfs`): a
 //! build writing gigabytes next door costs a checkpoint nothing.
