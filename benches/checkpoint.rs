@@ -12,7 +12,8 @@
 //! 10 changed files each. The baseline is what existing tools do: `git --git-dir=SHADOW
 //! --work-tree=PROJECT add -A && git write-tree` (and `git read-tree -u --reset` to restore).
 //! Prints medians over R runs (the hook case over --hook-runs prompts, default 50) and ratios
-//! baseline/ckpt.
+//! baseline/ckpt. Every timed case but the one under load starts after a `sync` (untimed), so
+//! that no case waits for the writeback of the one before it.
 //!
 //! Under load: L checkpoints (default 40) of 10 changed files each while another process writes
 //! MB-sized files (default 200 MB) one after another beside the project on the same filesystem,
@@ -124,7 +125,7 @@ fn main() {
     let mut rows: Vec<Row> = Vec::new();
 
     // First checkpoint.
-    let ours = time(|| {
+    let ours = time_settled(|| {
         conn.call_value("watch", json!({ "path": root })).unwrap();
         conn.call_value(
             "checkpoint",
@@ -135,18 +136,18 @@ fn main() {
     run(Command::new("git")
         .args(["init", "-q", "--bare"])
         .arg(&shadow));
-    let theirs = time(|| shadow_snapshot(&shadow, &root));
+    let theirs = time_settled(|| shadow_snapshot(&shadow, &root));
     rows.push(Row::new("first checkpoint", vec![ours], vec![theirs]));
     let rss_first = daemon.peak_rss_kib();
 
     // Nothing changed.
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..args.runs {
-        ours.push(time(|| {
+        ours.push(time_settled(|| {
             conn.call_value("checkpoint", json!({ "project": project }))
                 .unwrap();
         }));
-        theirs.push(time(|| shadow_snapshot(&shadow, &root)));
+        theirs.push(time_settled(|| shadow_snapshot(&shadow, &root)));
     }
     rows.push(Row::new("checkpoint, nothing changed", ours, theirs));
 
@@ -156,11 +157,11 @@ fn main() {
     for _ in 0..args.runs {
         round += 1;
         touch_ten(&root, args.files, round);
-        ours.push(time(|| {
+        ours.push(time_settled(|| {
             conn.call_value("checkpoint", json!({ "project": project }))
                 .unwrap();
         }));
-        theirs.push(time(|| shadow_snapshot(&shadow, &root)));
+        theirs.push(time_settled(|| shadow_snapshot(&shadow, &root)));
     }
     rows.push(Row::new("checkpoint, 10 files changed", ours, theirs));
 
@@ -173,9 +174,9 @@ fn main() {
         let payload = json!({ "session_id": "bench-session", "cwd": root,
             "prompt_id": format!("prompt-{n}"), "hook_event_name": "UserPromptSubmit",
             "prompt": format!("prompt {n}") });
-        ours.push(time(|| hook(&daemon.socket, &payload.to_string())));
-        theirs.push(time(|| shadow_snapshot(&shadow, &root)));
-        floor.push(time(|| {
+        ours.push(time_settled(|| hook(&daemon.socket, &payload.to_string())));
+        theirs.push(time_settled(|| shadow_snapshot(&shadow, &root)));
+        floor.push(time_settled(|| {
             run(Command::new(env!("CARGO_BIN_EXE_ckpt")).arg("--version"))
         }));
     }
@@ -197,7 +198,7 @@ fn main() {
         conn.call_value("checkpoint", json!({ "project": project }))
             .unwrap();
         shadow_snapshot(&shadow, &root);
-        ours.push(time(|| {
+        ours.push(time_settled(|| {
             let r = conn
                 .call_value("restore", json!({ "project": project, "id": target }))
                 .unwrap();
@@ -206,7 +207,7 @@ fn main() {
         round += 1;
         touch_ten(&root, args.files, round);
         shadow_snapshot(&shadow, &root);
-        theirs.push(time(|| {
+        theirs.push(time_settled(|| {
             run(git(&shadow, &root).args(["read-tree", "-u", "--reset", &shadow_target]));
         }));
     }
@@ -217,14 +218,14 @@ fn main() {
     for _ in 0..args.runs {
         round += 1;
         touch_ten(&root, args.files, round);
-        ours.push(time(|| {
+        ours.push(time_settled(|| {
             run(Command::new(env!("CARGO_BIN_EXE_ckpt"))
                 .args(["--no-spawn", "--quiet", "--socket"])
                 .arg(&daemon.socket)
                 .args(["checkpoint", "-C"])
                 .arg(&root))
         }));
-        theirs.push(time(|| shadow_snapshot(&shadow, &root)));
+        theirs.push(time_settled(|| shadow_snapshot(&shadow, &root)));
     }
     rows.push(Row::new(
         "ckpt checkpoint process, 10 changed",
@@ -242,11 +243,11 @@ fn main() {
     let mut daemon = Daemon::start(tmp.path());
     let mut conn = daemon.connect();
     let rss_before_open = daemon.rss_kib();
-    let after_restart = time(|| {
+    let after_restart = time_settled(|| {
         conn.call_value("checkpoint", json!({ "project": project }))
             .unwrap();
     });
-    let theirs = time(|| {
+    let theirs = time_settled(|| {
         shadow_snapshot(&shadow, &root);
     });
     rows.push(Row::new(
@@ -295,12 +296,12 @@ fn main() {
         .path();
     let ours_size = du(&store);
     // Packing everything: `ckpt gc` against `git gc --prune=now` on the same history.
-    let ours_gc = time(|| {
+    let ours_gc = time_settled(|| {
         conn.call_value("gc", json!({ "project": project }))
             .unwrap();
     });
     let theirs_gc =
-        time(|| run(git(&history_shadow, &root).args(["gc", "--prune=now", "--quiet"])));
+        time_settled(|| run(git(&history_shadow, &root).args(["gc", "--prune=now", "--quiet"])));
     rows.push(Row::new(
         "gc (pack all history)",
         vec![ours_gc],
@@ -413,6 +414,14 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
+}
+
+/// Times `f` after the kernel wrote back every dirty page (`sync`, untimed): each case pays for
+/// its own writes, not for the writeback the case before it (often the baseline's rewrite of its
+/// 10 MB index) left in flight. The case under load keeps its writer's backlog: it uses [`time`].
+fn time_settled<T>(f: impl FnOnce() -> T) -> Duration {
+    rustix::fs::sync();
+    time(f)
 }
 
 fn time<T>(f: impl FnOnce() -> T) -> Duration {
