@@ -820,25 +820,14 @@ mod tests {
     #[test]
     fn indices_that_do_not_match_are_rebuilt_from_their_packs() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, b, c) = (
-            sample_pack(dir.path()),
-            {
-                let pack = PackWriter::new_in(dir.path().to_path_buf()).unwrap();
-                let id =
-                    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, b"b")
-                        .unwrap();
-                pack.add(id, gix::objs::Kind::Blob, b"b").unwrap();
-                pack.finish_named().unwrap().1.unwrap()
-            },
-            {
-                let pack = PackWriter::new_in(dir.path().to_path_buf()).unwrap();
-                let id =
-                    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, b"c")
-                        .unwrap();
-                pack.add(id, gix::objs::Kind::Blob, b"c").unwrap();
-                pack.finish_named().unwrap().1.unwrap()
-            },
-        );
+        let one_blob = |data: &[u8]| {
+            let pack = PackWriter::new_in(dir.path().to_path_buf()).unwrap();
+            let kind = gix::objs::Kind::Blob;
+            let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, kind, data).unwrap();
+            pack.add(id, kind, data).unwrap();
+            pack.finish_named().unwrap().1.unwrap()
+        };
+        let (a, b, c) = (sample_pack(dir.path()), one_blob(b"b"), one_blob(b"c"));
         let path = |stem: &str, ext: &str| dir.path().join(format!("{stem}.{ext}"));
         let original: Vec<Vec<u8>> = [&a, &b, &c]
             .iter()
