@@ -312,7 +312,7 @@ mod tests {
             .map(|n| repo.write_blob(format!("{n}")).unwrap().detach())
             .collect();
         for seed in 1..400u64 {
-            let mut rng = Rng(seed * 0x9e37_79b9_7f4a_7c15);
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
             let (a, b) = (
                 random_files(&mut rng, &blobs),
                 random_files(&mut rng, &blobs),
