@@ -568,7 +568,8 @@ pub(crate) fn repair_indices(pack_dir: &Path) -> Vec<String> {
             continue;
         };
         let pack_path = pack_dir.join(format!("{stem}.pack"));
-        // Neither file is followed through a symlink nor read past the small-pack size.
+        // Both are read only as regular files (a FIFO is never read, so nothing blocks) and
+        // never past the small-pack size.
         let Some(pack) = crate::safe_io::read_small(&pack_path, SMALL_PACK_BYTES) else {
             continue;
         };
