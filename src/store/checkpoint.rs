@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::snapshot::{read_tree, FileState};
 use super::treediff::count_tree_changes;
-use super::{signature, Store, StoreError};
+use super::{signature, update_edit, Store, StoreError};
 use crate::model::{CheckpointId, Kind, SkippedFile};
 
 /// Commit header that carries a checkpoint's structured metadata.
@@ -194,8 +194,8 @@ pub fn validate_dialog(name: &str) -> Result<(), CheckpointError> {
 impl Store {
     /// Records `tree` (whose objects are written, perhaps still pending) as a checkpoint on its
     /// dialog's timeline and returns it. The commit joins the operation's pending objects, all of
-    /// them are flushed (one pack, fsynced) before the dialog's ref moves, and the ref moves
-    /// only if nobody moved it meanwhile. The handles load the new pack when the caller runs
+    /// them become durable with the dialog's ref change (one journal record, one flush), and
+    /// the ref moves only if nobody moved it meanwhile. The handles load the new pack when the caller runs
     /// [`Store::pack_loader`].
     #[tracing::instrument(skip_all, fields(dialog = %new.dialog, kind = %new.kind))]
     pub fn record_checkpoint(
@@ -213,14 +213,28 @@ impl Store {
         // The new pack is loaded later (see `Store::pack_loader`): after the reply.
         self.write_pending()?;
         let repo = self.repo();
-        if let Some(blob) = meta_blob {
-            let name = format!("{META_REFS}{blob}");
-            if self.ref_target(&repo, &name)?.is_none() {
-                self.update_ref(&repo, &name, None, blob, "ckpt: client metadata")?;
+        let edits = (|| {
+            let mut edits = Vec::new();
+            if let Some(blob) = meta_blob {
+                let name = format!("{META_REFS}{blob}");
+                if self.ref_target(&repo, &name)?.is_none() {
+                    edits.push(update_edit(&name, None, blob, "ckpt: client metadata")?);
+                }
             }
-        }
-        let log = format!("ckpt: {} #{}", header.kind, header.seq);
-        self.update_ref(&repo, &ref_name, parent_id, id, &log)?;
+            let log = format!("ckpt: {} #{}", header.kind, header.seq);
+            edits.push(update_edit(&ref_name, parent_id, id, &log)?);
+            Ok::<_, StoreError>(edits)
+        })();
+        let edits = match edits {
+            Ok(edits) => edits,
+            Err(e) => {
+                // The objects are still made durable and readable.
+                self.commit_staged()?;
+                return Err(e.into());
+            }
+        };
+        // The pack, the metadata's keep-alive and the dialog's ref: one journal record.
+        self.move_refs(&repo, edits, "updating")?;
         tracing::info!(id = %id, seq = header.seq, files = header.files, added = header.added,
             modified = header.modified, deleted = header.deleted,
             skipped = header.skipped.len(), "checkpoint recorded");

@@ -171,6 +171,8 @@ impl Store {
         };
         let damaged_dir = self.dir().join("damaged");
         if repair {
+            // No journal record may name a pack set aside (a redo would write it again).
+            self.retire_journal()?;
             Self::repair_layout(self.dir());
             let mut done = Repair {
                 damaged_dir: damaged_dir.clone(),

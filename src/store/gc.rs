@@ -106,6 +106,8 @@ impl Store {
         drop(repo);
         // Durable (pack, index and folder fsynced) before anything is removed.
         let (objects, new_pack) = pack.finish_named()?;
+        // No journal record may name a pack about to go (a redo would write it again).
+        self.retire_journal()?;
 
         // From here on every reachable object is durable in the new pack.
         trim_reflogs(&self.dir().join("logs"), &reachable)?;

@@ -5,15 +5,17 @@
 //!
 //! Layout: checkpoints are commits whose tree is the project's tree. Each dialog's timeline is
 //! a first-parent chain under `refs/ckpt/dialogs/<dialog>`; client metadata blobs are kept
-//! alive by `refs/ckpt/meta/<blob id>`. An operation's new objects are written as one pack,
-//! fsynced before a ref may name them ([`pending`]); ref updates are compare-and-swap
-//! transactions with a reflog, fsynced too.
+//! alive by `refs/ckpt/meta/<blob id>`. An operation's new objects are written as one pack
+//! ([`pending`]); ref updates are compare-and-swap transactions with a reflog. Both are made
+//! durable before anything is published, by one flushed record of the store's journal
+//! ([`journal`]), or (a large pack) by flushing the pack before the record.
 
 pub mod checkpoint;
 pub mod diff;
 pub mod fsck;
 pub mod gc;
 pub mod import;
+pub mod journal;
 pub mod names;
 pub mod pack;
 pub mod pending;
@@ -109,6 +111,8 @@ pub struct Store {
     /// An object of the pack written last, when the handles have not loaded that pack yet
     /// (see [`Store::pack_loader`]).
     unloaded: std::sync::Mutex<Option<gix::ObjectId>>,
+    /// The store's journal (shared by every handle of the store in this process).
+    journal: std::sync::Arc<std::sync::Mutex<journal::Journal>>,
 }
 
 /// (size, mtime, mtime nsec, inode) of a pack's index and of its data file.
@@ -209,6 +213,36 @@ impl Store {
     }
 
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let (journal, repo) = journal::open(dir, |redo| {
+            // Packs first: the refs name their objects, and the index repair reads them.
+            let pack_paths = match &redo {
+                Some((records, _)) => journal::replay_packs(dir, records)?,
+                None => Vec::new(),
+            };
+            let repo = Self::open_repo(dir)?;
+            if let Some((records, journal)) = redo {
+                let ref_paths = replay_refs(dir, &repo.to_thread_local(), &records)?;
+                journal.unsettled(pack_paths);
+                journal.unsettled(ref_paths);
+                journal.retire()?;
+                tracing::info!(store = %dir.display(), records = records.len(), "redid the store's journal");
+            }
+            Ok(repo)
+        })?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            repo,
+            checked_packs: Default::default(),
+            pending: Default::default(),
+            lost: Default::default(),
+            packs_vanished: Default::default(),
+            small_packs: pending::merge_candidates(dir).len().into(),
+            unloaded: Default::default(),
+            journal,
+        })
+    }
+
+    fn open_repo(dir: &Path) -> Result<gix::ThreadSafeRepository, StoreError> {
         // Before any handle reads an index: one a power cut left unfinished is rebuilt.
         pack::repair_indices(&dir.join("objects").join("pack"));
         // Room for the small packs that accumulate between merges (see `pending`), whatever
@@ -222,16 +256,7 @@ impl Store {
             path: dir.to_path_buf(),
             message: e.to_string(),
         })?;
-        Ok(Store {
-            dir: dir.to_path_buf(),
-            repo: repo.into_sync(),
-            checked_packs: Default::default(),
-            pending: Default::default(),
-            lost: Default::default(),
-            packs_vanished: Default::default(),
-            small_packs: pending::merge_candidates(dir).len().into(),
-            unloaded: Default::default(),
-        })
+        Ok(repo.into_sync())
     }
 
     pub fn dir(&self) -> &Path {
@@ -258,30 +283,8 @@ impl Store {
         new: ObjectId,
         log_message: &str,
     ) -> Result<(), StoreError> {
-        // Only a new ref in a folder that does not exist yet creates folders to flush.
-        let created =
-            expected.is_none() && !self.dir.join(name).parent().is_some_and(|p| p.is_dir());
-        let expected = match expected {
-            Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
-            None => PreviousValue::MustNotExist,
-        };
-        let edit = RefEdit {
-            change: Change::Update {
-                log: LogChange {
-                    mode: RefLog::AndReference,
-                    force_create_reflog: !name.starts_with(UNLOGGED_REFS),
-                    message: log_message.replace('\n', " ").into(),
-                },
-                expected,
-                new: Target::Object(new),
-            },
-            name: name
-                .try_into()
-                .map_err(|e| StoreError::git("ref name", e))?,
-            deref: false,
-        };
-        apply_ref_edit(repo, &self.dir, edit, "updating")?;
-        self.sync_ref(name, created, false)
+        let edit = update_edit(name, expected, new, log_message)?;
+        self.move_refs(repo, vec![edit], "updating")
     }
 
     /// Deletes `name` if it still points at `expected`.
@@ -301,8 +304,117 @@ impl Store {
                 .map_err(|e| StoreError::git("ref name", e))?,
             deref: false,
         };
-        apply_ref_edit(repo, &self.dir, edit, "deleting")?;
-        self.sync_ref(name, false, true)
+        self.move_refs(repo, vec![edit], "deleting")
+    }
+
+    /// Applies `edits` as one compare-and-swap transaction, durable with the operation's staged
+    /// pack in one journal record (see [`journal`]): the refs are locked and checked, the record
+    /// is flushed, the pack published, and then the refs move. If the refs cannot be locked or
+    /// moved meanwhile (a concurrent change), the staged pack is still made durable.
+    pub(crate) fn move_refs(
+        &self,
+        repo: &gix::Repository,
+        edits: Vec<RefEdit>,
+        doing: &str,
+    ) -> Result<(), StoreError> {
+        let mut journal = self.journal.lock().expect("journal lock poisoned");
+        journal.recover()?;
+        let changes: Vec<(String, Option<ObjectId>)> = edits
+            .iter()
+            .map(|e| {
+                let new = match &e.change {
+                    Change::Update {
+                        new: Target::Object(id),
+                        ..
+                    } => Some(*id),
+                    _ => None,
+                };
+                (e.name.as_bstr().to_string(), new)
+            })
+            .collect();
+        let mut packs = Some(journal.take_staged());
+        let mut journaled = false;
+        let result = apply_ref_edits(repo, edits, doing, || {
+            let packs = packs.take().unwrap_or_default();
+            self.journal_and_publish(&mut journal, packs, changes.clone())?;
+            journaled = true;
+            Ok(())
+        });
+        if journaled {
+            let paths = changes.iter().flat_map(|(name, _)| self.ref_paths(name));
+            journal.unsettled(paths.collect::<Vec<_>>());
+            if result.is_err() {
+                // Journaled, not (wholly) applied: never redone.
+                journal.set_broken();
+            }
+        } else if let Some(packs) = packs.take().filter(|p| !p.is_empty()) {
+            if let Err(e) = self.journal_and_publish(&mut journal, packs, Vec::new()) {
+                tracing::error!(error = %e, "cannot write the operation's new objects");
+            }
+        }
+        result
+    }
+
+    /// Makes the staged pack durable (one journal record) and readable; whether there was one.
+    pub(crate) fn commit_staged(&self) -> Result<bool, StoreError> {
+        let mut journal = self.journal.lock().expect("journal lock poisoned");
+        if !journal.has_staged() {
+            return Ok(false);
+        }
+        let packs = journal.take_staged();
+        self.journal_and_publish(&mut journal, packs, Vec::new())?;
+        Ok(true)
+    }
+
+    /// Writes one journal record of `packs` and `refs`, flushed, then publishes the packs.
+    fn journal_and_publish(
+        &self,
+        journal: &mut journal::Journal,
+        packs: Vec<pack::StagedPack>,
+        refs: Vec<(String, Option<ObjectId>)>,
+    ) -> Result<(), StoreError> {
+        let record = journal::Record {
+            packs: packs
+                .iter()
+                .map(|p| (p.name.clone(), p.pack.clone()))
+                .collect(),
+            refs,
+        };
+        if let Err(e) = journal.append(&record) {
+            if !packs.is_empty() {
+                self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            return Err(e);
+        }
+        let pack_dir = self.dir.join("objects").join("pack");
+        for p in &packs {
+            journal.unsettled([pack_dir.join(format!("{}.pack", p.name)), pack_dir.clone()]);
+            if let Err(source) = p.publish(&pack_dir, false) {
+                journal.set_broken();
+                self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
+                return Err(StoreError::Io {
+                    path: pack_dir,
+                    source,
+                });
+            }
+            *self.unloaded.lock().expect("unloaded lock poisoned") = Some(p.first);
+            self.small_packs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Flushes everything the journal's records wrote and starts its new epoch: before packs
+    /// are removed, so that no record names one (a redo would write it again).
+    pub(crate) fn retire_journal(&self) -> Result<(), StoreError> {
+        self.commit_staged()?;
+        self.journal.lock().expect("journal lock poisoned").retire()
+    }
+
+    /// What settling a change of ref `name` flushes: the ref, its folders up to the store, and
+    /// `packed-refs` (a deletion may rewrite it).
+    fn ref_paths(&self, name: &str) -> Vec<PathBuf> {
+        ref_paths(&self.dir, name)
     }
 
     /// The id `name` points at, if it exists.
@@ -341,23 +453,59 @@ impl Store {
     }
 }
 
-/// Applies one ref edit as a transaction, its reflog written as ckpt. A ref that moved
-/// meanwhile fails the compare-and-swap and is reported as a concurrent change.
-///
-/// An update's new value is flushed in its lock file before the lock replaces the ref: a power
-/// cut leaves the old value or the new one, never an empty ref, and the rename has no unwritten
-/// data to push out (ext4 starts that writeback on a replacing rename).
-fn apply_ref_edit(
+/// An edit pointing `name` at `new` if it still points at `expected` (None: must not exist).
+pub(crate) fn update_edit(
+    name: &str,
+    expected: Option<ObjectId>,
+    new: ObjectId,
+    log_message: &str,
+) -> Result<RefEdit, StoreError> {
+    let expected = match expected {
+        Some(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+        None => PreviousValue::MustNotExist,
+    };
+    Ok(RefEdit {
+        change: Change::Update {
+            log: LogChange {
+                mode: RefLog::AndReference,
+                force_create_reflog: !name.starts_with(UNLOGGED_REFS),
+                message: log_message.replace('\n', " ").into(),
+            },
+            expected,
+            new: Target::Object(new),
+        },
+        name: name
+            .try_into()
+            .map_err(|e| StoreError::git("ref name", e))?,
+        deref: false,
+    })
+}
+
+fn ref_paths(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let path = dir.join(name);
+    let mut out = vec![path.clone(), dir.join("packed-refs")];
+    out.extend(
+        path.ancestors()
+            .skip(1)
+            .take_while(|f| f.starts_with(dir))
+            .map(Path::to_path_buf),
+    );
+    out
+}
+
+/// Applies ref edits as one transaction, its reflog written as ckpt, calling `between` after
+/// the refs are locked and checked and before they move (the journal record is written there).
+/// A ref that moved meanwhile fails the compare-and-swap and is reported as a concurrent change.
+fn apply_ref_edits(
     repo: &gix::Repository,
-    dir: &Path,
-    edit: RefEdit,
+    edits: Vec<RefEdit>,
     doing: &str,
+    between: impl FnOnce() -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     use gix::lock::acquire::Fail;
-    let name = edit.name.as_bstr().to_string();
-    let update = matches!(edit.change, Change::Update { .. });
+    let names: Vec<String> = edits.iter().map(|e| e.name.as_bstr().to_string()).collect();
     let concurrent = |e: &dyn std::error::Error| {
-        StoreError::Concurrent(format!("{doing} {name}: {}", error_chain(e)))
+        StoreError::Concurrent(format!("{doing} {}: {}", names.join(", "), error_chain(e)))
     };
     let sig = signature();
     let mut time_buf = gix::date::parse::TimeBuf::default();
@@ -366,19 +514,74 @@ fn apply_ref_edit(
         .refs
         .transaction()
         .prepare(
-            Some(edit),
+            edits,
             Fail::AfterDurationWithBackoff(std::time::Duration::from_millis(100)),
             Fail::AfterDurationWithBackoff(std::time::Duration::from_millis(1000)),
         )
         .map_err(|e| concurrent(&e))?;
-    if update {
-        // Dropping the prepared transaction on an error releases its lock.
-        pending::fsync_if_present(&dir.join(format!("{name}.lock")))?;
-    }
+    // Dropping the prepared transaction on an error releases its locks.
+    between()?;
     prepared
         .commit(Some(sig.to_ref(&mut time_buf)))
         .map_err(|e| concurrent(&e))?;
     Ok(())
+}
+
+/// Sets each ref the journal's records touched to the value the last of them gave it (see
+/// [`journal`]); returns the paths to settle. A ref that cannot be read (cut short by a power
+/// cut) is replaced.
+fn replay_refs(
+    dir: &Path,
+    repo: &gix::Repository,
+    records: &[journal::Record],
+) -> Result<Vec<PathBuf>, StoreError> {
+    let mut paths = Vec::new();
+    for (name, new) in journal::final_refs(records) {
+        paths.extend(ref_paths(dir, &name));
+        let current = match repo.try_find_reference(name.as_str()) {
+            Ok(found) => found.and_then(|r| r.target().try_id().map(|id| id.to_owned())),
+            Err(e) => {
+                tracing::warn!(reference = %name, error = %error_chain(&e), "replacing an unreadable ref from the store's journal");
+                let path = dir.join(&name);
+                if let Err(e) = std::fs::remove_file(&path) {
+                    if e.kind() != std::io::ErrorKind::NotFound {
+                        return Err(StoreError::Io { path, source: e });
+                    }
+                }
+                None
+            }
+        };
+        if current == new {
+            continue;
+        }
+        let change = match new {
+            Some(id) => Change::Update {
+                log: LogChange {
+                    mode: RefLog::AndReference,
+                    force_create_reflog: !name.starts_with(UNLOGGED_REFS),
+                    message: "ckpt: redone from the journal".into(),
+                },
+                expected: PreviousValue::Any,
+                new: Target::Object(id),
+            },
+            None if current.is_none() => continue,
+            None => Change::Delete {
+                expected: PreviousValue::Any,
+                log: RefLog::AndReference,
+            },
+        };
+        let edit = RefEdit {
+            change,
+            name: name
+                .as_str()
+                .try_into()
+                .map_err(|e| StoreError::git("ref name", e))?,
+            deref: false,
+        };
+        apply_ref_edits(repo, vec![edit], "redoing", || Ok(()))?;
+        tracing::warn!(reference = %name, "redid a ref change from the store's journal (it was lost, e.g. in a power cut)");
+    }
+    Ok(paths)
 }
 
 /// The identity ckpt writes commits and reflogs as.

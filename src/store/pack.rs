@@ -117,6 +117,82 @@ impl Sink {
     }
 }
 
+/// What finishing a pack gave.
+pub(crate) enum Finished {
+    /// It held nothing; nothing was written.
+    Empty,
+    /// Flushed and published.
+    Published { count: usize },
+    /// Complete in memory, written nowhere yet.
+    Staged(StagedPack),
+}
+
+/// A complete pack and its index, in memory.
+pub(crate) struct StagedPack {
+    /// `pack-<checksum>`.
+    pub name: String,
+    pub pack: Vec<u8>,
+    pub idx: Vec<u8>,
+    /// The object written first (a probe for loading the pack).
+    pub first: ObjectId,
+}
+
+impl StagedPack {
+    /// A staged pack from its bytes alone (as the journal holds it): None unless it verifies.
+    pub(crate) fn from_pack(name: &str, pack: Vec<u8>) -> Option<StagedPack> {
+        let idx = index_from_pack(&pack)?;
+        let sum = ObjectId::try_from(&pack[pack.len() - 20..]).ok()?;
+        if name != format!("pack-{sum}") {
+            return None;
+        }
+        // Any object will do as the probe: the first in the index.
+        let first = ObjectId::try_from(idx.get(8 + 256 * 4..8 + 256 * 4 + 20)?).ok()?;
+        Some(StagedPack {
+            name: name.to_string(),
+            pack,
+            idx,
+            first,
+        })
+    }
+
+    /// Writes the pack and then its index into `dir` under their names (temporary files
+    /// renamed into place, read-only to their owner), replacing what is there. `durable`:
+    /// both files and the folder are flushed too; otherwise the journal holds the pack.
+    pub(crate) fn publish(&self, dir: &Path, durable: bool) -> std::io::Result<()> {
+        let tmp = |ext: &str| {
+            dir.join(format!(
+                "tmp_ckpt_{}_{}.{ext}",
+                std::process::id(),
+                unique()
+            ))
+        };
+        let (pack_tmp, idx_tmp) = (tmp("pack"), tmp("idx"));
+        let write = |path: &Path, bytes: &[u8]| -> std::io::Result<()> {
+            let mut f = create_private(path)?;
+            f.write_all(bytes)?;
+            if durable {
+                f.sync_all()?;
+            }
+            Ok(())
+        };
+        let result = (|| {
+            write(&pack_tmp, &self.pack)?;
+            write(&idx_tmp, &self.idx)?;
+            std::fs::rename(&pack_tmp, dir.join(format!("{}.pack", self.name)))?;
+            std::fs::rename(&idx_tmp, dir.join(format!("{}.idx", self.name)))?;
+            if durable {
+                File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&pack_tmp);
+            let _ = std::fs::remove_file(&idx_tmp);
+        }
+        result
+    }
+}
+
 /// A pack being written. Shared by the threads that add to it.
 pub struct PackWriter {
     dir: PathBuf,
@@ -210,6 +286,43 @@ impl PackWriter {
     /// pack is discarded.
     pub fn finish(self) -> Result<usize, StoreError> {
         self.finish_named().map(|(count, _)| count)
+    }
+
+    /// Completes the pack. One small enough to have stayed in memory is returned whole,
+    /// written nowhere yet (the caller makes it durable in the store's journal and then
+    /// publishes it: see [`StagedPack::publish`]); a larger one is flushed and published as
+    /// [`PackWriter::finish`] does.
+    pub(crate) fn finish_staged(self) -> Result<Finished, StoreError> {
+        let state = self.state.into_inner().expect("pack lock poisoned");
+        if state.broken || state.entries.is_empty() || !matches!(state.sink, Sink::Memory(_)) {
+            let count = state.entries.len();
+            let result = Self::complete(&self.dir, &self.tmp, state);
+            if result.is_err() {
+                let _ = std::fs::remove_file(&self.tmp);
+            }
+            return Ok(match result? {
+                Some(_) => Finished::Published { count },
+                None => Finished::Empty,
+            });
+        }
+        let State {
+            sink, mut entries, ..
+        } = state;
+        let Sink::Memory(mut pack) = sink else {
+            unreachable!("checked above")
+        };
+        pack[8..12].copy_from_slice(&(entries.len() as u32).to_be_bytes());
+        let sum = sha1(&pack)?;
+        pack.extend_from_slice(sum.as_bytes());
+        let first = entries[0].id;
+        entries.sort_unstable_by_key(|e| e.id);
+        let idx = index_bytes(&entries, sum)?;
+        Ok(Finished::Staged(StagedPack {
+            name: format!("pack-{sum}"),
+            pack,
+            idx,
+            first,
+        }))
     }
 
     /// Like [`PackWriter::finish`], also returning the pack's name (`pack-<checksum>`).

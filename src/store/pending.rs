@@ -1,12 +1,13 @@
 //! Durability at the cost of ckpt's own bytes. New objects of an operation collect in one
 //! pending batch — blobs in a pack being written by the capture workers, trees, commits and
 //! metadata in the memory of one repository handle (which can read them back) — and
-//! [`Store::flush_objects`] writes the batch as one pack, fsyncs the pack and the pack folder
-//! (a small pack's index is rebuilt from the pack if a power cut leaves it unfinished: see
-//! `pack::repair_indices`), and only then may a ref name any of them. Ref updates
-//! fsync the new value in its lock file before it replaces the ref, then the ref's folder
-//! ([`Store::sync_ref`]). Nothing here waits for another process's data (no `syncfs`): a
-//! build writing gigabytes next door costs a checkpoint nothing.
+//! [`Store::write_pending`] completes the batch as one pack. A pack built in memory (up to
+//! 1 MiB: every checkpoint of a change) becomes durable together with the operation's ref
+//! changes in one record of the store's journal, one `fdatasync` ([`super::journal`]), and is
+//! published after it; a larger one is flushed with its folder (its index too from 4 MiB; a
+//! smaller pack's index is rebuilt from the pack if a power cut leaves it unfinished: see
+//! `pack::repair_indices`) before any ref may name it. Nothing here waits for another process's
+//! data (no `syncfs`): a build writing gigabytes next door costs a checkpoint nothing.
 //!
 //! Small packs accumulate (about one per checkpoint); [`Store::consolidate_packs`] merges them
 //! once there are more than [`MAX_SMALL_PACKS`], so lookups stay fast.
@@ -15,7 +16,8 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::pack::PackWriter;
+use super::journal::JOURNALED_PACK_BYTES;
+use super::pack::{Finished, PackWriter};
 use super::{Store, StoreError};
 
 /// Packs below this size count as small and are merged by [`Store::consolidate_packs`].
@@ -60,6 +62,7 @@ impl Store {
     /// [`Store::take_lost`] says so once (whoever cached their ids must forget them).
     pub fn flush_objects(&self) -> Result<(), StoreError> {
         if self.write_pending()? {
+            self.commit_staged()?;
             if let Some(load) = self.pack_loader() {
                 load();
             }
@@ -83,8 +86,16 @@ impl Store {
         })
     }
 
-    /// Like [`Store::flush_objects`], leaving the new pack for [`Store::pack_loader`]; says
-    /// whether it wrote one.
+    /// A pack written outside the journal is readable: count it, and probe it later.
+    pub(crate) fn published(&self, probe: gix::ObjectId) {
+        *self.unloaded.lock().expect("unloaded lock poisoned") = Some(probe);
+        self.small_packs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Completes the pending objects as one pack, leaving it for [`Store::pack_loader`]; says
+    /// whether there was one. A pack small enough is *staged*: it becomes durable, with the
+    /// operation's ref changes, in one journal record ([`Store::move_refs`],
+    /// [`Store::commit_staged`]); a larger one is flushed here.
     pub(crate) fn write_pending(&self) -> Result<bool, StoreError> {
         let (blobs, memory) = {
             let mut pending = self.pending.lock().expect("pending lock poisoned");
@@ -133,13 +144,30 @@ impl Store {
                 }
             }
             let probe = pack.first_id();
-            let (written, _) = pack.finish_named()?;
-            let Some(id) = probe.filter(|_| written > 0) else {
-                return Ok(false);
-            };
-            *self.unloaded.lock().expect("unloaded lock poisoned") = Some(id);
-            self.small_packs.fetch_add(1, Ordering::Relaxed);
-            Ok(true)
+            match pack.finish_staged()? {
+                Finished::Empty => Ok(false),
+                Finished::Staged(pack) if pack.pack.len() <= JOURNALED_PACK_BYTES => {
+                    self.journal
+                        .lock()
+                        .expect("journal lock poisoned")
+                        .stage(pack);
+                    Ok(true)
+                }
+                Finished::Staged(pack) => {
+                    let dir = self.dir().join("objects").join("pack");
+                    pack.publish(&dir, true)
+                        .map_err(|source| StoreError::Io { path: dir, source })?;
+                    self.published(pack.first);
+                    Ok(true)
+                }
+                Finished::Published { count: 0, .. } => Ok(false),
+                Finished::Published { .. } => {
+                    if let Some(id) = probe {
+                        self.published(id);
+                    }
+                    Ok(true)
+                }
+            }
         })();
         if result.is_err() {
             self.lost.store(true, Ordering::SeqCst);
@@ -162,36 +190,6 @@ impl Store {
     /// Whether pending objects were dropped since the last call (a failed flush).
     pub fn take_lost(&self) -> bool {
         self.lost.swap(false, Ordering::SeqCst)
-    }
-
-    /// Fsyncs what a ref update of `name` changed: its folder, which the new ref was renamed
-    /// into (its content was flushed in its lock file before the rename), the folders up to the
-    /// store too when `created`, if the update made folders; `packed-refs` too after a
-    /// deletion, which may rewrite it. The reflog is not flushed: a line lost in a power cut is
-    /// history, not consistency.
-    pub(crate) fn sync_ref(
-        &self,
-        name: &str,
-        created: bool,
-        deleted: bool,
-    ) -> Result<(), StoreError> {
-        let dir = self.dir();
-        let path = dir.join(name);
-        let mut folder = path.parent();
-        while let Some(f) = folder {
-            if !f.starts_with(dir) {
-                break;
-            }
-            fsync_if_present(f)?;
-            if f == dir || !created {
-                break;
-            }
-            folder = f.parent();
-        }
-        if deleted {
-            fsync_if_present(&dir.join("packed-refs"))?;
-        }
-        Ok(())
     }
 }
 
@@ -229,6 +227,8 @@ impl Store {
             return Err(e);
         }
         let (_, merged) = pack.finish_named()?;
+        // No journal record may name a pack about to go (a redo would write it again).
+        self.retire_journal()?;
         for stem in &small {
             if merged.as_deref() == Some(stem.as_str()) {
                 continue;
