@@ -289,6 +289,13 @@ impl Journal {
     /// epoch ends before the next one is written.
     pub(crate) fn append(&mut self, record: &Record) -> Result<(), StoreError> {
         self.recover()?;
+        if self.open_file()? && self.cursor > 0 {
+            // Another file than the one this epoch's records went to (it was replaced or
+            // removed): they are not there to redo, so what they wrote is flushed first.
+            self.settle()?;
+            self.epoch = next_epoch(self.epoch);
+            self.cursor = 0;
+        }
         let mut bytes = record.encode(self.epoch)?;
         if self.cursor + bytes.len() as u64 > RING_BYTES {
             if bytes.len() as u64 > RING_BYTES {
@@ -330,8 +337,9 @@ impl Journal {
     }
 
     fn write_at(&mut self, bytes: &[u8], offset: u64) -> Result<(), StoreError> {
+        self.open_file()?;
         let len = self.len;
-        let file = self.file()?;
+        let file = self.file.as_ref().expect("opened above");
         let end = offset + bytes.len() as u64;
         let result = if end > len {
             // Grown with zeros, so that the next records are written over allocated blocks.
@@ -359,8 +367,9 @@ impl Journal {
         }
     }
 
-    /// The journal's file, created (empty, flushed with the store's folder) if missing.
-    fn file(&mut self) -> Result<&File, StoreError> {
+    /// Opens the journal's file unless it is open, creating it (empty, flushed with the store's
+    /// folder) if missing; whether it opened it now.
+    fn open_file(&mut self) -> Result<bool, StoreError> {
         // A journal removed with its store (and the store made again) is opened afresh.
         if self
             .file
@@ -387,8 +396,9 @@ impl Journal {
             }
             self.len = meta.len();
             self.file = Some(file);
+            return Ok(true);
         }
-        Ok(self.file.as_ref().expect("opened above"))
+        Ok(false)
     }
 
     fn create(&self) -> Result<File, StoreError> {

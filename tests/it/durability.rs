@@ -1,7 +1,7 @@
-//! Durability at the cost of ckpt's own bytes: a checkpoint's new objects are one pack, flushed
-//! with fsync before the ref that names them; nothing waits for the whole filesystem (`syncfs`,
-//! `sync`), which would make a checkpoint wait for a build's gigabytes next door. Small packs
-//! are merged once they accumulate.
+//! Durability at the cost of ckpt's own bytes: a checkpoint's new objects are one pack, made
+//! durable with the ref change that names them by one flushed journal record; nothing waits
+//! for the whole filesystem (`syncfs`, `sync`), which would make a checkpoint wait for a
+//! build's gigabytes next door. Small packs are merged once they accumulate.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -45,6 +45,7 @@ fn checkpoints_flush_only_their_own_files() {
         "strace",
         "-f",
         "-qq",
+        "-y",
         "-e",
         "trace=sync,syncfs,fsync,fdatasync",
         "-o",
@@ -78,6 +79,22 @@ fn checkpoints_flush_only_their_own_files() {
         .filter(|l| l.contains(" fsync(") || l.contains(" fdatasync("))
         .count();
     assert!(own >= 6, "every pack, index and ref is flushed:\n{calls}");
+    // Each checkpoint (the two, and a restore's undo point and result) is one journal record.
+    let journal = calls
+        .lines()
+        .filter(|l| l.contains(" fdatasync(") && l.contains("ckpt-journal"))
+        .count();
+    assert!(
+        journal >= 4,
+        "every checkpoint flushes the journal:\n{calls}"
+    );
+    // The restored files are flushed before the restore returns.
+    assert!(
+        calls
+            .lines()
+            .any(|l| l.contains(" fdatasync(") && l.contains("/proj/")),
+        "restored files are flushed:\n{calls}"
+    );
 }
 
 /// A checkpoint of a small change is one pack (no loose object, no inode per object); past
@@ -462,6 +479,48 @@ fn a_record_cut_short_is_not_redone() {
     write(&p, "a.txt", "two\n");
     let again = env.checkpoint("again");
     assert_ne!(again, first);
+    env.fsck();
+    env.assert_serving();
+}
+
+/// The journal replaced by a FIFO, then by a symlink to a file elsewhere, while the daemon runs:
+/// checkpoints fail with an error naming it (nothing blocks, nothing is written through the
+/// link), reads go on, and once it is removed the next checkpoint has every change.
+#[test]
+fn a_journal_replaced_by_a_fifo_or_a_symlink_is_a_clear_error() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "zero\n");
+    env.watch();
+    let first = env.checkpoint("first");
+    let journal = env.store().join("ckpt-journal");
+    let outside = env.home.join("outside.txt");
+    std::fs::write(&outside, "untouched\n").unwrap();
+    for kind in ["fifo", "symlink"] {
+        std::fs::remove_file(&journal).unwrap();
+        if kind == "fifo" {
+            let made = std::process::Command::new("mkfifo")
+                .arg(&journal)
+                .status()
+                .unwrap();
+            assert!(made.success());
+        } else {
+            std::os::unix::fs::symlink(&outside, &journal).unwrap();
+        }
+        write(&p, "a.txt", &format!("{kind}\n"));
+        let out = env.ckpt(&["checkpoint", "-m", kind]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        assert!(stderr(&out).contains("ckpt-journal"), "{}", stderr(&out));
+        let list = env.json(&["list"]);
+        assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+        assert_eq!(list[0]["id"].as_str().unwrap(), first);
+    }
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "untouched\n");
+    std::fs::remove_file(&journal).unwrap();
+    let c = env.json(&["checkpoint", "-m", "after"]);
+    assert_eq!(c["modified"].as_u64(), Some(1), "{c}");
+    let id = c["id"].as_str().unwrap();
+    assert_eq!(env.git(&["show", &format!("{id}:a.txt")]), "symlink\n");
     env.fsck();
     env.assert_serving();
 }
