@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use gix::ObjectId;
 
-use super::pack::StagedPack;
+use super::pack::{sha1, StagedPack};
 use super::pending::fsync_if_present;
 use super::StoreError;
 
@@ -120,14 +120,6 @@ fn take_bytes<'a>(at: &mut &'a [u8]) -> Option<&'a [u8]> {
     let (bytes, rest) = at.split_at(n);
     *at = rest;
     Some(bytes)
-}
-
-fn sha1(data: &[u8]) -> Result<ObjectId, StoreError> {
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-    hasher.update(data);
-    hasher
-        .try_finalize()
-        .map_err(|e| StoreError::git("hashing a journal record", e))
 }
 
 /// The records of the journal's current epoch, in order, and that epoch (None: no record).

@@ -480,12 +480,13 @@ fn seal(file: &mut File, count: &[u8; 4], tmp: &Path) -> Result<ObjectId, StoreE
     Ok(pack_sum)
 }
 
-fn sha1(data: &[u8]) -> Result<ObjectId, StoreError> {
+/// The SHA-1 of `data` (a pack's checksum, a journal record's).
+pub(crate) fn sha1(data: &[u8]) -> Result<ObjectId, StoreError> {
     let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
     hasher.update(data);
     hasher
         .try_finalize()
-        .map_err(|e| StoreError::git("hashing a pack", e))
+        .map_err(|e| StoreError::git("hashing", e))
 }
 
 /// Creates `path` (which must not exist) read-only to its owner, open for reading and writing.

@@ -353,13 +353,7 @@ fn indices_a_power_cut_left_unfinished_are_rebuilt_from_their_packs() {
     );
     env.fsck();
     assert!(env.ls_tree(&ids[3]).contains(&"new3.txt".to_string()));
-    let out = env.ckpt(&["restore", &ids[1], "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(
-        std::fs::read_to_string(p.join("a.txt")).unwrap(),
-        "round 1\n"
-    );
-    assert!(!p.join("new2.txt").exists());
+    restores_round_one(&env, &ids[1]);
     env.assert_serving();
 }
 
@@ -424,13 +418,7 @@ fn a_power_cut_after_the_reply_loses_no_checkpoint() {
             .ls_tree(&ids[round])
             .contains(&format!("new{round}.txt")));
     }
-    let out = env.ckpt(&["restore", &ids[1], "--yes"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(
-        std::fs::read_to_string(p.join("a.txt")).unwrap(),
-        "round 1\n"
-    );
-    assert!(!p.join("new2.txt").exists());
+    restores_round_one(&env, &ids[1]);
     env.checkpoint("after");
     env.fsck();
     env.assert_serving();
@@ -523,4 +511,17 @@ fn a_journal_replaced_by_a_fifo_or_a_symlink_is_a_clear_error() {
     assert_eq!(env.git(&["show", &format!("{id}:a.txt")]), "symlink\n");
     env.fsck();
     env.assert_serving();
+}
+
+/// Restores `id`, the checkpoint of round 1 in the tests above (`a.txt` "round 1", no
+/// `new2.txt`).
+fn restores_round_one(env: &TestEnv, id: &str) {
+    let p = env.proj();
+    let out = env.ckpt(&["restore", id, "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(p.join("a.txt")).unwrap(),
+        "round 1\n"
+    );
+    assert!(!p.join("new2.txt").exists());
 }
