@@ -198,9 +198,9 @@ pub async fn run(daemon: Arc<Daemon>, listener: Listener, shutdown: impl Future<
         tasks.abort_all();
     }
     for project in daemon.projects.read().await.values() {
-        let saved = tokio::time::timeout(SHUTDOWN_GRACE, project.save_index()).await;
+        let saved = tokio::time::timeout(SHUTDOWN_GRACE, project.close()).await;
         if saved.is_err() {
-            tracing::warn!(root = %project.root.display(), "the project is still busy; its stat cache is not saved");
+            tracing::warn!(root = %project.root.display(), "the project is still busy; its stat cache is not saved, its journal not settled");
         }
     }
     tracing::info!("shutdown complete");

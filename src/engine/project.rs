@@ -524,12 +524,17 @@ impl Project {
         })
     }
 
-    /// Saves the stat cache if the project is open (at shutdown).
-    pub async fn save_index(&self) {
+    /// At shutdown: saves the stat cache and settles the store's journal, if the project is open.
+    pub async fn close(&self) {
         let mut guard = self.state.clone().lock_owned().await;
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(opened) = guard.as_mut() {
                 opened.save_index(true);
+                // Everything the journal holds is flushed where it belongs: the next daemon
+                // has nothing to redo (and a ref someone changes in between is not set back).
+                if let Err(e) = opened.store.retire_journal() {
+                    tracing::warn!(store = %opened.store.dir().display(), error = %e, "cannot settle the store's journal");
+                }
             }
         })
         .await;

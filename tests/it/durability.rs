@@ -525,3 +525,30 @@ fn restores_round_one(env: &TestEnv, id: &str) {
     );
     assert!(!p.join("new2.txt").exists());
 }
+
+/// A clean shutdown settles the journal: the next daemon has nothing to redo, so a ref changed
+/// in between (here with git, as an older ckpt or a user would) is not set back.
+#[test]
+fn a_clean_shutdown_leaves_nothing_to_redo() {
+    let mut env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    env.watch();
+    let first = env.checkpoint("first");
+    write(&p, "a.txt", "two\n");
+    env.checkpoint("second");
+    let store = env.store();
+    let out = env.ckpt(&["shutdown"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut daemon = env.daemon.take().unwrap();
+    wait_timeout(&mut daemon, Duration::from_secs(20)).expect("ckptd did not stop");
+    git_in(&store, &["update-ref", "refs/ckpt/dialogs/default", &first]);
+    env.start_daemon();
+    let list = env.json(&["list"]);
+    let listed = list.as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{list}");
+    assert_eq!(listed[0]["id"].as_str().unwrap(), first);
+    assert!(!env.log().contains("redid"), "{}", env.log());
+    env.fsck();
+    env.assert_serving();
+}
