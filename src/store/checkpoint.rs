@@ -195,8 +195,8 @@ impl Store {
     /// Records `tree` (whose objects are written, perhaps still pending) as a checkpoint on its
     /// dialog's timeline and returns it. The commit joins the operation's pending objects, all of
     /// them become durable with the dialog's ref change (one journal record, one flush), and
-    /// the ref moves only if nobody moved it meanwhile. The handles load the new pack when the caller runs
-    /// [`Store::pack_loader`].
+    /// the ref moves only if nobody moved it meanwhile. The handles load the new pack when the
+    /// caller runs [`Store::pack_loader`].
     #[tracing::instrument(skip_all, fields(dialog = %new.dialog, kind = %new.kind))]
     pub fn record_checkpoint(
         &self,

@@ -4,8 +4,9 @@
 //! changes it makes are written together as one record into `ckpt-journal`, a file in the
 //! store, and flushed with one `fdatasync`. The file grows in steps of written zeros
 //! ([`GROW_BYTES`]) up to [`RING_BYTES`] and records are written over what is there, so a flush
-//! usually writes data only (no size or block allocation to record). Only then is the pack published and the refs moved,
-//! both without flushes of their own: the record holds all it takes to redo them.
+//! usually writes data only (no size or block allocation to record). Only then is the pack
+//! published and the refs moved, both without flushes of their own: the record holds all it
+//! takes to redo them.
 //!
 //! Records follow each other from the start of the file, each carrying the file's current
 //! *epoch* and a SHA-1 of itself; reading stops at the first record that is cut short, does not
@@ -15,7 +16,7 @@
 //! again.
 //!
 //! When a store is first opened by a process, the records of the current epoch are redone
-//! ([`replay_packs`], then `Store::replay_refs`): each pack whose file is missing or differs is
+//! ([`replay_packs`], then the store's `replay_refs`): each pack whose file is missing or differs is
 //! written again (flushed), and each ref the records touched is set to the value the last of
 //! them gave it. Every ref change of the store goes through the journal, so that value is the
 //! ref's value; redoing is a no-op when nothing was lost (a `kill -9` leaves everything in the
@@ -149,9 +150,10 @@ pub(crate) fn read_records(store: &Path) -> (Vec<Record>, Option<u64>) {
             break;
         }
         let (payload, sum) = rest.split_at(len as usize);
-        let mut whole = head.to_vec();
-        whole.extend_from_slice(payload);
-        if sha1(&whole).map_or(true, |s| s.as_bytes() != sum) {
+        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+        hasher.update(&head);
+        hasher.update(payload);
+        if hasher.try_finalize().map_or(true, |s| s.as_bytes() != sum) {
             break;
         }
         let Some(record) = Record::decode(payload) else {
@@ -168,7 +170,8 @@ pub(crate) fn read_records(store: &Path) -> (Vec<Record>, Option<u64>) {
 }
 
 /// Writes every pack the records hold whose file is missing or differs (flushed, with its
-/// index); returns the paths it wrote or found, for settling. A pack that does not verify
+/// index; the index of a pack that is there is `pack::repair_indices`' to check); returns the
+/// paths it wrote or found, for settling. A pack that does not verify
 /// against its name is an error: the journal is not trusted past it.
 pub(crate) fn replay_packs(store: &Path, records: &[Record]) -> Result<Vec<PathBuf>, StoreError> {
     let pack_dir = store.join("objects").join("pack");
@@ -177,13 +180,7 @@ pub(crate) fn replay_packs(store: &Path, records: &[Record]) -> Result<Vec<PathB
         let path = pack_dir.join(format!("{name}.pack"));
         paths.push(path.clone());
         let on_disk = crate::safe_io::read_small(&path, bytes.len() as u64 + 1);
-        let idx_ok = on_disk.as_deref() == Some(bytes.as_slice())
-            && crate::safe_io::read_small(
-                &pack_dir.join(format!("{name}.idx")),
-                2 * JOURNALED_PACK_BYTES as u64,
-            )
-            .is_some_and(|idx| !idx.is_empty());
-        if idx_ok {
+        if on_disk.as_deref() == Some(bytes.as_slice()) {
             continue;
         }
         let staged = StagedPack::from_pack(name, bytes.clone()).ok_or_else(|| StoreError::Io {

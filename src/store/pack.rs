@@ -122,7 +122,7 @@ pub(crate) enum Finished {
     /// It held nothing; nothing was written.
     Empty,
     /// Flushed and published.
-    Published { count: usize },
+    Published,
     /// Complete in memory, written nowhere yet.
     Staged(StagedPack),
 }
@@ -295,13 +295,12 @@ impl PackWriter {
     pub(crate) fn finish_staged(self) -> Result<Finished, StoreError> {
         let state = self.state.into_inner().expect("pack lock poisoned");
         if state.broken || state.entries.is_empty() || !matches!(state.sink, Sink::Memory(_)) {
-            let count = state.entries.len();
             let result = Self::complete(&self.dir, &self.tmp, state);
             if result.is_err() {
                 let _ = std::fs::remove_file(&self.tmp);
             }
             return Ok(match result? {
-                Some(_) => Finished::Published { count },
+                Some(_) => Finished::Published,
                 None => Finished::Empty,
             });
         }

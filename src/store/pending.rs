@@ -160,8 +160,7 @@ impl Store {
                     self.published(pack.first);
                     Ok(true)
                 }
-                Finished::Published { count: 0, .. } => Ok(false),
-                Finished::Published { .. } => {
+                Finished::Published => {
                     if let Some(id) = probe {
                         self.published(id);
                     }

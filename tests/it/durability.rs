@@ -552,3 +552,38 @@ fn a_clean_shutdown_leaves_nothing_to_redo() {
     env.fsck();
     env.assert_serving();
 }
+
+/// The journal removed while the daemon runs: the next checkpoint's record goes into a new file,
+/// from its start (the old file's records are gone with it, so what they wrote is flushed first).
+/// That checkpoint's pack and ref move then lost as in a power cut are redone from the new file.
+#[test]
+fn a_journal_removed_while_running_still_redoes_the_next_checkpoint() {
+    let mut env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "zero\n");
+    env.watch();
+    let store = env.store();
+    let dialog = store.join("refs/ckpt/dialogs/default");
+    env.checkpoint("first");
+    write(&p, "a.txt", "one\n");
+    env.checkpoint("second");
+    std::fs::remove_file(store.join("ckpt-journal")).unwrap();
+    let before_ref = std::fs::read(&dialog).unwrap();
+    let before = packs(&store);
+    write(&p, "a.txt", "two\n");
+    let third = env.checkpoint("third");
+    env.kill_daemon();
+    for name in packs(&store).into_iter().filter(|n| !before.contains(n)) {
+        let pack = store.join("objects/pack").join(&name);
+        std::fs::remove_file(&pack).unwrap();
+        std::fs::remove_file(pack.with_extension("idx")).unwrap();
+    }
+    std::fs::write(&dialog, &before_ref).unwrap();
+    env.start_daemon();
+    let list = env.json(&["list"]);
+    assert_eq!(list.as_array().unwrap().len(), 3, "{list}");
+    assert_eq!(list[0]["id"].as_str().unwrap(), third);
+    env.fsck();
+    assert_eq!(env.git(&["show", &format!("{third}:a.txt")]), "two\n");
+    env.assert_serving();
+}
