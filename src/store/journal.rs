@@ -180,7 +180,10 @@ pub(crate) fn replay_packs(store: &Path, records: &[Record]) -> Result<Vec<PathB
         let path = pack_dir.join(format!("{name}.pack"));
         paths.push(path.clone());
         let on_disk = crate::safe_io::read_small(&path, bytes.len() as u64 + 1);
-        if on_disk.as_deref() == Some(bytes.as_slice()) {
+        // A pack whose index is missing (never renamed in) is written again with one: the
+        // index repair only mends indices that exist. One that exists but differs is its job.
+        let indexed = std::fs::symlink_metadata(path.with_extension("idx")).is_ok();
+        if on_disk.as_deref() == Some(bytes.as_slice()) && indexed {
             continue;
         }
         let staged = StagedPack::from_pack(name, bytes.clone()).ok_or_else(|| StoreError::Io {
