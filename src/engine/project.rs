@@ -407,15 +407,22 @@ impl Project {
             let urgent = opened.store.must_merge();
             let later = opened.save_due || opened.store.needs_merge();
             let load = opened.store.pack_loader();
+            let retired = opened.store.take_retired();
             let value = result?;
-            flushed.map(|()| (value, urgent, later, load))
+            flushed.map(|()| (value, urgent, later, load, retired))
         })
         .await
         .map_err(|e| Error::Internal(format!("project task failed: {e}")))??;
-        let (value, urgent, later, load) = done;
-        if let Some(load) = load {
-            // Loading the pack the operation wrote waits for no one: the reply goes first.
-            tokio::task::spawn_blocking(load);
+        let (value, urgent, later, load, retired) = done;
+        if load.is_some() || !retired.is_empty() {
+            // Loading the pack the operation wrote and freeing the files it replaced wait for
+            // no one: the reply goes first.
+            tokio::task::spawn_blocking(move || {
+                if let Some(load) = load {
+                    load();
+                }
+                drop(retired);
+            });
         }
         // Upkeep comes after the reply, and when it can wait, after the project falls quiet:
         // a checkpoint never waits behind it while an agent works.
@@ -456,6 +463,7 @@ impl Project {
                     tracing::warn!(store = %opened.store.dir().display(), error = %e, "cannot merge small packs");
                 }
             }
+            drop(opened.store.take_retired());
         })
         .await;
     }

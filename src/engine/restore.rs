@@ -72,7 +72,15 @@ pub fn restore_to(
     let mut applied = {
         let repo = o.store.repo();
         let plan = diff_trees(&repo, Some(current), Some(target_tree), &paths)?;
-        worktree::apply(&repo, &o.filter, &mut o.index, target_tree, &plan, dry_run)
+        worktree::apply(
+            &repo,
+            &o.store,
+            &o.filter,
+            &mut o.index,
+            target_tree,
+            &plan,
+            dry_run,
+        )
     };
     log_applied(target, &applied, dry_run);
     let mut recorded = None;

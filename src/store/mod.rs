@@ -30,6 +30,8 @@ use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 use gix::refs::Target;
 use gix::ObjectId;
 
+use crate::safe_io::Retired;
+
 pub use checkpoint::{Checkpoint, CheckpointError, Imported, NewCheckpoint, RestoreLink};
 pub use snapshot::{Snapshot, SnapshotError, SnapshotOptions};
 
@@ -40,6 +42,11 @@ const OBJECT_STORE_SLOTS: u16 = 256;
 
 /// Refs that get no reflog: the client metadata keep-alives (`refs/ckpt/meta/<blob>`).
 const UNLOGGED_REFS: &str = "refs/ckpt/meta/";
+
+/// The store's folder for the second names of the files an operation replaces (see
+/// [`Store::retire`]); emptied at open.
+pub const TRASH_DIR: &str = "ckpt-trash";
+static TRASH_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The dialog used when a client names none.
 pub const DEFAULT_DIALOG: &str = "default";
@@ -113,6 +120,8 @@ pub struct Store {
     unloaded: std::sync::Mutex<Option<gix::ObjectId>>,
     /// The store's journal (shared by every handle of the store in this process).
     journal: std::sync::Arc<std::sync::Mutex<journal::Journal>>,
+    /// Second names of the files the last operations replaced (see [`Store::retire`]).
+    retired: std::sync::Mutex<Retired>,
 }
 
 /// (size, mtime, mtime nsec, inode) of a pack's index and of its data file.
@@ -229,6 +238,7 @@ impl Store {
             }
             Ok(repo)
         })?;
+        empty_trash(dir);
         Ok(Store {
             dir: dir.to_path_buf(),
             repo,
@@ -239,6 +249,7 @@ impl Store {
             small_packs: pending::merge_candidates(dir).len().into(),
             unloaded: Default::default(),
             journal,
+            retired: Default::default(),
         })
     }
 
@@ -338,6 +349,7 @@ impl Store {
             let packs = packs.take().unwrap_or_default();
             self.journal_and_publish(&mut journal, packs, changes.clone())?;
             journaled = true;
+            self.keep_replaced_refs(changes.iter().map(|(name, _)| name.as_str()));
             Ok(())
         });
         if journaled {
@@ -353,6 +365,59 @@ impl Store {
             }
         }
         result
+    }
+
+    /// Gives each loose ref file the transaction is about to replace or remove a second name
+    /// in [`TRASH_DIR`], so that moving the ref frees nothing (see [`Retired`]).
+    fn keep_replaced_refs<'a>(&self, names: impl Iterator<Item = &'a str>) {
+        for name in names {
+            let path = self.dir.join(name);
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                self.retire(&path);
+            }
+        }
+    }
+
+    /// Gives the file at `path` (a ref, or a project file on the same filesystem), which a
+    /// rename is about to replace, a second name in [`TRASH_DIR`]: the rename then frees
+    /// nothing, and dropping [`Store::take_retired`]'s list after the reply does (see
+    /// [`Retired`]). Whether it did; never where the folder is not a real one of the store.
+    pub fn retire(&self, path: &Path) -> bool {
+        let trash = self.dir.join(TRASH_DIR);
+        let ready = match std::fs::symlink_metadata(&trash) {
+            Ok(m) => m.is_dir(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&trash)
+                    .is_ok()
+            }
+            Err(_) => false,
+        };
+        if !ready {
+            return false;
+        }
+        let n = TRASH_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let alias = trash.join(format!("{}-{n}", std::process::id()));
+        self.retired
+            .lock()
+            .expect("retired lock poisoned")
+            .keep(path, alias)
+    }
+
+    /// The rename after the last [`Store::retire`] did not happen: its second name goes now.
+    pub fn unretire_last(&self) {
+        self.retired
+            .lock()
+            .expect("retired lock poisoned")
+            .release_last();
+    }
+
+    /// The second names of the files replaced since the last call, to drop (which removes
+    /// them) after the reply.
+    pub fn take_retired(&self) -> Retired {
+        std::mem::take(&mut *self.retired.lock().expect("retired lock poisoned"))
     }
 
     /// Makes the staged pack durable (one journal record) and readable; whether there was one.
@@ -491,6 +556,26 @@ fn ref_paths(dir: &Path, name: &str) -> Vec<PathBuf> {
             .map(Path::to_path_buf),
     );
     out
+}
+
+/// Removes the second names a daemon that stopped left in [`TRASH_DIR`] (never through a
+/// symlink in its place).
+fn empty_trash(dir: &Path) {
+    use rustix::fs::{AtFlags, Dir, Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(dir.join(TRASH_DIR), flags, Mode::empty()) else {
+        return;
+    };
+    let Ok(entries) = Dir::read_from(&fd) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name != c"." && name != c".." {
+            // A folder fails (`EISDIR`): only files are ever put there.
+            let _ = rustix::fs::unlinkat(&fd, name, AtFlags::empty());
+        }
+    }
 }
 
 /// Applies ref edits as one transaction, its reflog written as ckpt, calling `between` after

@@ -591,3 +591,76 @@ fn a_journal_removed_while_running_still_redoes_the_next_checkpoint() {
     assert_eq!(env.git(&["show", &format!("{third}:a.txt")]), "two\n");
     env.assert_serving();
 }
+
+/// The second names ref files get before a transaction replaces them (`ckpt-trash`) are
+/// removed after the reply, and those a crash left are removed at the next open. A symlink in
+/// the folder's place is never followed: nothing is linked into or removed from where it
+/// points, and checkpoints go on (paying for the rename as before).
+#[test]
+fn replaced_refs_second_names_are_removed_and_a_symlinked_trash_is_not_followed() {
+    let mut env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    env.watch();
+    env.checkpoint("first");
+    let store = env.store();
+    let trash = store.join("ckpt-trash");
+    let entries = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let emptied = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !entries(&trash).is_empty() {
+            assert!(Instant::now() < deadline, "{what}: {:?}", entries(&trash));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    write(&p, "a.txt", "two\n");
+    env.checkpoint("second");
+    assert!(
+        trash.is_dir(),
+        "the dialog's ref was replaced through ckpt-trash"
+    );
+    emptied("after the reply");
+
+    // Left by a crash: removed when the store is opened again.
+    env.kill_daemon();
+    std::fs::write(trash.join("4242-7"), "left by a crash\n").unwrap();
+    env.start_daemon();
+    write(&p, "a.txt", "three\n");
+    env.checkpoint("third");
+    emptied("after a restart");
+
+    // A symlink in its place: never followed.
+    env.stop_daemon();
+    std::fs::remove_dir(&trash).unwrap();
+    let outside = env.home.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("victim.txt"), "untouched\n").unwrap();
+    std::os::unix::fs::symlink(&outside, &trash).unwrap();
+    env.start_daemon();
+    for round in ["four", "five"] {
+        write(&p, "a.txt", &format!("{round}\n"));
+        env.checkpoint(round);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(entries(&outside), vec!["victim.txt".to_string()]);
+    assert_eq!(
+        std::fs::read_to_string(outside.join("victim.txt")).unwrap(),
+        "untouched\n"
+    );
+    let list = env.json(&["list"]);
+    assert_eq!(list.as_array().unwrap().len(), 5, "{list}");
+    assert_eq!(
+        env.git(&["show", "refs/ckpt/dialogs/default:a.txt"]),
+        "five\n"
+    );
+    env.fsck();
+    env.assert_serving();
+}

@@ -387,3 +387,85 @@ fn files_written_during_a_restore_are_reported_for_what_they_are() {
     }
     panic!("no file was written during any restore: the test proves nothing");
 }
+
+/// Every name under `root` (hidden ones included, symlinks not followed) that starts with
+/// ckpt's temporary prefix.
+fn temporary_names(root: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".ckpt-tmp-") {
+                found.push(entry.path().display().to_string());
+            }
+            if entry.file_type().unwrap().is_dir() {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// A replaced file keeps a second name (so that the rename frees nothing) in the store, never
+/// in the project, and only until the reply has gone: the project has no temporary name even
+/// right after the reply, then every restored file has exactly one name, the store's folder
+/// of second names is empty, and git finds the store clean. An undo does the same.
+#[test]
+fn a_restore_leaves_no_second_names_behind() {
+    use std::os::unix::fs::MetadataExt;
+    let env = TestEnv::new();
+    let p = env.proj();
+    for i in 0..6 {
+        write(&p, &format!("d{i}/f.txt"), "v1\n");
+    }
+    symlink(&p, "link", "d0/f.txt");
+    env.watch();
+    let first = env.checkpoint("v1");
+    for i in 0..6 {
+        write(&p, &format!("d{i}/f.txt"), &format!("v2 {i}\n"));
+    }
+    std::fs::remove_file(p.join("link")).unwrap();
+    symlink(&p, "link", "d1/f.txt");
+    env.checkpoint("v2");
+    let store = env.store();
+    let settled = |what: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let left = temporary_names(&p);
+            let trash: Vec<_> = std::fs::read_dir(store.join("ckpt-trash"))
+                .map(|d| d.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default();
+            if left.is_empty() && trash.is_empty() {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: second names still there 10 s after the reply: {left:?} {trash:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    let report = env.json(&["restore", &first, "--yes"]);
+    assert_eq!(temporary_names(&p), Vec::<String>::new());
+    assert_eq!(report["written"].as_array().unwrap().len(), 7, "{report}");
+    settled("restore");
+    for i in 0..6 {
+        let path = p.join(format!("d{i}/f.txt"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "v1\n");
+        assert_eq!(std::fs::metadata(&path).unwrap().nlink(), 1, "{i}");
+    }
+    assert_eq!(
+        std::fs::read_link(p.join("link")).unwrap(),
+        std::path::Path::new("d0/f.txt")
+    );
+    env.json(&["undo", "--yes"]);
+    assert_eq!(temporary_names(&p), Vec::<String>::new());
+    settled("undo");
+    assert_eq!(
+        std::fs::read_to_string(p.join("d3/f.txt")).unwrap(),
+        "v2 3\n"
+    );
+    env.fsck();
+    assert!(env.log().contains("restore finished"));
+}
