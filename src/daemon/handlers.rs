@@ -320,6 +320,13 @@ pub(super) async fn find_project(
     path: &Path,
 ) -> Result<Arc<Project>, RpcError> {
     let path = engine::project::absolute(path)?;
+    // A project's root named as it was watched (what hooks and the CLI send from the root)
+    // needs no look at the disk here: every operation checks the root itself before it runs
+    // (gone, or a symlink now: refused), and a hop to a blocking thread costs more than the
+    // rest of a checkpoint's bookkeeping.
+    if let Some(p) = daemon.projects.read().await.get(&path) {
+        return Ok(p.clone());
+    }
     let lookup = path.clone();
     match blocking(move || std::fs::canonicalize(&lookup)).await? {
         Ok(real) => daemon

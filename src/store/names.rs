@@ -5,8 +5,13 @@ use std::collections::{HashMap, HashSet};
 
 use gix::ObjectId;
 
-use super::checkpoint::{validate_dialog, Checkpoint, CheckpointError, NOTE_REFS, TAG_REFS};
+use super::checkpoint::{
+    validate_dialog, Checkpoint, CheckpointError, DIALOG_REFS, NOTE_REFS, TAG_REFS,
+};
 use super::{Store, StoreError};
+
+/// How far back from a dialog's head a full id is looked for before the whole history is.
+const RECENT_WINDOW: usize = 64;
 
 impl Store {
     /// Names `checkpoint` with `tag` (names follow the rules of dialog names).
@@ -146,6 +151,11 @@ impl Store {
         if t.len() < 4 || t.len() > 40 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(CheckpointError::BadId(text.to_string()));
         }
+        if let Ok(id) = ObjectId::from_hex(t.as_bytes()) {
+            if let Some(c) = self.recent_in_own_dialog(repo, id) {
+                return Ok(c);
+            }
+        }
         let mut seen = HashSet::new();
         let mut matches = Vec::new();
         for c in self.list(repo, None)? {
@@ -164,5 +174,32 @@ impl Store {
                     .collect(),
             }),
         }
+    }
+
+    /// The checkpoint `id` if its own dialog's chain reaches it within [`RECENT_WINDOW`] steps
+    /// from the dialog's head: what a full id names almost always (a restore goes back a few
+    /// prompts), found without reading the whole history. None sends the caller to the full
+    /// search, which has the same answer whenever this one has one.
+    fn recent_in_own_dialog(&self, repo: &gix::Repository, id: ObjectId) -> Option<Checkpoint> {
+        let c = self.checkpoint(repo, id).ok()?;
+        validate_dialog(&c.dialog).ok()?;
+        let shallow = self.shallow().ok()?;
+        let mut next = self
+            .ref_target(repo, &format!("{DIALOG_REFS}{}", c.dialog))
+            .ok()??;
+        for _ in 0..RECENT_WINDOW {
+            if next == id {
+                return Some(c);
+            }
+            if shallow.contains(&next) {
+                return None;
+            }
+            let step = self.checkpoint(repo, next).ok()?;
+            if step.seq <= c.seq {
+                return None;
+            }
+            next = step.parent?.object_id();
+        }
+        None
     }
 }

@@ -336,3 +336,59 @@ fn the_graph_shows_dialogs_sessions_and_forks() {
         "{g}"
     );
 }
+
+/// A full id names its checkpoint wherever a dialog's timeline holds it, and nothing else:
+/// the newest, one a few prompts back, one past the first 64 (found by the whole search), a
+/// checkpoint of another dialog; not a tree of the store, and not a checkpoint whose dialog was
+/// removed.
+#[test]
+fn full_ids_name_checkpoints_near_and_far_and_only_in_a_timeline() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "start");
+    env.watch();
+    let mut rpc = Rpc::connect(&env);
+    let mut ids = Vec::new();
+    for i in 0..70 {
+        write(&p, "a.txt", &format!("{i}"));
+        let c = rpc.call("checkpoint", serde_json::json!({ "project": p }));
+        ids.push(c["id"].as_str().unwrap().to_string());
+        if i == 0 {
+            // All 70 stay (retention keeps 50 by default).
+            env.json(&["dialog", "keep", "default", "100"]);
+        }
+    }
+    for n in [69, 66, 0] {
+        let shown = env.json(&["show", &ids[n]]);
+        assert_eq!(shown["id"].as_str(), Some(ids[n].as_str()), "{shown}");
+        assert_eq!(shown["seq"].as_u64(), Some(n as u64 + 1), "{shown}");
+        assert_eq!(
+            env.git(&["show", &format!("{}:a.txt", ids[n])]),
+            n.to_string()
+        );
+    }
+    let side = rpc.call(
+        "checkpoint",
+        serde_json::json!({ "project": p, "dialog": "side", "label": "on the side" }),
+    );
+    let side_id = side["id"].as_str().unwrap().to_string();
+    assert_eq!(env.json(&["show", &side_id])["dialog"], "side");
+
+    let tree = env.json(&["show", &ids[3]])["tree"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (what, id) in [("a tree", tree), ("a removed dialog's checkpoint", side_id)] {
+        if what != "a tree" {
+            env.json(&["dialog", "rm", "side"]);
+        }
+        let out = env.ckpt(&["show", &id]);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("no checkpoint matches"),
+            "{what}: {}",
+            stderr(&out)
+        );
+    }
+    env.assert_serving();
+}
