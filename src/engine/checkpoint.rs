@@ -81,27 +81,80 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
 /// A repeated prompt arrives right after the first, so only the newest checkpoints of its dialog
 /// are searched for its message id: the whole history would cost every prompt more than the
 /// last.
-const REPEAT_WINDOW: usize = 64;
+pub(crate) const REPEAT_WINDOW: usize = 64;
+
+/// The message ids of a dialog's newest [`REPEAT_WINDOW`] checkpoints (newest first), as the
+/// chain from `head` gives them: a hook's search for a repeated prompt reads them once per
+/// dialog instead of 64 commits per prompt. Commits never change, so a window is exact for its
+/// head; a recorded checkpoint whose parent is the head extends it ([`note_recorded`]), any
+/// other move of the ref (a restore elsewhere, a reset, a prune, `git`) makes it read again.
+#[derive(Debug, Default)]
+pub struct RecentMessages {
+    head: Option<gix::ObjectId>,
+    newest: std::collections::VecDeque<(Option<String>, gix::ObjectId)>,
+}
 
 /// The checkpoint among the newest [`REPEAT_WINDOW`] of `dialog` that recorded `message_id`.
-fn recent_with_message(o: &Opened, dialog: &str, message_id: &str) -> Result<Option<Checkpoint>> {
+fn recent_with_message(
+    o: &mut Opened,
+    dialog: &str,
+    message_id: &str,
+) -> Result<Option<Checkpoint>> {
     let repo = o.store.repo();
-    let mut next = o.store.ref_target(
+    let head = o.store.ref_target(
         &repo,
         &format!("{}{dialog}", crate::store::checkpoint::DIALOG_REFS),
     )?;
-    for _ in 0..REPEAT_WINDOW {
-        let Some(id) = next else { break };
-        // Past a retention cut the parent is gone: the search ends there.
-        let Ok(c) = o.store.checkpoint(&repo, id) else {
-            break;
+    let Some(head) = head else {
+        return Ok(None);
+    };
+    let window = o.recent_messages.entry(dialog.to_string()).or_default();
+    if window.head != Some(head) {
+        *window = RecentMessages {
+            head: Some(head),
+            newest: Default::default(),
         };
-        if c.message_id.as_deref() == Some(message_id) {
-            return Ok(Some(c));
+        let mut next = Some(head);
+        while let Some(id) = next.filter(|_| window.newest.len() < REPEAT_WINDOW) {
+            // Past a retention cut the parent is gone: the window ends there.
+            let Ok(c) = o.store.checkpoint(&repo, id) else {
+                break;
+            };
+            window.newest.push_back((c.message_id.clone(), id));
+            next = c.parent.map(|p| p.object_id());
         }
-        next = c.parent.map(|p| p.object_id());
     }
-    Ok(None)
+    let found = window
+        .newest
+        .iter()
+        .find(|(m, _)| m.as_deref() == Some(message_id))
+        .map(|(_, id)| *id);
+    match found.map(|id| o.store.checkpoint(&repo, id)) {
+        None => Ok(None),
+        Some(Ok(c)) => Ok(Some(c)),
+        // Removed since the window was read (a gc after a prune takes the oldest first, so
+        // nothing newer is gone either): read the window again.
+        Some(Err(_)) => {
+            o.recent_messages.remove(dialog);
+            recent_with_message(o, dialog, message_id)
+        }
+    }
+}
+
+/// Extends `dialog`'s window of message ids with a checkpoint just recorded on its head.
+fn note_recorded(o: &mut Opened, c: &Checkpoint) {
+    let parent = c.parent.map(|p| p.object_id());
+    if let Some(window) = o.recent_messages.get_mut(&c.dialog) {
+        if parent.is_some() && window.head == parent {
+            window.head = Some(c.id.object_id());
+            window
+                .newest
+                .push_front((c.message_id.clone(), c.id.object_id()));
+            window.newest.truncate(REPEAT_WINDOW);
+        } else {
+            o.recent_messages.remove(&c.dialog);
+        }
+    }
 }
 
 /// Records a checkpoint of `tree` and tells the project's subscribers.
@@ -116,6 +169,7 @@ pub(crate) fn record(
         .record_checkpoint(tree, o.index.skipped(), new)
         .inspect_err(|_| o.forget_if_lost())?;
     *p.last_recorded.lock().expect("last-recorded lock poisoned") = Some(tree);
+    note_recorded(o, &c);
     emit_created(p, &c);
     Ok(c)
 }

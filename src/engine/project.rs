@@ -40,6 +40,8 @@ pub struct Opened {
     last_saved: Option<Instant>,
     /// The stat cache is due: it is written after the reply (see [`Opened::save_index`]).
     save_due: bool,
+    /// Each dialog's newest message ids, for a hook's search for a repeated prompt.
+    pub recent_messages: std::collections::HashMap<String, super::checkpoint::RecentMessages>,
 }
 
 impl Opened {
@@ -529,6 +531,7 @@ impl Project {
             watcher,
             last_saved: None,
             save_due: false,
+            recent_messages: Default::default(),
         })
     }
 

@@ -151,6 +151,49 @@ fn the_same_message_twice_is_one_checkpoint() {
     assert_eq!(again["id"], messages[0]["id"], "{again}");
 }
 
+/// The search for a repeated prompt follows the dialog as it is now, whatever moved it: after
+/// the dialog is set back (here with `git update-ref`, as a reset or another tool would), a
+/// message id only the dropped checkpoints had records anew, one still in the chain does not;
+/// and a prompt 64 checkpoints back is no longer a repeat.
+#[test]
+fn a_repeated_prompt_is_searched_in_the_dialog_as_it_is_now() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "0\n");
+    env.watch();
+    let mut rpc = Rpc::connect(&env);
+    let mut ask = |message: &str| -> String {
+        write(&p, "a.txt", &format!("{message}\n"));
+        let c = rpc.call(
+            "checkpoint",
+            json!({ "project": p, "dialog": "talk", "message_id": message }),
+        );
+        c["id"].as_str().unwrap().to_string()
+    };
+    let m1 = ask("m1");
+    let m2 = ask("m2");
+    assert_eq!(ask("m2"), m2, "a repeat of the newest");
+    assert_eq!(ask("m1"), m1, "a repeat of an older one");
+    env.git(&["update-ref", "refs/ckpt/dialogs/talk", &m1, &m2]);
+    let again = ask("m2");
+    assert_ne!(again, m2, "m2 is no longer in the dialog: recorded anew");
+    assert_eq!(ask("m2"), again);
+    assert_eq!(ask("m1"), m1);
+    for i in 0..64 {
+        ask(&format!("filler-{i}"));
+    }
+    assert_ne!(ask("m1"), m1, "past the newest 64: a new prompt");
+    let list = env.json(&["list", "--dialog", "talk", "--all-sessions"]);
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(!ids.contains(&m2.as_str()), "{list}");
+    env.fsck();
+}
+
 /// The prompts of one session keep one metadata blob (the prompt and its id are the label and
 /// the message id): one keep-alive ref for the session, not one per prompt.
 #[test]
