@@ -210,6 +210,10 @@ impl Store {
             self.with_pending(|repo| self.write_commit(repo, &ref_name, tree, skipped, &new))?;
         // Read back while it is still in memory: the new pack is not loaded yet.
         let checkpoint = self.with_pending(|repo| self.checkpoint(repo, id))?;
+        *self
+            .last_recorded
+            .lock()
+            .expect("last-recorded lock poisoned") = Some(checkpoint.clone());
         // The new pack is loaded later (see `Store::pack_loader`): after the reply.
         self.write_pending()?;
         let repo = self.repo();
@@ -252,7 +256,9 @@ impl Store {
         new: &NewCheckpoint,
     ) -> Result<(ObjectId, Option<ObjectId>, Option<ObjectId>, Header), CheckpointError> {
         let parent_id = self.ref_target(repo, ref_name)?;
-        let parent = parent_id.map(|id| self.checkpoint(repo, id)).transpose()?;
+        let parent = parent_id
+            .map(|id| self.checkpoint_or_last(repo, id))
+            .transpose()?;
 
         let meta_blob = new.meta.as_ref().map(|m| write_meta(repo, m)).transpose()?;
         let (files, added, modified, deleted) = counts_against(repo, parent.as_ref(), tree)?;
@@ -298,6 +304,28 @@ impl Store {
     }
 
     /// Reads checkpoint `id`.
+    /// [`Store::checkpoint`], from memory when `id` is the checkpoint this store recorded last
+    /// (what it reads is a function of the commit, which never changes): a restore records its
+    /// result on its undo point, whose pack the store's handles have not loaded yet, and
+    /// reading it from there first lists the pack folder again (0.5 ms).
+    fn checkpoint_or_last(
+        &self,
+        repo: &gix::Repository,
+        id: ObjectId,
+    ) -> Result<Checkpoint, CheckpointError> {
+        let last = self
+            .last_recorded
+            .lock()
+            .expect("last-recorded lock poisoned");
+        match last.as_ref().filter(|c| c.id.object_id() == id) {
+            Some(c) => Ok(c.clone()),
+            None => {
+                drop(last);
+                self.checkpoint(repo, id)
+            }
+        }
+    }
+
     pub fn checkpoint(
         &self,
         repo: &gix::Repository,

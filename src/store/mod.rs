@@ -122,6 +122,8 @@ pub struct Store {
     journal: std::sync::Arc<std::sync::Mutex<journal::Journal>>,
     /// Second names of the files the last operations replaced (see [`Store::retire`]).
     retired: std::sync::Mutex<Retired>,
+    /// The checkpoint recorded last, as read back (see `Store::checkpoint_or_last`).
+    last_recorded: std::sync::Mutex<Option<Checkpoint>>,
 }
 
 /// (size, mtime, mtime nsec, inode) of a pack's index and of its data file.
@@ -250,6 +252,7 @@ impl Store {
             unloaded: Default::default(),
             journal,
             retired: Default::default(),
+            last_recorded: Default::default(),
         })
     }
 
