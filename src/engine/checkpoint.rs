@@ -81,7 +81,7 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
 /// A repeated prompt arrives right after the first, so only the newest checkpoints of its dialog
 /// are searched for its message id: the whole history would cost every prompt more than the
 /// last.
-pub(crate) const REPEAT_WINDOW: usize = 64;
+const REPEAT_WINDOW: usize = 64;
 
 /// The message ids of a dialog's newest [`REPEAT_WINDOW`] checkpoints (newest first), as the
 /// chain from `head` gives them: a hook's search for a repeated prompt reads them once per
@@ -89,7 +89,7 @@ pub(crate) const REPEAT_WINDOW: usize = 64;
 /// head; a recorded checkpoint whose parent is the head extends it ([`note_recorded`]), any
 /// other move of the ref (a restore elsewhere, a reset, a prune, `git`) makes it read again.
 #[derive(Debug, Default)]
-pub struct RecentMessages {
+pub(crate) struct RecentMessages {
     head: Option<gix::ObjectId>,
     newest: std::collections::VecDeque<(Option<String>, gix::ObjectId)>,
 }
@@ -109,7 +109,8 @@ fn recent_with_message(
         return Ok(None);
     };
     let window = o.recent_messages.entry(dialog.to_string()).or_default();
-    if window.head != Some(head) {
+    let fresh = window.head != Some(head);
+    if fresh {
         *window = RecentMessages {
             head: Some(head),
             newest: Default::default(),
@@ -130,14 +131,15 @@ fn recent_with_message(
         .find(|(m, _)| m.as_deref() == Some(message_id))
         .map(|(_, id)| *id);
     match found.map(|id| o.store.checkpoint(&repo, id)) {
-        None => Ok(None),
         Some(Ok(c)) => Ok(Some(c)),
         // Removed since the window was read (a gc after a prune takes the oldest first, so
-        // nothing newer is gone either): read the window again.
-        Some(Err(_)) => {
+        // nothing newer is gone either): read the window again, once.
+        Some(Err(_)) if !fresh => {
             o.recent_messages.remove(dialog);
             recent_with_message(o, dialog, message_id)
         }
+        // Unreadable although just read: as the walk stopping there, not found.
+        Some(Err(_)) | None => Ok(None),
     }
 }
 

@@ -41,7 +41,8 @@ pub struct Opened {
     /// The stat cache is due: it is written after the reply (see [`Opened::save_index`]).
     save_due: bool,
     /// Each dialog's newest message ids, for a hook's search for a repeated prompt.
-    pub recent_messages: std::collections::HashMap<String, super::checkpoint::RecentMessages>,
+    pub(super) recent_messages:
+        std::collections::HashMap<String, super::checkpoint::RecentMessages>,
 }
 
 impl Opened {

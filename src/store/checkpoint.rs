@@ -303,7 +303,6 @@ impl Store {
         Ok((id, parent_id, meta_blob, header))
     }
 
-    /// Reads checkpoint `id`.
     /// [`Store::checkpoint`], from memory when `id` is the checkpoint this store recorded last
     /// (what it reads is a function of the commit, which never changes): a restore records its
     /// result on its undo point, whose pack the store's handles have not loaded yet, and
@@ -326,6 +325,7 @@ impl Store {
         }
     }
 
+    /// Reads checkpoint `id`.
     pub fn checkpoint(
         &self,
         repo: &gix::Repository,

@@ -16,8 +16,8 @@
 //! again.
 //!
 //! When a store is first opened by a process, the records of the current epoch are redone
-//! ([`replay_packs`], then the store's `replay_refs`): each pack whose file is missing or differs is
-//! written again (flushed), and each ref the records touched is set to the value the last of
+//! ([`replay_packs`], then the store's `replay_refs`): each pack whose file is missing or
+//! differs, or has no index, is written again (flushed), and each ref the records touched is set to the value the last of
 //! them gave it. Every ref change of the store goes through the journal, so that value is the
 //! ref's value; redoing is a no-op when nothing was lost (a `kill -9` leaves everything in the
 //! page cache). Then everything is settled and a new epoch starts.
@@ -169,9 +169,9 @@ pub(crate) fn read_records(store: &Path) -> (Vec<Record>, Option<u64>) {
     (records, epoch)
 }
 
-/// Writes every pack the records hold whose file is missing or differs (flushed, with its
-/// index; the index of a pack that is there is `pack::repair_indices`' to check); returns the
-/// paths it wrote or found, for settling. A pack that does not verify
+/// Writes every pack the records hold whose file is missing or differs, or that has no index
+/// (flushed, with its index; an index that exists is `pack::repair_indices`' to check); returns
+/// the paths it wrote or found, for settling. A pack that does not verify
 /// against its name is an error: the journal is not trusted past it.
 pub(crate) fn replay_packs(store: &Path, records: &[Record]) -> Result<Vec<PathBuf>, StoreError> {
     let pack_dir = store.join("objects").join("pack");
