@@ -28,6 +28,9 @@ const TAP_QUEUE: usize = 65_536;
 const SYNC_DIR: &str = "ckpt-sync";
 /// Upkeep (the stat cache, merging small packs) waits until no operation began for this long.
 const QUIET: Duration = Duration::from_secs(1);
+
+/// How long after the racy window has passed its entries are settled (clock slack).
+const SETTLE_MARGIN: Duration = Duration::from_millis(2);
 /// The stat cache is written at most this often (and at shutdown): it only saves re-hashing.
 const SAVE_INTERVAL: Duration = Duration::from_secs(300);
 
@@ -137,6 +140,21 @@ impl Opened {
         Ok(tree)
     }
 
+    /// Settles the index's racy entries whose window has passed (see
+    /// [`FileIndex::settle_racy`]); nothing is written, a failure only leaves them racy.
+    pub fn settle_racy(&mut self, project: &Project) {
+        let root = project.root.as_path();
+        match self
+            .index
+            .settle_racy(&self.store, root, project.max_file_size())
+        {
+            Ok(n) => tracing::debug!(settled = n, "racy entries settled"),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot settle racy entries; the next refresh reads them")
+            }
+        }
+    }
+
     /// Makes the operation's pending objects durable. If they were lost instead (a failed
     /// flush), the index forgets everything it knew, since it may name them: the next
     /// checkpoint reads every file again.
@@ -233,6 +251,8 @@ pub struct Project {
     ops: AtomicU64,
     /// Whether a task already waits for a quiet moment to do the upkeep.
     upkeep_waiting: AtomicBool,
+    /// Whether a task already waits to settle the index's racy entries.
+    settle_waiting: AtomicBool,
 }
 
 impl Project {
@@ -252,6 +272,7 @@ impl Project {
             started: *DAEMON_STARTED,
             ops: AtomicU64::new(0),
             upkeep_waiting: AtomicBool::new(false),
+            settle_waiting: AtomicBool::new(false),
         }
     }
 
@@ -411,12 +432,16 @@ impl Project {
             let later = opened.save_due || opened.store.needs_merge();
             let load = opened.store.pack_loader();
             let retired = opened.store.take_retired();
+            let settle = opened.index.settle_due();
             let value = result?;
-            flushed.map(|()| (value, urgent, later, load, retired))
+            flushed.map(|()| (value, urgent, later, load, retired, settle))
         })
         .await
         .map_err(|e| Error::Internal(format!("project task failed: {e}")))??;
-        let (value, urgent, later, load, retired) = done;
+        let (value, urgent, later, load, retired, settle) = done;
+        if let Some(due) = settle {
+            self.settle_when_due(due);
+        }
         if load.is_some() || !retired.is_empty() {
             // Loading the pack the operation wrote and freeing the files it replaced wait for
             // no one: the reply goes first.
@@ -435,6 +460,48 @@ impl Project {
             tokio::spawn(self.clone().upkeep_when_quiet());
         }
         Ok(value)
+    }
+
+    /// Files read (or written by a restore) within a timestamp tick of now are racy: the next
+    /// refresh reads them again. Once their window has passed they are read here, after the
+    /// reply, so that the next checkpoint reads only what changed (see
+    /// [`FileIndex::settle_racy`]). One task at a time; it goes on while new racy entries
+    /// come due later.
+    fn settle_when_due(self: &Arc<Self>, due: i64) {
+        if self.settle_waiting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut due = due;
+            loop {
+                let wait = due.saturating_sub(crate::safe_io::now_ns()).max(0) as u64;
+                tokio::time::sleep(Duration::from_nanos(wait) + SETTLE_MARGIN).await;
+                let mut guard = me.state.clone().lock_owned().await;
+                let project = me.clone();
+                // The flag is cleared with the lock held: an operation after this schedules
+                // its own task, one before it is seen by `settle_due` here.
+                let next = tokio::task::spawn_blocking(move || {
+                    let next = guard.as_mut().and_then(|opened| {
+                        opened.settle_racy(&project);
+                        opened.index.settle_due()
+                    });
+                    if next.is_none() {
+                        project.settle_waiting.store(false, Ordering::Release);
+                    }
+                    next
+                })
+                .await;
+                match next {
+                    Ok(Some(later)) => due = later,
+                    Ok(None) => return,
+                    Err(_) => {
+                        me.settle_waiting.store(false, Ordering::Release);
+                        return;
+                    }
+                }
+            }
+        });
     }
 
     /// Waits until no operation began for [`QUIET`], then does the upkeep.

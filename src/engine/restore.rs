@@ -4,7 +4,8 @@
 //! nothing; record the current state as a `pre-restore` checkpoint (the undo); plan (the tree
 //! diff from now to the target); apply it ([`worktree::apply`], which decides per path what
 //! must be left alone); check the result against the target and report every path that still
-//! differs (`report_leftovers`); record a checkpoint of the result that names both.
+//! differs (`report_leftovers`); record a checkpoint of the result that names both, while the
+//! device flushes what was written (waited for before the reply).
 
 use gix::bstr::BString;
 use serde_json::Value;
@@ -83,9 +84,17 @@ pub fn restore_to(
         )
     };
     log_applied(target, &applied, dry_run);
+    // The device flushes what was written while the result is checked and recorded; the
+    // flush is waited for before the reply (also when recording fails: `Flushing` waits
+    // when dropped). Nothing recorded depends on the flush: the undo point was durable before
+    // the first write, and a result lost in a power cut loses only that checkpoint.
+    let flushing = (!dry_run)
+        .then(|| worktree::Flushing::start(o.filter.root(), &applied.written, &applied.deleted));
     let mut recorded = None;
     if let Some(undo) = &undo {
         let now = report_leftovers(p, o, target, &paths, started, &mut applied)?;
+        // Written just now: as racy as a file just read (the result records what was written).
+        o.index.mark_written(&applied.written);
         let id = record_result(p, o, target, undo, now, paths.len(), end_kind)?;
         recorded = Some(id);
         p.events.emit(EventKind::Restored {
@@ -98,6 +107,9 @@ pub fn restore_to(
             deleted: applied.deleted.len(),
             skipped: applied.skipped.clone(),
         });
+    }
+    if let Some(flushing) = flushing {
+        flushing.wait();
     }
     // The client's metadata of the target (e.g. the agent's conversation), to roll back with.
     let mut with_meta = target.clone();
@@ -140,7 +152,7 @@ fn record_undo_point(
     record(p, o, current, new)
 }
 
-/// Logs what the restore did (`worktree::apply` flushed what it wrote).
+/// Logs what the restore did.
 fn log_applied(target: &Checkpoint, applied: &Applied, dry_run: bool) {
     for skip in &applied.skipped {
         tracing::warn!(path = %skip.path, reason = %skip.reason, "skipped while restoring");

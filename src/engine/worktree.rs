@@ -42,7 +42,8 @@ pub type Skip = (SkipReason, String);
 /// Makes the files under `filter`'s root follow `changes` (from the index's tree to
 /// `target_tree`). `index` must be fresh: it is what the undo checkpoint recorded, and the only
 /// files that may be replaced or deleted; it is kept up to date with every write. Replaced
-/// files are freed after the reply, through `store` (see [`Store::retire`]).
+/// files are freed after the reply, through `store` (see [`Store::retire`]). What it wrote is not
+/// flushed yet: that is the caller's ([`Flushing`]).
 pub fn apply(
     repo: &gix::Repository,
     store: &Store,
@@ -65,9 +66,6 @@ pub fn apply(
         deleted: BTreeSet::new(),
     };
     run.apply(changes);
-    if !dry_run {
-        flush_written(filter.root(), &run.report.written, &run.report.deleted);
-    }
     run.report
 }
 
@@ -424,6 +422,57 @@ pub fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<
 /// one after another, 1.8–2.1 ms together, on this project's test machine). A file that
 /// cannot be opened any more (replaced meanwhile) needs nothing.
 pub fn flush_written(root: &Path, written: &[BString], deleted: &[BString]) {
+    let (files, folders) = to_flush(root, written, deleted);
+    flush_files_then_folders(&files, &folders);
+}
+
+/// A [`flush_written`] running on a thread of its own, so that a restore records its result
+/// while the device flushes what it wrote; waited for when dropped (at the latest before the
+/// reply: a restore's files are on disk when it reports them).
+pub struct Flushing(Option<std::thread::JoinHandle<()>>);
+
+impl Flushing {
+    /// Starts flushing; where no thread can start, flushes here and now.
+    pub fn start(root: &Path, written: &[BString], deleted: &[BString]) -> Flushing {
+        let (files, folders) = to_flush(root, written, deleted);
+        if files.is_empty() && folders.is_empty() {
+            return Flushing(None);
+        }
+        let (files, folders) = (std::sync::Arc::new(files), std::sync::Arc::new(folders));
+        let work = (files.clone(), folders.clone());
+        let spawned = std::thread::Builder::new()
+            .name("ckpt-flush".into())
+            .spawn(move || flush_files_then_folders(&work.0, &work.1));
+        match spawned {
+            Ok(handle) => Flushing(Some(handle)),
+            Err(_) => {
+                flush_files_then_folders(&files, &folders);
+                Flushing(None)
+            }
+        }
+    }
+
+    /// Waits until everything is flushed.
+    pub fn wait(mut self) {
+        self.join();
+    }
+
+    fn join(&mut self) {
+        if let Some(handle) = self.0.take() {
+            // The flush only warns; a panic there has nothing left to report.
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Flushing {
+    fn drop(&mut self) {
+        self.join();
+    }
+}
+
+/// The written files and the folders of everything written or deleted.
+fn to_flush(root: &Path, written: &[BString], deleted: &[BString]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut folders = BTreeSet::new();
     let mut files = Vec::with_capacity(written.len());
     for rel in written {
@@ -438,10 +487,15 @@ pub fn flush_written(root: &Path, written: &[BString], deleted: &[BString]) {
             folders.insert(parent.to_path_buf());
         }
     }
-    flush_together(&files, true, |abs, e| {
+    (files, folders.into_iter().collect())
+}
+
+/// The files' data first, then the folders (the names), each step's flushes together.
+fn flush_files_then_folders(files: &[PathBuf], folders: &[PathBuf]) {
+    flush_together(files, true, |abs, e| {
         tracing::warn!(path = %abs.display(), error = %e, "cannot flush a restored file");
     });
-    flush_together(&folders.into_iter().collect::<Vec<_>>(), false, |_, _| {});
+    flush_together(folders, false, |_, _| {});
 }
 
 /// Threads that flush together (see [`flush_written`]).

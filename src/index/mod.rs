@@ -209,6 +209,20 @@ impl FileIndex {
         self.rules.clear();
     }
 
+    /// Marks files the daemon itself just wrote as racy, as if it had just read them: a write
+    /// by someone else within the same timestamp tick would leave their stat as it is.
+    pub fn mark_written(&mut self, paths: &[BString]) {
+        let now = now_ns();
+        for rel in paths {
+            let recent = self
+                .get(rel.as_bstr())
+                .is_some_and(|e| e.stat.mtime_ns.saturating_add(RACY_WINDOW_NS) >= now);
+            if recent {
+                self.racy.insert(rel.clone());
+            }
+        }
+    }
+
     /// Records that `path` now holds `entry` (a restore just wrote it).
     pub fn insert(&mut self, path: &BStr, entry: IndexEntry) {
         let (parent, name) = split_parent(path);
