@@ -300,7 +300,12 @@ pub enum DialogCommand {
 /// Runs the command line and returns the process exit code: 0 ok, 1 error, 2 a restore that
 /// completed but skipped files, 64 a usage error.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let parsed = match super::quick::parse(&args) {
+        Some(cli) => Ok(cli),
+        None => Cli::try_parse(),
+    };
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help, --version

@@ -27,6 +27,7 @@ macro_rules! outln {
 pub mod cli;
 mod commands;
 mod output;
+mod quick;
 
 /// Writes to standard output; exits quietly (status 0) when the reader has gone away.
 pub fn write_stdout(args: std::fmt::Arguments<'_>) {
