@@ -361,14 +361,6 @@ impl Retired {
         }
     }
 
-    /// The rename after [`Retired::keep`] did not happen: the second name goes now (the file
-    /// keeps its first, so nothing is freed).
-    pub fn release_last(&mut self) {
-        if let Some(alias) = self.0.pop() {
-            let _ = std::fs::remove_file(alias);
-        }
-    }
-
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

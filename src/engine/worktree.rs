@@ -64,10 +64,28 @@ pub fn apply(
         dry_run,
         report: Applied::default(),
         deleted: BTreeSet::new(),
+        queued: Vec::new(),
+        queued_bytes: 0,
     };
     run.apply(changes);
+    run.write_queued();
     run.report
 }
+
+/// A file, symlink or executable ready to be written: every check passed, its content read.
+struct Job {
+    path: BString,
+    abs: PathBuf,
+    state: FileState,
+    data: Vec<u8>,
+    mode: u32,
+}
+
+/// Queued writes are done together (see [`Run::write_queued`]) once they hold this much.
+const QUEUE_BYTES: usize = 16 << 20;
+const QUEUE_FILES: usize = 512;
+/// Threads that write together.
+const WRITE_THREADS: usize = 4;
 
 struct Run<'a> {
     repo: &'a gix::Repository,
@@ -82,6 +100,9 @@ struct Run<'a> {
     report: Applied,
     /// Paths deleted so far (or that would be, in a dry run).
     deleted: BTreeSet<BString>,
+    /// Writes checked and ready, not done yet.
+    queued: Vec<Job>,
+    queued_bytes: usize,
 }
 
 impl Run<'_> {
@@ -257,33 +278,91 @@ impl Run<'_> {
             .as_ref()
             .filter(|m| m.is_file())
             .map(|m| m.permissions().mode() & 0o7777);
-        // The replaced file is freed after the reply (see `Store::retire`).
-        let kept = existing.as_ref().is_some_and(|m| !m.is_dir()) && self.store.retire(&abs);
-        let result = match state.kind {
-            EntryKind::Link => replace_with_symlink(&abs, &data),
-            EntryKind::BlobExecutable => {
-                replace_with_file(&abs, &data, file_mode(existing_mode, true))
-            }
-            _ => replace_with_file(&abs, &data, file_mode(existing_mode, false)),
-        };
-        if result.is_err() && kept {
-            self.store.unretire_last();
+        // The replaced file is freed after the reply (see `Store::retire`). Should the write
+        // fail, the second name only goes after the reply too: it frees nothing then.
+        if existing.as_ref().is_some_and(|m| !m.is_dir()) {
+            self.store.retire(&abs);
         }
-        match result.and_then(|()| std::fs::symlink_metadata(&abs)) {
-            Ok(meta) => {
-                // Recorded directly, so the daemon's own write is never re-read as a user edit.
-                self.index.insert(
-                    path.as_bstr(),
-                    IndexEntry {
-                        state: *state,
-                        stat: Stat::of(&meta),
-                    },
-                );
-                self.report.written.push(path.clone());
-            }
-            Err(e) => self.skip(path, unwritable(format!("cannot write: {e}"))),
+        let mode = file_mode(existing_mode, state.kind == EntryKind::BlobExecutable);
+        self.queued_bytes += data.len();
+        self.queued.push(Job {
+            path: path.clone(),
+            abs,
+            state: *state,
+            data,
+            mode,
+        });
+        if self.queued_bytes >= QUEUE_BYTES || self.queued.len() >= QUEUE_FILES {
+            self.write_queued();
         }
     }
+
+    /// Does the queued writes, from up to [`WRITE_THREADS`] threads (each a new file renamed
+    /// over its path: the paths are distinct and their folders exist, so the order does not
+    /// matter), then records each in the index, in order.
+    fn write_queued(&mut self) {
+        let jobs = std::mem::take(&mut self.queued);
+        self.queued_bytes = 0;
+        let written: Vec<std::io::Result<std::fs::Metadata>> = in_parallel(&jobs, |job| {
+            match job.state.kind {
+                EntryKind::Link => replace_with_symlink(&job.abs, &job.data),
+                _ => replace_with_file(&job.abs, &job.data, job.mode),
+            }
+            .and_then(|()| std::fs::symlink_metadata(&job.abs))
+        });
+        for (job, result) in jobs.into_iter().zip(written) {
+            match result {
+                Ok(meta) => {
+                    // Recorded directly, so the daemon's own write is never re-read as a user
+                    // edit.
+                    self.index.insert(
+                        job.path.as_bstr(),
+                        IndexEntry {
+                            state: job.state,
+                            stat: Stat::of(&meta),
+                        },
+                    );
+                    self.report.written.push(job.path);
+                }
+                Err(e) => self.skip(&job.path, unwritable(format!("cannot write: {e}"))),
+            }
+        }
+    }
+}
+
+/// `f` of every item, in order, computed from up to [`WRITE_THREADS`] threads (here alone for a
+/// few items, or when no thread can start).
+fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = WRITE_THREADS.min(items.len() / 4);
+    if threads < 2 {
+        return items.iter().map(&f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let at = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(at) else {
+                return done;
+            };
+            done.push((at, f(item)));
+        }
+    };
+    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads)
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
+            .collect();
+        let mut all = work();
+        for helper in helpers {
+            match helper.join() {
+                Ok(done) => all.extend(done),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    });
+    results.sort_by_key(|(at, _)| *at);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 const NOT_CAPTURED: &str = "exists but the undo checkpoint could not capture it (ignored, \

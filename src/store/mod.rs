@@ -409,14 +409,6 @@ impl Store {
             .keep(path, alias)
     }
 
-    /// The rename after the last [`Store::retire`] did not happen: its second name goes now.
-    pub fn unretire_last(&self) {
-        self.retired
-            .lock()
-            .expect("retired lock poisoned")
-            .release_last();
-    }
-
     /// The second names of the files replaced since the last call, to drop (which removes
     /// them) after the reply.
     pub fn take_retired(&self) -> Retired {
