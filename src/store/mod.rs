@@ -124,6 +124,40 @@ pub struct Store {
     retired: std::sync::Mutex<Retired>,
     /// The checkpoint recorded last, as read back (see `Store::checkpoint_or_last`).
     last_recorded: std::sync::Mutex<Option<Checkpoint>>,
+    /// Handles not in use (see [`Store::repo`]).
+    idle_repos: std::sync::Arc<std::sync::Mutex<Vec<gix::Repository>>>,
+}
+
+/// Handles kept for the next operations (one per thread that works at once).
+const IDLE_REPOS: usize = 2;
+
+/// A handle from [`Store::repo`]; given back to its store when dropped.
+pub struct Repo {
+    repo: Option<gix::Repository>,
+    idle: std::sync::Arc<std::sync::Mutex<Vec<gix::Repository>>>,
+}
+
+impl std::ops::Deref for Repo {
+    type Target = gix::Repository;
+
+    fn deref(&self) -> &gix::Repository {
+        self.repo
+            .as_ref()
+            .expect("a handle is taken only when dropped")
+    }
+}
+
+impl Drop for Repo {
+    fn drop(&mut self) {
+        let Some(repo) = self.repo.take() else {
+            return;
+        };
+        if let Ok(mut idle) = self.idle.lock() {
+            if idle.len() < IDLE_REPOS {
+                idle.push(repo);
+            }
+        }
+    }
 }
 
 /// (size, mtime, mtime nsec, inode) of a pack's index and of its data file.
@@ -253,6 +287,7 @@ impl Store {
             journal,
             retired: Default::default(),
             last_recorded: Default::default(),
+            idle_repos: Default::default(),
         })
     }
 
@@ -278,7 +313,21 @@ impl Store {
     }
 
     /// A repository handle for the calling thread.
-    pub fn repo(&self) -> gix::Repository {
+    /// A handle on the store's objects and refs. Handles are kept between operations with
+    /// their cache of objects read (objects never change; a pack someone removed makes the
+    /// whole store reopen), so the trees the operation before read or wrote are not inflated
+    /// again.
+    pub fn repo(&self) -> Repo {
+        let pooled = self.idle_repos.lock().expect("repo pool poisoned").pop();
+        let repo = pooled.unwrap_or_else(|| self.own_repo());
+        Repo {
+            repo: Some(repo),
+            idle: self.idle_repos.clone(),
+        }
+    }
+
+    /// A handle of its own, not from the pool (e.g. to keep objects in memory).
+    pub(crate) fn own_repo(&self) -> gix::Repository {
         let mut repo = self.repo.to_thread_local();
         repo.object_cache_size_if_unset(4 * 1024 * 1024);
         repo

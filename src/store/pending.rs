@@ -53,7 +53,7 @@ impl Store {
         let mut pending = self.pending.lock().expect("pending lock poisoned");
         let repo = pending
             .repo
-            .get_or_insert_with(|| self.repo().with_object_memory());
+            .get_or_insert_with(|| self.own_repo().with_object_memory());
         f(repo)
     }
 
