@@ -350,14 +350,10 @@ pub fn now_ns() -> i64 {
 pub struct Retired(Vec<std::path::PathBuf>);
 
 impl Retired {
-    /// Gives the file at `path` the second name `alias` (which must not exist); whether it did.
-    pub fn keep(&mut self, path: &Path, alias: std::path::PathBuf) -> bool {
-        match std::fs::hard_link(path, &alias) {
-            Ok(()) => {
-                self.0.push(alias);
-                true
-            }
-            Err(_) => false,
+    /// Gives the file at `path` the second name `alias` (which must not exist), if it can.
+    pub fn keep(&mut self, path: &Path, alias: std::path::PathBuf) {
+        if std::fs::hard_link(path, &alias).is_ok() {
+            self.0.push(alias);
         }
     }
 

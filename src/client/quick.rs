@@ -9,7 +9,6 @@
 //! and help included.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use super::cli::{Cli, Command, HookArgs};
 use super::commands::checkpoint;
@@ -48,24 +47,19 @@ pub fn parse(args: &[OsString]) -> Option<Cli> {
             "--no-spawn" if attached.is_none() => set_flag(&mut cli.no_spawn)?,
             "-v" | "--verbose" if attached.is_none() => set_flag(&mut cli.verbose)?,
             "-q" | "--quiet" if attached.is_none() => set_flag(&mut cli.quiet)?,
-            "--socket" => set_value(&mut cli.socket, it.value(attached)?.map(PathBuf::from))?,
-            "-C" if attached.is_none() => {
-                set_value(&mut cli.dir, it.value(None)?.map(PathBuf::from))?
+            "--socket" => set_value(&mut cli.socket, it.value(attached)?.into())?,
+            "-C" if attached.is_none() => set_value(&mut cli.dir, it.value(None)?.into())?,
+            "-m" | "--message" if command == Some("checkpoint") => {
+                set_value(&mut checkpoint.message, it.value(attached)?.into())?
             }
-            "-m" | "--message" if command == Some("checkpoint") => set_value(
-                &mut checkpoint.message,
-                it.value(attached)?.map(String::from),
-            )?,
-            "--dialog" if command == Some("checkpoint") => set_value(
-                &mut checkpoint.dialog,
-                it.value(attached)?.map(String::from),
-            )?,
-            "--message-id" if command == Some("checkpoint") => set_value(
-                &mut checkpoint.message_id,
-                it.value(attached)?.map(String::from),
-            )?,
+            "--dialog" if command == Some("checkpoint") => {
+                set_value(&mut checkpoint.dialog, it.value(attached)?.into())?
+            }
+            "--message-id" if command == Some("checkpoint") => {
+                set_value(&mut checkpoint.message_id, it.value(attached)?.into())?
+            }
             "--meta" if command == Some("checkpoint") => {
-                set_value(&mut checkpoint.meta, it.value(attached)?.map(String::from))?
+                set_value(&mut checkpoint.meta, it.value(attached)?.into())?
             }
             "checkpoint" if command.is_none() => command = Some("checkpoint"),
             "hook" if command.is_none() => {
@@ -106,14 +100,14 @@ impl<'a> Words<'a> {
         Some(word)
     }
 
-    /// An option's value: attached (`--opt=value`), else the next word. `Some(None)` never
-    /// happens; `None` gives up (no value, or one clap would take for an option).
-    fn value(&mut self, attached: Option<&'a str>) -> Option<Option<&'a str>> {
+    /// An option's value: attached (`--opt=value`), else the next word; `None` gives up (no
+    /// value, or one clap would take for an option).
+    fn value(&mut self, attached: Option<&'a str>) -> Option<&'a str> {
         let value = match attached {
             Some(v) => v,
             None => self.next()?,
         };
-        (!value.starts_with('-')).then_some(Some(value))
+        (!value.starts_with('-')).then_some(value)
     }
 }
 
@@ -123,11 +117,11 @@ fn set_flag(flag: &mut bool) -> Option<()> {
 }
 
 /// An option given twice is clap's error.
-fn set_value<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
+fn set_value<T>(slot: &mut Option<T>, value: T) -> Option<()> {
     match slot {
         Some(_) => None,
         None => {
-            *slot = value;
+            *slot = Some(value);
             Some(())
         }
     }

@@ -92,9 +92,11 @@ pub fn restore_to(
         .then(|| worktree::Flushing::start(o.filter.root(), &applied.written, &applied.deleted));
     let mut recorded = None;
     if let Some(undo) = &undo {
-        let now = report_leftovers(p, o, target, &paths, started, &mut applied)?;
-        // Written just now: as racy as a file just read (the result records what was written).
+        let now = report_leftovers(p, o, target, &paths, started, &mut applied);
+        // Written just now: as racy as a file just read (the result records what was written),
+        // whether or not the rest of the restore succeeds.
         o.index.mark_written(&applied.written);
+        let now = now?;
         let id = record_result(p, o, target, undo, now, paths.len(), end_kind)?;
         recorded = Some(id);
         p.events.emit(EventKind::Restored {

@@ -303,7 +303,8 @@ impl Run<'_> {
     fn write_queued(&mut self) {
         let jobs = std::mem::take(&mut self.queued);
         self.queued_bytes = 0;
-        let written: Vec<std::io::Result<std::fs::Metadata>> = in_parallel(&jobs, |job| {
+        let threads = WRITE_THREADS.min(jobs.len() / 4);
+        let written: Vec<std::io::Result<std::fs::Metadata>> = in_parallel(&jobs, threads, |job| {
             match job.state.kind {
                 EntryKind::Link => replace_with_symlink(&job.abs, &job.data),
                 _ => replace_with_file(&job.abs, &job.data, job.mode),
@@ -330,10 +331,13 @@ impl Run<'_> {
     }
 }
 
-/// `f` of every item, in order, computed from up to [`WRITE_THREADS`] threads (here alone for a
-/// few items, or when no thread can start).
-fn in_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = WRITE_THREADS.min(items.len() / 4);
+/// `f` of every item, in order, computed from up to `threads` threads (here alone when fewer
+/// than two are asked for; a thread that cannot start leaves its share to the others).
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
     if threads < 2 {
         return items.iter().map(&f).collect();
     }
@@ -517,15 +521,13 @@ impl Flushing {
         if files.is_empty() && folders.is_empty() {
             return Flushing(None);
         }
-        let (files, folders) = (std::sync::Arc::new(files), std::sync::Arc::new(folders));
-        let work = (files.clone(), folders.clone());
         let spawned = std::thread::Builder::new()
             .name("ckpt-flush".into())
-            .spawn(move || flush_files_then_folders(&work.0, &work.1));
+            .spawn(move || flush_files_then_folders(&files, &folders));
         match spawned {
             Ok(handle) => Flushing(Some(handle)),
             Err(_) => {
-                flush_files_then_folders(&files, &folders);
+                flush_written(root, written, deleted);
                 Flushing(None)
             }
         }
@@ -604,23 +606,7 @@ fn flush_together(
             }
         }
     };
-    if paths.len() < 2 {
-        paths.iter().for_each(flush);
-        return;
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let work = || {
-        while let Some(path) = paths.get(next.fetch_add(1, Ordering::Relaxed)) {
-            flush(path);
-        }
-    };
-    std::thread::scope(|scope| {
-        for _ in 1..paths.len().min(FLUSH_THREADS) {
-            // A thread that cannot start leaves its share to the others.
-            let _ = std::thread::Builder::new().spawn_scoped(scope, work);
-        }
-        work();
-    });
+    in_parallel(paths, FLUSH_THREADS.min(paths.len()), flush);
 }
 
 pub fn replace_with_symlink(abs: &Path, target: &[u8]) -> std::io::Result<()> {

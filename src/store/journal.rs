@@ -17,8 +17,8 @@
 //!
 //! When a store is first opened by a process, the records of the current epoch are redone
 //! ([`replay_packs`], then the store's `replay_refs`): each pack whose file is missing or
-//! differs, or has no index, is written again (flushed), and each ref the records touched is set to the value the last of
-//! them gave it. Every ref change of the store goes through the journal, so that value is the
+//! differs, or has no index, is written again (flushed), and each ref the records touched is
+//! set to the value the last of them gave it. Every ref change of the store goes through the journal, so that value is the
 //! ref's value; redoing is a no-op when nothing was lost (a `kill -9` leaves everything in the
 //! page cache). Then everything is settled and a new epoch starts.
 

@@ -312,7 +312,6 @@ impl Store {
         &self.dir
     }
 
-    /// A repository handle for the calling thread.
     /// A handle on the store's objects and refs. Handles are kept between operations with
     /// their cache of objects read (objects never change; a pack someone removed makes the
     /// whole store reopen), so the trees the operation before read or wrote are not inflated
@@ -433,8 +432,9 @@ impl Store {
     /// Gives the file at `path` (a ref, or a project file on the same filesystem), which a
     /// rename is about to replace, a second name in [`TRASH_DIR`]: the rename then frees
     /// nothing, and dropping [`Store::take_retired`]'s list after the reply does (see
-    /// [`Retired`]). Whether it did; never where the folder is not a real one of the store.
-    pub fn retire(&self, path: &Path) -> bool {
+    /// [`Retired`]). Never where the folder is not a real one of the store; where no second
+    /// name can be made, the rename pays as before.
+    pub fn retire(&self, path: &Path) {
         let trash = self.dir.join(TRASH_DIR);
         let ready = match std::fs::symlink_metadata(&trash) {
             Ok(m) => m.is_dir(),
@@ -448,14 +448,14 @@ impl Store {
             Err(_) => false,
         };
         if !ready {
-            return false;
+            return;
         }
         let n = TRASH_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let alias = trash.join(format!("{}-{n}", std::process::id()));
         self.retired
             .lock()
             .expect("retired lock poisoned")
-            .keep(path, alias)
+            .keep(path, alias);
     }
 
     /// The second names of the files replaced since the last call, to drop (which removes

@@ -542,3 +542,56 @@ fn a_restore_of_many_files_writes_them_together_and_exactly() {
     assert_eq!(verify["equal"], true, "{verify}");
     env.fsck();
 }
+
+/// The files a restore wrote count as racy, like files just read (a rewrite by someone else
+/// within the same timestamp tick would leave their stat as the restore recorded it): once
+/// their window has passed the daemon reads them again after the reply and settles them, which
+/// it logs. Without the marking nothing is settled after a restore.
+#[test]
+fn the_files_a_restore_writes_are_settled_after_it() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    for i in 0..6 {
+        write(&p, &format!("d{}/f{i}.txt", i % 2), &format!("v1 {i}\n"));
+    }
+    env.watch();
+    let first = env.checkpoint("v1");
+    for i in 0..6 {
+        write(&p, &format!("d{}/f{i}.txt", i % 2), &format!("v2 {i}\n"));
+    }
+    let second = env.checkpoint("v2");
+    let settled = || -> usize {
+        env.log()
+            .lines()
+            .filter(|l| l.contains("racy entries settled"))
+            .filter_map(|l| l.split("settled=").nth(1)?.trim().parse::<usize>().ok())
+            .sum()
+    };
+    let quiet = || {
+        // Whatever the checkpoints left racy has settled (or never was).
+        let mut last = settled();
+        loop {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let now = settled();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+    };
+    // A loaded machine may take longer than the window between a write and its marking:
+    // then the next round tries again.
+    for round in 0..5 {
+        let before = quiet();
+        let target = if round % 2 == 0 { &first } else { &second };
+        let r = env.json(&["restore", target, "--yes"]);
+        let written = r["written"].as_array().unwrap().len();
+        assert_eq!(written, 6, "{r}");
+        if quiet() >= before + written {
+            let verify = env.json(&["verify"]);
+            assert_eq!(verify["equal"], true, "{verify}");
+            return;
+        }
+    }
+    panic!("the restored files were never settled: {}", env.log());
+}
