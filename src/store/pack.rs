@@ -6,6 +6,8 @@
 //! index, flushes the pack (and the index of a pack of 4 MiB or more) to disk, and publishes the
 //! pack before its index (readers look for the index), both read-only to their owner (0400:
 //! stores are private). Objects already in the store or already in this pack are skipped.
+//! An operation's pack ([`PackWriter::quick`]) stores its first 128 KiB of entries without
+//! compression; merging small packs compresses them.
 //!
 //! A small pack's index is derived data: if a power cut leaves it unfinished,
 //! `repair_indices` rebuilds it from the pack when the store is next opened.
@@ -198,12 +200,32 @@ pub struct PackWriter {
     dir: PathBuf,
     tmp: PathBuf,
     state: Mutex<State>,
+    /// Entries are stored uncompressed while the pack is under [`QUICK_BYTES`] (see
+    /// [`PackWriter::quick`]).
+    quick: bool,
 }
+
+/// A quick pack stores its entries uncompressed up to this size: an operation's few changed
+/// files, trees and commit. Past it (a first checkpoint) entries are compressed as usual.
+const QUICK_BYTES: u64 = 128 << 10;
 
 impl PackWriter {
     /// Starts a pack in the store's `objects/pack` folder.
     pub fn new(store_dir: &Path) -> Result<PackWriter, StoreError> {
         Self::new_in(store_dir.join("objects").join("pack"))
+    }
+
+    /// Starts an operation's pack, whose entries are stored without compression while it is
+    /// small: a zlib stream clears a 128 KiB table before its first byte, so compressing an
+    /// operation's dozens of small objects took longer than writing them whole. Merging
+    /// small packs ([`Store::consolidate_packs`]) compresses them, after the reply.
+    ///
+    /// [`Store::consolidate_packs`]: super::Store::consolidate_packs
+    pub fn quick(store_dir: &Path) -> Result<PackWriter, StoreError> {
+        Ok(PackWriter {
+            quick: true,
+            ..Self::new(store_dir)?
+        })
     }
 
     /// Starts a pack whose temporary file lives in `dir`.
@@ -225,6 +247,7 @@ impl PackWriter {
                 ids: hashbrown::HashTable::new(),
                 broken: false,
             }),
+            quick: false,
         })
     }
 
@@ -235,7 +258,11 @@ impl PackWriter {
         }
         let mut entry = Vec::with_capacity(data.len() / 2 + 16);
         entry_header(kind, data.len(), &mut entry);
-        deflate_into(data, &mut entry).map_err(|source| self.io(source))?;
+        if self.quick && self.lock().offset < QUICK_BYTES {
+            store_into(data, &mut entry);
+        } else {
+            deflate_into(data, &mut entry).map_err(|source| self.io(source))?;
+        }
         let crc32 = crc32fast::hash(&entry);
         self.append(id, &entry, crc32)
     }
@@ -539,6 +566,86 @@ fn deflate_into(data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
             }
         }
     })
+}
+
+/// Appends `data` as a zlib stream of stored blocks: no compression, and no table to clear.
+fn store_into(data: &[u8], out: &mut Vec<u8>) {
+    out.reserve(data.len() + 2 + 5 * (data.len() / 0xffff + 1) + 4);
+    // Deflate with a 32 KiB window, fastest level; (0x78 << 8 | 0x01) is a multiple of 31.
+    out.extend_from_slice(&[0x78, 0x01]);
+    let mut blocks = data.chunks(0xffff).peekable();
+    if data.is_empty() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(block) = blocks.next() {
+        let len = block.len() as u16;
+        out.push(u8::from(blocks.peek().is_none()));
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    out.extend_from_slice(&zlib_rs::adler32::adler32(1, data).to_be_bytes());
+}
+
+/// What a pack entry's zlib stream is, as [`store_into`] writes them.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Stored {
+    /// Stored blocks only, their checksum verified: the data.
+    Data(Vec<u8>),
+    /// Stored blocks only, whose checksum does not match their data.
+    Broken,
+    /// Anything else (compressed blocks, another layout): copied as it is.
+    No,
+}
+
+/// Reads a zlib stream made only of stored blocks.
+pub(crate) fn read_stored(stream: &[u8]) -> Stored {
+    let Some((header, mut rest)) = stream.split_at_checked(2) else {
+        return Stored::No;
+    };
+    // Deflate, no preset dictionary, a valid header check.
+    if header[0] & 0x0f != 8
+        || header[1] & 0x20 != 0
+        || u16::from_be_bytes([header[0], header[1]]) % 31 != 0
+    {
+        return Stored::No;
+    }
+    let mut data = Vec::new();
+    loop {
+        let Some((&head, after)) = rest.split_first() else {
+            return Stored::No;
+        };
+        if head & !1 != 0 {
+            return Stored::No; // A compressed block (or stray bits).
+        }
+        let Some((lengths, after)) = after.split_at_checked(4) else {
+            return Stored::No;
+        };
+        let len = u16::from_le_bytes([lengths[0], lengths[1]]);
+        if !len != u16::from_le_bytes([lengths[2], lengths[3]]) {
+            return Stored::No;
+        }
+        let Some((block, after)) = after.split_at_checked(usize::from(len)) else {
+            return Stored::No;
+        };
+        data.extend_from_slice(block);
+        rest = after;
+        if head & 1 == 1 {
+            break;
+        }
+    }
+    match <[u8; 4]>::try_from(rest) {
+        Ok(sum) if u32::from_be_bytes(sum) == zlib_rs::adler32::adler32(1, &data) => {
+            Stored::Data(data)
+        }
+        Ok(_) => Stored::Broken,
+        Err(_) => Stored::No,
+    }
+}
+
+/// Where the zlib stream of a pack entry starts (after its type-and-size header).
+pub(crate) fn entry_data_start(raw: &[u8]) -> Option<usize> {
+    raw.iter().position(|b| b & 0x80 == 0).map(|i| i + 1)
 }
 
 /// The kind of a whole object from the first byte of its pack entry; None for a delta.
@@ -857,6 +964,99 @@ mod tests {
             .filter(|l| l.contains(" blob "))
             .count();
         assert_eq!(listed, 1000);
+    }
+
+    /// Stored streams read back as written, across block boundaries; compressed, damaged
+    /// or cut-short streams are told apart.
+    #[test]
+    fn stored_streams_read_back_and_others_are_told_apart() {
+        for len in [0, 1, 100, 0xffff, 0x10000, 200_000] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let mut stream = Vec::new();
+            store_into(&data, &mut stream);
+            assert_eq!(read_stored(&stream), Stored::Data(data.clone()), "{len}");
+            // Any zlib reader agrees.
+            let mut inflated = vec![0u8; len + 1];
+            let mut z = gix::zlib::Decompress::new();
+            z.decompress(&stream, &mut inflated, gix::zlib::FlushDecompress::Finish)
+                .unwrap();
+            assert_eq!(z.total_out() as usize, len);
+            assert_eq!(&inflated[..len], data.as_slice());
+            if len > 0 {
+                let mut flipped = stream.clone();
+                flipped[8] ^= 1;
+                assert_eq!(read_stored(&flipped), Stored::Broken, "{len}");
+            }
+            assert_eq!(read_stored(&stream[..stream.len() - 1]), Stored::No);
+            let mut compressed = Vec::new();
+            deflate_into(&data, &mut compressed).unwrap();
+            if len > 0 {
+                assert_eq!(read_stored(&compressed), Stored::No, "{len}");
+            }
+        }
+        assert_eq!(read_stored(b""), Stored::No);
+        assert_eq!(read_stored(b"\x78\x9c"), Stored::No);
+    }
+
+    /// An operation's pack stores its first entries uncompressed and compresses the rest;
+    /// git reads every one back.
+    #[test]
+    fn a_quick_pack_stores_small_entries_and_git_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let pack = PackWriter::quick(dir.path()).unwrap();
+        let text = |n: usize| format!("line {n} of a text that compresses well\n").repeat(n);
+        let mut ids = Vec::new();
+        for n in 0..400 {
+            let data = text(n);
+            let id = gix::objs::compute_hash(
+                gix::hash::Kind::Sha1,
+                gix::objs::Kind::Blob,
+                data.as_bytes(),
+            )
+            .unwrap();
+            pack.add(id, gix::objs::Kind::Blob, data.as_bytes())
+                .unwrap();
+            ids.push((id, data.len()));
+        }
+        let (count, name) = pack.finish_named().unwrap();
+        assert_eq!(count, 400);
+        let idx = dir
+            .path()
+            .join("objects/pack")
+            .join(format!("{}.idx", name.unwrap()));
+        let out = std::process::Command::new("git")
+            .args(["verify-pack", "-v"])
+            .arg(&idx)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // `<id> blob <size> <size in pack> <offset>`
+        let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+        let in_pack = |id: &ObjectId| {
+            let line = listed
+                .lines()
+                .find(|l| l.starts_with(&id.to_string()))
+                .unwrap();
+            let fields: Vec<u64> = line
+                .split_whitespace()
+                .skip(2)
+                .map(|f| f.parse().unwrap())
+                .collect();
+            (fields[1], fields[2])
+        };
+        let (first, size) = ids[50];
+        let (stored, offset) = in_pack(&first);
+        assert!(offset < QUICK_BYTES && stored > size as u64, "{listed}");
+        let (last, size) = ids[399];
+        let (compressed, offset) = in_pack(&last);
+        assert!(
+            offset > QUICK_BYTES && compressed < size as u64 / 4,
+            "{listed}"
+        );
     }
 
     #[test]

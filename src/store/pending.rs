@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::journal::JOURNALED_PACK_BYTES;
-use super::pack::{Finished, PackWriter};
+use super::pack::{Finished, PackWriter, Stored};
 use super::{Store, StoreError};
 
 /// Packs below this size count as small and are merged by [`Store::consolidate_packs`].
@@ -42,7 +42,7 @@ impl Store {
         if let Some(pack) = &pending.blobs {
             return Ok(pack.clone());
         }
-        let pack = Arc::new(PackWriter::new(self.dir())?);
+        let pack = Arc::new(PackWriter::quick(self.dir())?);
         pending.blobs = Some(pack.clone());
         Ok(pack)
     }
@@ -105,19 +105,11 @@ impl Store {
                 .and_then(|r| r.objects.reset_object_memory());
             (pending.blobs.take(), memory)
         };
-        // Objects the store has already (a tree written again, unchanged) are not packed again.
-        // The rest go in a fixed order, trees before the commits that name them: a pack cut
-        // short keeps a commit only with everything it names in this pack.
-        let mut new: Vec<_> = match &memory {
-            Some(memory) => {
-                let repo = self.repo();
-                memory
-                    .iter()
-                    .filter(|(id, _)| !repo.objects.exists_without_refresh(id))
-                    .collect()
-            }
-            None => Vec::new(),
-        };
+        // Only objects the store lacked are in memory: they were all written through
+        // `write_object` or `write_blob`, which skip one the store has (a tree written again,
+        // unchanged). They go in a fixed order, trees before the commits that name them: a
+        // pack cut short keeps a commit only with everything it names in this pack.
+        let mut new: Vec<_> = memory.iter().flat_map(|m| m.iter()).collect();
         new.sort_by_key(|(id, (kind, _))| {
             let rank = match kind {
                 gix::objs::Kind::Blob => 0,
@@ -135,7 +127,7 @@ impl Store {
                 Some(pack) => Arc::try_unwrap(pack).map_err(|_| {
                     StoreError::Concurrent("a capture still writes to the pending pack".into())
                 })?,
-                None => PackWriter::new(self.dir())?,
+                None => PackWriter::quick(self.dir())?,
             };
             for (id, (kind, data)) in &new {
                 if let Err(e) = pack.add(**id, *kind, data) {
@@ -249,8 +241,9 @@ impl Store {
 }
 
 /// Copies the objects of the small pack `stem` into `pack`: whole objects as they are
-/// (compressed bytes, checked against the index's CRC-32), deltas (from someone else's
-/// repack) read whole and compressed again.
+/// (compressed bytes, checked against the index's CRC-32), entries an operation stored
+/// uncompressed compressed now (their id checked against their data), deltas (from someone
+/// else's repack) read whole and compressed again.
 fn copy_pack(
     pack_dir: &Path,
     stem: &str,
@@ -284,11 +277,24 @@ fn copy_pack(
             .filter(|raw| !raw.is_empty())
             .ok_or_else(|| damaged("an entry lies outside the pack"))?;
         match (super::pack::entry_kind(raw[0]), entry.crc32) {
-            (Some(_), Some(crc)) => {
+            (Some(kind), Some(crc)) => {
                 if crc32fast::hash(raw) != crc {
                     return Err(damaged("an entry does not match its CRC-32"));
                 }
-                pack.add_raw(entry.oid, raw, crc)?;
+                // An operation's pack holds its entries uncompressed: compressed here.
+                let start = super::pack::entry_data_start(raw).unwrap_or(raw.len());
+                match super::pack::read_stored(&raw[start..]) {
+                    Stored::Data(data) => {
+                        let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, kind, &data)
+                            .map_err(|e| StoreError::git("hashing an object", e))?;
+                        if id != entry.oid {
+                            return Err(damaged("an entry does not match its id"));
+                        }
+                        pack.add(entry.oid, kind, &data)?;
+                    }
+                    Stored::Broken => return Err(damaged("an entry does not match its checksum")),
+                    Stored::No => pack.add_raw(entry.oid, raw, crc)?,
+                }
             }
             _ => {
                 let object = repo

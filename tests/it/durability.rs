@@ -223,6 +223,70 @@ fn a_merge_takes_packs_with_deltas_from_git() {
     );
 }
 
+/// The size in its pack of each object `git verify-pack -v` lists in the store's packs.
+fn sizes_in_packs(env: &TestEnv) -> Vec<(String, u64, u64)> {
+    let store = env.store();
+    let mut sizes = Vec::new();
+    for pack in packs(&store) {
+        let idx = store
+            .join("objects/pack")
+            .join(pack.replace(".pack", ".idx"));
+        // `<id> <type> <size> <size in pack> <offset>`
+        for line in env
+            .git(&["verify-pack", "-v", idx.to_str().unwrap()])
+            .lines()
+        {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() >= 5 && fields[0].len() == 40 {
+                sizes.push((
+                    fields[0].to_string(),
+                    fields[2].parse().unwrap(),
+                    fields[3].parse().unwrap(),
+                ));
+            }
+        }
+    }
+    sizes
+}
+
+/// A checkpoint's pack holds its objects uncompressed (nothing to set up per object on the
+/// way to the prompt); merging small packs compresses them, and git reads both.
+#[test]
+fn a_checkpoints_objects_are_stored_uncompressed_until_a_merge_compresses_them() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "keep.txt", "kept\n");
+    env.watch();
+    env.checkpoint("first");
+    let text = "a line that compresses very well\n".repeat(100);
+    write(&p, "big.txt", &text);
+    let id = env.checkpoint("text");
+    let blob = env.git(&["rev-parse", &format!("{id}:big.txt")]);
+    let blob = blob.trim();
+    let in_pack = |env: &TestEnv| {
+        let sizes = sizes_in_packs(env);
+        let found: Vec<_> = sizes.iter().filter(|(id, ..)| id == blob).collect();
+        assert_eq!(found.len(), 1, "{sizes:?}");
+        (found[0].1, found[0].2)
+    };
+    let (size, stored) = in_pack(&env);
+    assert_eq!(size, text.len() as u64);
+    assert!(stored > size, "stored uncompressed: {stored} for {size}");
+    env.fsck();
+    for i in 0..12 {
+        write(&p, "small.txt", &format!("round {i}\n"));
+        env.checkpoint(&format!("round {i}"));
+    }
+    wait_for_merge(&env.store(), 6);
+    let (_, compressed) = in_pack(&env);
+    assert!(
+        compressed < size / 4,
+        "compressed by the merge: {compressed} for {size}"
+    );
+    env.fsck();
+    assert_eq!(env.git(&["show", &format!("{id}:big.txt")]), text);
+}
+
 /// A merge never launders a damaged entry into a fresh pack (whose checksums would all
 /// match): an entry that does not match its index's CRC-32 stops the merge, the damaged pack
 /// stays for `ckpt fsck` to find, and the daemon keeps recording.
