@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use gix::bstr::{BStr, BString, ByteSlice};
-use gix::objs::tree::{Entry, EntryKind};
+use gix::objs::tree::{EntryKind, EntryRef};
 use gix::ObjectId;
 
 use crate::filter::{rel_to_abs, split_parent, Filter, RulesCache, WalkEntry};

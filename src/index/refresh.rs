@@ -519,6 +519,63 @@ mod tests {
         ));
     }
 
+    /// The index writes its trees in git's order (a folder sorts as its name and a slash),
+    /// equal to a full scan's, and git finds them well formed.
+    #[test]
+    fn trees_written_from_the_index_are_in_git_order_and_equal_a_full_scan() {
+        let (dir, store, filter, mut index) = read_once(&[
+            ("a-b", "file"),
+            ("a0", "file"),
+            ("sub/b.txt", "b"),
+            ("sub.txt", "file"),
+        ]);
+        let root = filter.root().to_path_buf();
+        for folder in ["a", "a.b", "sub/c", "sub/c-d", "z"] {
+            std::fs::create_dir_all(root.join(folder)).unwrap();
+            std::fs::write(root.join(folder).join("f"), folder).unwrap();
+        }
+        let options = SnapshotOptions {
+            write: true,
+            max_file_size: 1 << 20,
+        };
+        let changed = ["a", "a.b", "sub/c", "sub/c-d", "z"].map(BString::from);
+        index
+            .refresh(&store, &filter, changed, options, &mut |_| {})
+            .unwrap();
+        let tree = index.write_tree(&store).unwrap();
+        store.flush_objects().unwrap();
+        let scan = crate::store::Snapshot::take(
+            &store,
+            &filter,
+            SnapshotOptions {
+                write: false,
+                ..options
+            },
+        )
+        .unwrap();
+        assert_eq!(tree, crate::store::Snapshot::tree_id(&scan.files).unwrap());
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(dir.path().join("store"))
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let listed = git(&["ls-tree", "--name-only", &tree.to_string()]);
+        assert_eq!(
+            listed.lines().collect::<Vec<_>>(),
+            ["a-b", "a.b", "a", "a0", "sub.txt", "sub", "z"]
+        );
+        git(&["fsck", "--strict", "--no-dangling"]);
+    }
+
     #[test]
     fn files_read_just_now_settle_only_once_their_window_has_passed() {
         let (_dir, store, filter, mut index) =

@@ -132,20 +132,24 @@ pub(super) fn write_node(
     if let Some(known) = node.tree {
         return Ok(known);
     }
-    let mut entries: Vec<Entry> = node
+    for child in node.dirs.values_mut() {
+        write_node(repo, child)?;
+    }
+    // Names and ids borrowed from the index: no copy of each entry per tree written.
+    let mut entries: Vec<EntryRef<'_>> = node
         .files
         .iter()
-        .map(|(name, e)| Entry {
+        .map(|(name, e)| EntryRef {
             mode: e.state.kind.into(),
-            filename: name.as_bytes().into(),
-            oid: e.state.id,
+            filename: name.as_bytes().as_bstr(),
+            oid: &e.state.id,
         })
         .collect();
-    for (name, child) in node.dirs.iter_mut() {
-        if let Some(id) = write_node(repo, child)? {
-            entries.push(Entry {
+    for (name, child) in &node.dirs {
+        if let Some(Some(id)) = &child.tree {
+            entries.push(EntryRef {
                 mode: EntryKind::Tree.into(),
-                filename: name.clone(),
+                filename: name.as_bstr(),
                 oid: id,
             });
         }
@@ -154,7 +158,7 @@ pub(super) fn write_node(
         None
     } else {
         entries.sort();
-        let tree = gix::objs::Tree { entries };
+        let tree = gix::objs::TreeRef { entries };
         Some(
             repo.write_object(&tree)
                 .map_err(|e| StoreError::git("writing a tree", e))?

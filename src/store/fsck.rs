@@ -111,31 +111,44 @@ impl Store {
     /// Packs whose data file does not end with the checksum their index names (a pack
     /// without its index is one being written, not damage). Results are cached by stat.
     fn damaged_packs(&self) -> Vec<String> {
+        use rustix::fs::{AtFlags, Dir, Mode, OFlags};
         let pack_dir = self.dir().join("objects").join("pack");
-        let Ok(entries) = std::fs::read_dir(&pack_dir) else {
+        // Listed and looked at through the folder's descriptor: one lookup of the store's
+        // path per operation, not two per pack.
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let Ok(dir) = rustix::fs::open(&pack_dir, flags, Mode::empty()) else {
             return Vec::new();
+        };
+        let Ok(mut entries) = Dir::read_from(&dir) else {
+            return Vec::new();
+        };
+        let stamp = |name: &str| {
+            rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .map(|m| {
+                    (
+                        m.st_size as u64,
+                        m.st_mtime,
+                        m.st_mtime_nsec as i64,
+                        m.st_ino,
+                    )
+                })
         };
         let mut checked = self.checked_packs.lock().expect("pack cache poisoned");
         let mut damaged = Vec::new();
         let mut listed = std::collections::HashSet::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
+        while let Some(Ok(entry)) = entries.read() {
+            let name = entry.file_name().to_string_lossy();
             let Some(stem) = name.strip_suffix(".idx") else {
                 continue;
             };
             listed.insert(stem.to_string());
-            let pack = pack_dir.join(format!("{stem}.pack"));
-            let stamp = |p: &Path| {
-                std::fs::symlink_metadata(p).ok().map(|m| {
-                    use std::os::unix::fs::MetadataExt;
-                    (m.len(), m.mtime(), m.mtime_nsec(), m.ino())
-                })
-            };
-            let key = (stamp(&entry.path()), stamp(&pack));
+            let key = (stamp(&name), stamp(&format!("{stem}.pack")));
             if checked.get(stem) == Some(&key) {
                 continue;
             }
-            if pack_matches_index(&pack, &entry.path()) {
+            let pack = pack_dir.join(format!("{stem}.pack"));
+            if pack_matches_index(&pack, &pack_dir.join(&*name)) {
                 checked.insert(stem.to_string(), key);
             } else {
                 checked.remove(stem);
