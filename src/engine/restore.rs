@@ -20,8 +20,8 @@ use crate::model::{CheckpointId, Kind, SkipReason, SkippedFile};
 use crate::protocol::methods::{RestoreParams, UndoParams};
 use crate::protocol::results::Restored;
 use crate::protocol::results::{lossy, non_utf8};
-use crate::store::checkpoint::parse_id;
-use crate::store::treediff::diff_trees;
+use crate::store::checkpoint::{parse_id, KnownChanges};
+use crate::store::treediff::{diff_trees, TreeChange};
 use crate::store::{Checkpoint, NewCheckpoint, RestoreLink, StoreError};
 
 pub fn restore(p: &Project, o: &mut Opened, params: RestoreParams) -> Result<Restored> {
@@ -70,9 +70,22 @@ pub fn restore_to(
     // The plan reads the current tree (recording the undo point flushed it already).
     o.flush()?;
     let target_tree = parse_id(&target.tree)?;
+    let mut known = None;
     let mut applied = {
         let repo = o.store.repo();
         let plan = diff_trees(&repo, Some(current), Some(target_tree), &paths)?;
+        if paths.is_empty() {
+            // The whole difference from the undo point to the target: the result's counts
+            // when the result is the target (see `counts_against`).
+            let count = |f: fn(&TreeChange) -> bool| plan.iter().filter(|c| f(c)).count() as u64;
+            known = Some(KnownChanges {
+                old: current,
+                new: target_tree,
+                added: count(|c| c.old.is_none() && c.new.is_some()),
+                modified: count(|c| c.old.is_some() && c.new.is_some()),
+                deleted: count(|c| c.old.is_some() && c.new.is_none()),
+            });
+        }
         worktree::apply(
             &repo,
             &o.store,
@@ -97,7 +110,11 @@ pub fn restore_to(
         // whether or not the rest of the restore succeeds.
         o.index.mark_written(&applied.written);
         let now = now?;
-        let id = record_result(p, o, target, undo, now, paths.len(), end_kind)?;
+        let scope = Scope {
+            paths: paths.len(),
+            known,
+        };
+        let id = record_result(p, o, target, undo, now, end_kind, scope)?;
         recorded = Some(id);
         p.events.emit(EventKind::Restored {
             kind: end_kind,
@@ -169,6 +186,13 @@ fn log_applied(target: &Checkpoint, applied: &Applied, dry_run: bool) {
     );
 }
 
+/// What a restore covered: how many paths it was limited to (0: all of them) and, for a whole
+/// restore, how the target differs from the undo point (its plan).
+struct Scope {
+    paths: usize,
+    known: Option<KnownChanges>,
+}
+
 /// Records the state the restore left (`now`) as a checkpoint of `end_kind` that names the
 /// target and the undo point.
 fn record_result(
@@ -177,9 +201,10 @@ fn record_result(
     target: &Checkpoint,
     undo: &Checkpoint,
     now: gix::ObjectId,
-    paths: usize,
     end_kind: Kind,
+    scope: Scope,
 ) -> Result<CheckpointId> {
+    let Scope { paths, known } = scope;
     let scope = match paths {
         0 => String::new(),
         n => format!(" ({n} paths)"),
@@ -196,6 +221,7 @@ fn record_result(
     };
     let new = NewCheckpoint {
         restore: Some(link),
+        known_changes: known,
         ..NewCheckpoint::new(target.dialog.clone(), end_kind, label)
     };
     Ok(record(p, o, now, new)?.id)

@@ -158,6 +158,20 @@ pub struct NewCheckpoint {
     pub meta: Option<serde_json::Value>,
     pub restore: Option<RestoreLink>,
     pub imported: Option<Imported>,
+    /// What the caller already knows of how two trees differ (a restore's plan): used for
+    /// the counts when they are the parent's tree and this one.
+    pub known_changes: Option<KnownChanges>,
+}
+
+/// How many files tree `new` adds, modifies and deletes against tree `old`, as
+/// [`count_tree_changes`] would count them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KnownChanges {
+    pub old: ObjectId,
+    pub new: ObjectId,
+    pub added: u64,
+    pub modified: u64,
+    pub deleted: u64,
 }
 
 impl NewCheckpoint {
@@ -171,6 +185,7 @@ impl NewCheckpoint {
             meta: None,
             restore: None,
             imported: None,
+            known_changes: None,
         }
     }
 }
@@ -261,7 +276,8 @@ impl Store {
             .transpose()?;
 
         let meta_blob = new.meta.as_ref().map(|m| write_meta(repo, m)).transpose()?;
-        let (files, added, modified, deleted) = counts_against(repo, parent.as_ref(), tree)?;
+        let (files, added, modified, deleted) =
+            counts_against(repo, parent.as_ref(), tree, new.known_changes)?;
         let created_at = jiff::Timestamp::now();
         let header = Header {
             v: 1,
@@ -455,7 +471,19 @@ fn counts_against(
     repo: &gix::Repository,
     parent: Option<&Checkpoint>,
     tree: ObjectId,
+    known: Option<KnownChanges>,
 ) -> Result<(u64, u64, u64, u64), CheckpointError> {
+    // Counts are a function of the two trees: what the caller knows of these two is exact.
+    if let (Some(p), Some(k)) = (parent, known) {
+        if k.new == tree && parse_id(&p.tree).is_ok_and(|old| old == k.old) {
+            return Ok((
+                (p.files + k.added).saturating_sub(k.deleted),
+                k.added,
+                k.modified,
+                k.deleted,
+            ));
+        }
+    }
     let against_parent = parent.map(|p| {
         count_tree_changes(repo, Some(parse_id(&p.tree)?), Some(tree))
             .map(|counts| (p, counts))

@@ -595,3 +595,59 @@ fn the_files_a_restore_writes_are_settled_after_it() {
     }
     panic!("the restored files were never settled: {}", env.log());
 }
+
+/// The counts a restore's result records are what git finds between the undo point and the
+/// result: for a whole restore (taken from its plan), for one limited to some paths (counted
+/// by walking the trees), and for one whose result is not the target (a file it had to leave).
+#[test]
+fn a_restores_result_counts_what_changed_since_its_undo_point() {
+    let env = TestEnv::with_config("max_file_size = 100\n");
+    let p = env.proj();
+    write(&p, "a.txt", "a1");
+    write(&p, "b.txt", "b1");
+    write(&p, "sub/c.txt", "c1");
+    env.watch();
+    let first = env.checkpoint("first");
+    write(&p, "a.txt", "a2");
+    std::fs::remove_file(p.join("b.txt")).unwrap();
+    write(&p, "sub/d.txt", "d2");
+    write(&p, "e.txt", "e2");
+    env.checkpoint("second");
+    let check = |r: &serde_json::Value| {
+        let undo = r["undo_checkpoint"].as_str().unwrap();
+        let result = r["restore_checkpoint"].as_str().unwrap();
+        let status = env.git(&["diff", "--name-status", "--no-renames", undo, result]);
+        let count = |letter: &str| {
+            status
+                .lines()
+                .filter(|l| l.starts_with(letter))
+                .count() as u64
+        };
+        let shown = env.json(&["show", result]);
+        assert_eq!(
+            (
+                shown["added"].as_u64(),
+                shown["modified"].as_u64(),
+                shown["deleted"].as_u64()
+            ),
+            (Some(count("A")), Some(count("M")), Some(count("D"))),
+            "{status}\n{shown}"
+        );
+        let files = env.ls_tree(result).len() as u64;
+        assert_eq!(shown["files"].as_u64(), Some(files), "{shown}");
+    };
+    let whole = env.json(&["restore", &first, "--yes"]);
+    check(&whole);
+    env.json(&["undo", "--yes"]);
+    let partial = env.json(&["restore", &first, "--yes", "--", "sub"]);
+    check(&partial);
+    env.json(&["undo", "--yes"]);
+    // A file the undo point cannot hold (over the size limit) stays: the result is not the
+    // target.
+    write(&p, "a.txt", &"x".repeat(200));
+    let out = env.ckpt(&["--json", "restore", &first, "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let left: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(left["skipped"][0]["path"], "a.txt", "{left}");
+    check(&left);
+}
