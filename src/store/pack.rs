@@ -901,6 +901,29 @@ pub(crate) fn index_from_pack(pack: &[u8]) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// Adds `data` to `pack` as a blob; returns its id.
+    fn add_blob(pack: &PackWriter, data: &[u8]) -> ObjectId {
+        let id =
+            gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, data).unwrap();
+        pack.add(id, gix::objs::Kind::Blob, data).unwrap();
+        id
+    }
+
+    /// What `git verify-pack -v` says of the pack of index `idx` (which it must accept).
+    fn verify_pack(idx: &Path) -> String {
+        let out = std::process::Command::new("git")
+            .args(["verify-pack", "-v"])
+            .arg(idx)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     /// The pack's set of ids tells apart ids that share their first 8 bytes (its hash), and
     /// an id added twice is written once.
     #[test]
@@ -935,31 +958,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pack = PackWriter::new_in(dir.path().to_path_buf()).unwrap();
         for n in 0..3000 {
-            let data = format!("blob {}\n", n % 1000);
-            let id = gix::objs::compute_hash(
-                gix::hash::Kind::Sha1,
-                gix::objs::Kind::Blob,
-                data.as_bytes(),
-            )
-            .unwrap();
-            pack.add(id, gix::objs::Kind::Blob, data.as_bytes())
-                .unwrap();
+            add_blob(&pack, format!("blob {}\n", n % 1000).as_bytes());
         }
         let (count, name) = pack.finish_named().unwrap();
         assert_eq!(count, 1000);
         let idx = dir.path().join(format!("{}.idx", name.unwrap()));
-        let out = std::process::Command::new("git")
-            .arg("verify-pack")
-            .arg("-v")
-            .arg(&idx)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let listed = String::from_utf8_lossy(&out.stdout)
+        let listed = verify_pack(&idx)
             .lines()
             .filter(|l| l.contains(" blob "))
             .count();
@@ -1008,15 +1012,7 @@ mod tests {
         let mut ids = Vec::new();
         for n in 0..400 {
             let data = text(n);
-            let id = gix::objs::compute_hash(
-                gix::hash::Kind::Sha1,
-                gix::objs::Kind::Blob,
-                data.as_bytes(),
-            )
-            .unwrap();
-            pack.add(id, gix::objs::Kind::Blob, data.as_bytes())
-                .unwrap();
-            ids.push((id, data.len()));
+            ids.push((add_blob(&pack, data.as_bytes()), data.len()));
         }
         let (count, name) = pack.finish_named().unwrap();
         assert_eq!(count, 400);
@@ -1024,18 +1020,8 @@ mod tests {
             .path()
             .join("objects/pack")
             .join(format!("{}.idx", name.unwrap()));
-        let out = std::process::Command::new("git")
-            .args(["verify-pack", "-v"])
-            .arg(&idx)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let listed = verify_pack(&idx);
         // `<id> blob <size> <size in pack> <offset>`
-        let listed = String::from_utf8_lossy(&out.stdout).into_owned();
         let in_pack = |id: &ObjectId| {
             let line = listed
                 .lines()

@@ -617,12 +617,7 @@ fn a_restores_result_counts_what_changed_since_its_undo_point() {
         let undo = r["undo_checkpoint"].as_str().unwrap();
         let result = r["restore_checkpoint"].as_str().unwrap();
         let status = env.git(&["diff", "--name-status", "--no-renames", undo, result]);
-        let count = |letter: &str| {
-            status
-                .lines()
-                .filter(|l| l.starts_with(letter))
-                .count() as u64
-        };
+        let count = |letter: &str| status.lines().filter(|l| l.starts_with(letter)).count() as u64;
         let shown = env.json(&["show", result]);
         assert_eq!(
             (
