@@ -37,3 +37,21 @@ pub mod protocol;
 pub mod safe_io;
 pub mod store;
 pub mod watch;
+
+/// Helpers for the unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// What the real `git` prints for `args` (which it must accept).
+    pub fn git<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}

@@ -21,7 +21,7 @@ use crate::protocol::methods::{RestoreParams, UndoParams};
 use crate::protocol::results::Restored;
 use crate::protocol::results::{lossy, non_utf8};
 use crate::store::checkpoint::{parse_id, KnownChanges};
-use crate::store::treediff::{diff_trees, TreeChange};
+use crate::store::treediff::{count_changes, diff_trees};
 use crate::store::{Checkpoint, NewCheckpoint, RestoreLink, StoreError};
 
 pub fn restore(p: &Project, o: &mut Opened, params: RestoreParams) -> Result<Restored> {
@@ -77,13 +77,13 @@ pub fn restore_to(
         if paths.is_empty() {
             // The whole difference from the undo point to the target: the result's counts
             // when the result is the target (see `counts_against`).
-            let count = |f: fn(&TreeChange) -> bool| plan.iter().filter(|c| f(c)).count() as u64;
+            let (added, modified, deleted) = count_changes(&plan);
             known = Some(KnownChanges {
                 old: current,
                 new: target_tree,
-                added: count(|c| c.old.is_none() && c.new.is_some()),
-                modified: count(|c| c.old.is_some() && c.new.is_some()),
-                deleted: count(|c| c.old.is_some() && c.new.is_none()),
+                added,
+                modified,
+                deleted,
             });
         }
         worktree::apply(

@@ -554,19 +554,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(tree, crate::store::Snapshot::tree_id(&scan.files).unwrap());
+        let store_dir = dir.path().join("store");
         let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .arg("--git-dir")
-                .arg(dir.path().join("store"))
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap()
+            let mut all = vec!["--git-dir", store_dir.to_str().unwrap()];
+            all.extend_from_slice(args);
+            crate::testing::git(all)
         };
         let listed = git(&["ls-tree", "--name-only", &tree.to_string()]);
         assert_eq!(

@@ -911,17 +911,11 @@ mod tests {
 
     /// What `git verify-pack -v` says of the pack of index `idx` (which it must accept).
     fn verify_pack(idx: &Path) -> String {
-        let out = std::process::Command::new("git")
-            .args(["verify-pack", "-v"])
-            .arg(idx)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        crate::testing::git([
+            std::ffi::OsStr::new("verify-pack"),
+            "-v".as_ref(),
+            idx.as_os_str(),
+        ])
     }
 
     /// The pack's set of ids tells apart ids that share their first 8 bytes (its hash), and

@@ -44,20 +44,28 @@ pub fn count_tree_changes(
     new: Option<ObjectId>,
 ) -> Result<(u64, u64, u64), StoreError> {
     let mut counts = (0, 0, 0);
-    walk(
-        repo,
-        &BString::default(),
-        old,
-        new,
-        &[],
-        &mut |c| match (c.old, c.new) {
-            (None, Some(_)) => counts.0 += 1,
-            (Some(_), Some(_)) => counts.1 += 1,
-            (Some(_), None) => counts.2 += 1,
-            (None, None) => {}
-        },
-    )?;
+    walk(repo, &BString::default(), old, new, &[], &mut |c| {
+        tally(&mut counts, &c)
+    })?;
     Ok(counts)
+}
+
+/// Counts `changes` as [`count_tree_changes`] does: (added, modified, deleted).
+pub fn count_changes<'a>(changes: impl IntoIterator<Item = &'a TreeChange>) -> (u64, u64, u64) {
+    let mut counts = (0, 0, 0);
+    for c in changes {
+        tally(&mut counts, c);
+    }
+    counts
+}
+
+fn tally(counts: &mut (u64, u64, u64), c: &TreeChange) {
+    match (&c.old, &c.new) {
+        (None, Some(_)) => counts.0 += 1,
+        (Some(_), Some(_)) => counts.1 += 1,
+        (Some(_), None) => counts.2 += 1,
+        (None, None) => {}
+    }
 }
 
 /// The entries (name, kind, id) of tree `id`.
