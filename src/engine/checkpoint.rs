@@ -19,7 +19,9 @@ use crate::store::checkpoint::{parse_id, validate_dialog};
 use crate::store::diff::diff;
 use crate::store::import::unsafe_paths;
 use crate::store::treediff::diff_trees;
-use crate::store::{Checkpoint, NewCheckpoint, Snapshot, SnapshotOptions, Store, DEFAULT_DIALOG};
+use crate::store::{
+    Checkpoint, CheckpointError, NewCheckpoint, Snapshot, SnapshotOptions, Store, DEFAULT_DIALOG,
+};
 
 /// Retention runs after every this many checkpoints of a dialog (walking a timeline costs a
 /// few milliseconds, so not after each one).
@@ -166,10 +168,19 @@ pub(crate) fn record(
     tree: gix::ObjectId,
     new: NewCheckpoint,
 ) -> Result<Checkpoint> {
-    let c = o
-        .store
-        .record_checkpoint(tree, o.index.skipped(), new)
-        .inspect_err(|_| o.forget_if_lost())?;
+    let recorded = o.store.record_checkpoint(tree, o.index.skipped(), new);
+    take_recorded(p, o, tree, recorded)
+}
+
+/// The rest of [`record`] once the store has recorded a checkpoint of `tree` (or failed to):
+/// the project's caches and subscribers hear of it.
+pub(crate) fn take_recorded(
+    p: &Project,
+    o: &mut Opened,
+    tree: gix::ObjectId,
+    recorded: std::result::Result<Checkpoint, CheckpointError>,
+) -> Result<Checkpoint> {
+    let c = recorded.inspect_err(|_| o.forget_if_lost())?;
     *p.last_recorded.lock().expect("last-recorded lock poisoned") = Some(tree);
     note_recorded(o, &c);
     emit_created(p, &c);

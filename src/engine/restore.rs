@@ -1,18 +1,20 @@
 //! Changing the files back: restore, undo, and (from [`timeline`](super::timeline)) reset.
 //!
 //! A restore, top-down ([`restore_to`]): bring the index up to date; refuse paths that match
-//! nothing; record the current state as a `pre-restore` checkpoint (the undo); plan (the tree
-//! diff from now to the target); apply it ([`worktree::apply`], which decides per path what
-//! must be left alone); check the result against the target and report every path that still
-//! differs (`report_leftovers`); record a checkpoint of the result that names both, while the
-//! device flushes what was written (waited for before the reply).
+//! nothing; plan (the tree diff from now to the target); record the current state as a
+//! `pre-restore` checkpoint (the undo) while the plan is applied up to the gate
+//! ([`worktree::apply`], which decides per path what must be left alone, reads and writes
+//! under temporary names, and changes nothing in the project before the undo point is
+//! durable); check the result against the target and report every path that still differs
+//! (`report_leftovers`); record a checkpoint of the result that names both, while the device
+//! flushes what was written (waited for before the reply).
 
 use gix::bstr::BString;
 use serde_json::Value;
 
 use crate::protocol::events::EventKind;
 
-use super::checkpoint::record;
+use super::checkpoint::{record, take_recorded};
 use super::worktree::{self, Applied};
 use super::{Error, Opened, Project, Result};
 use crate::filter::rel_to_abs;
@@ -21,8 +23,8 @@ use crate::protocol::methods::{RestoreParams, UndoParams};
 use crate::protocol::results::Restored;
 use crate::protocol::results::{lossy, non_utf8};
 use crate::store::checkpoint::{parse_id, KnownChanges};
-use crate::store::treediff::{count_changes, diff_trees};
-use crate::store::{Checkpoint, NewCheckpoint, RestoreLink, StoreError};
+use crate::store::treediff::{count_changes, diff_trees, TreeChange};
+use crate::store::{Checkpoint, CheckpointError, NewCheckpoint, RestoreLink, StoreError};
 
 pub fn restore(p: &Project, o: &mut Opened, params: RestoreParams) -> Result<Restored> {
     let paths = p.tree_paths(&params.paths)?;
@@ -63,46 +65,56 @@ pub fn restore_to(
     o.prepare(p)?;
     refuse_unmatched_paths(o, target, &paths)?;
     let current = o.index.write_tree(&o.store)?;
-    let undo = match dry_run {
-        true => None,
-        false => Some(record_undo_point(p, o, target, current)?),
-    };
-    // The plan reads the current tree (recording the undo point flushed it already).
-    o.flush()?;
     let target_tree = parse_id(&target.tree)?;
-    let mut known = None;
-    let mut applied = {
-        let repo = o.store.repo();
-        let plan = diff_trees(&repo, Some(current), Some(target_tree), &paths)?;
-        if paths.is_empty() {
-            // The whole difference from the undo point to the target: the result's counts
-            // when the result is the target (see `counts_against`).
-            let (added, modified, deleted) = count_changes(&plan);
-            known = Some(KnownChanges {
-                old: current,
-                new: target_tree,
-                added,
-                modified,
-                deleted,
-            });
+    // The plan: what differs from the target (read where the current tree may still be
+    // pending).
+    let plan = o
+        .store
+        .with_pending(|repo| diff_trees(repo, Some(current), Some(target_tree), &paths))?;
+    // The whole difference from the undo point to the target: the result's counts when the
+    // result is the target (see `counts_against`).
+    let known = paths.is_empty().then(|| {
+        let (added, modified, deleted) = count_changes(&plan);
+        KnownChanges {
+            old: current,
+            new: target_tree,
+            added,
+            modified,
+            deleted,
         }
-        worktree::apply(
-            &repo,
-            &o.store,
-            &o.filter,
-            &mut o.index,
-            target_tree,
-            &plan,
-            dry_run,
-        )
+    });
+    let (mut applied, undo) = match dry_run {
+        true => {
+            o.flush()?;
+            let repo = o.store.repo();
+            let gate = worktree::Gate::open();
+            let (store, filter) = (&o.store, &o.filter);
+            let applied = worktree::apply(
+                &repo,
+                store,
+                filter,
+                &mut o.index,
+                target_tree,
+                &plan,
+                true,
+                &gate,
+            );
+            (applied, None)
+        }
+        false => {
+            let (applied, recorded) = apply_recording_undo(o, target, current, target_tree, &plan);
+            (applied, Some(take_recorded(p, o, current, recorded)?))
+        }
     };
     log_applied(target, &applied, dry_run);
     // The device flushes what was written while the result is checked and recorded; the
     // flush is waited for before the reply (also when recording fails: `Flushing` waits
     // when dropped). Nothing recorded depends on the flush: the undo point was durable before
     // the first write, and a result lost in a power cut loses only that checkpoint.
-    let flushing = (!dry_run)
-        .then(|| worktree::Flushing::start(o.filter.root(), &applied.written, &applied.deleted));
+    let flushing = (!dry_run).then(|| {
+        let data = std::mem::take(&mut applied.flushing);
+        worktree::Flushing::folders(data, o.filter.root(), &applied.written, &applied.deleted)
+    });
     let mut recorded = None;
     if let Some(undo) = &undo {
         let now = report_leftovers(p, o, target, &paths, started, &mut applied);
@@ -154,13 +166,18 @@ fn coarse_now_ns() -> i64 {
     crate::safe_io::nanos(now.tv_sec, now.tv_nsec)
 }
 
-/// Records the files as they are (`current`) as the `pre-restore` checkpoint: the undo.
-fn record_undo_point(
-    p: &Project,
+/// Records the files as they are (`current`) as the `pre-restore` checkpoint, the undo, while
+/// a thread of its own applies `plan` up to the gate: the restore's checks, reads and
+/// temporary files overlap with making the undo point durable, and nothing in the project
+/// changes before it is (see [`worktree::Gate`]). Where the undo point fails, nothing changed;
+/// where no thread can start, it is recorded first.
+fn apply_recording_undo(
     o: &mut Opened,
     target: &Checkpoint,
     current: gix::ObjectId,
-) -> Result<Checkpoint> {
+    target_tree: gix::ObjectId,
+    plan: &[TreeChange],
+) -> (Applied, std::result::Result<Checkpoint, CheckpointError>) {
     let label = format!(
         "before restoring to {} (#{} {})",
         target.id.short(),
@@ -168,7 +185,42 @@ fn record_undo_point(
         target.kind
     );
     let new = NewCheckpoint::new(target.dialog.clone(), Kind::PreRestore, label);
-    record(p, o, current, new)
+    let (store, filter, index) = (&o.store, &o.filter, &mut o.index);
+    let mut undo = Some((index.skipped(), new));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let gate = worktree::Gate::after(move || rx.recv().unwrap_or(false));
+    let together = std::thread::scope(|scope| {
+        let applying = std::thread::Builder::new()
+            .name("ckpt-restore".into())
+            .spawn_scoped(scope, || {
+                let repo = store.repo();
+                worktree::apply(&repo, store, filter, index, target_tree, plan, false, &gate)
+            })
+            .ok()?;
+        let (skipped, new) = undo.take().expect("the undo point is recorded once");
+        let recorded = store.record_checkpoint(current, skipped, new);
+        // The gate opens (or, on failure, stays shut) for the writes waiting behind it.
+        let _ = tx.send(recorded.is_ok());
+        let applied = applying
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        Some((applied, recorded))
+    });
+    if let Some(done) = together {
+        return done;
+    }
+    // No thread: the undo point first, then the writes.
+    let (skipped, new) = undo.take().expect("the undo point is recorded once");
+    let recorded = store.record_checkpoint(current, skipped, new);
+    let applied = match recorded {
+        Ok(_) => {
+            let repo = store.repo();
+            let gate = worktree::Gate::open();
+            worktree::apply(&repo, store, filter, index, target_tree, plan, false, &gate)
+        }
+        Err(_) => Applied::default(),
+    };
+    (applied, recorded)
 }
 
 /// Logs what the restore did.

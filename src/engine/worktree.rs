@@ -34,6 +34,9 @@ pub struct Applied {
     pub written: Vec<BString>,
     pub deleted: Vec<BString>,
     pub skipped: Vec<SkippedFile>,
+    /// The written files' data being flushed (started as each was written; see
+    /// [`Flushing::start`]).
+    pub flushing: Vec<Flushing>,
 }
 
 /// A reason to leave a path alone.
@@ -41,9 +44,11 @@ pub type Skip = (SkipReason, String);
 
 /// Makes the files under `filter`'s root follow `changes` (from the index's tree to
 /// `target_tree`). `index` must be fresh: it is what the undo checkpoint recorded, and the only
-/// files that may be replaced or deleted; it is kept up to date with every write. Replaced
-/// files are freed after the reply, through `store` (see [`Store::retire`]). What it wrote is not
-/// flushed yet: that is the caller's ([`Flushing`]).
+/// files that may be replaced or deleted; it is kept up to date with every write. Nothing in
+/// the project changes before `gate` passes (see [`Gate`]); should it not, nothing changes at
+/// all. Replaced files are freed after the reply, through `store` (see [`Store::retire`]). What
+/// it wrote is not flushed yet: that is the caller's ([`Flushing`]).
+#[allow(clippy::too_many_arguments)]
 pub fn apply(
     repo: &gix::Repository,
     store: &Store,
@@ -52,6 +57,7 @@ pub fn apply(
     target_tree: gix::ObjectId,
     changes: &[TreeChange],
     dry_run: bool,
+    gate: &Gate,
 ) -> Applied {
     let mut run = Run {
         repo,
@@ -62,6 +68,7 @@ pub fn apply(
         target_ignores: HashMap::new(),
         index,
         dry_run,
+        gate,
         report: Applied::default(),
         deleted: BTreeSet::new(),
         queued: Vec::new(),
@@ -70,6 +77,42 @@ pub fn apply(
     run.apply(changes);
     run.write_queued();
     run.report
+}
+
+/// What a restore's changes to the project wait for: its undo checkpoint durable. Checks,
+/// reads of the store and temporary files (never part of a checkpoint, and litter that a later
+/// daemon removes) go ahead meanwhile; the first deletion, new folder or rename waits for it,
+/// and where it fails nothing in the project changes.
+pub struct Gate<'a> {
+    wait: std::sync::Mutex<Option<Box<dyn FnOnce() -> bool + Send + 'a>>>,
+    passed: std::sync::OnceLock<bool>,
+}
+
+impl<'a> Gate<'a> {
+    /// A gate that is open: nothing to wait for.
+    pub fn open() -> Gate<'a> {
+        Gate {
+            wait: std::sync::Mutex::new(None),
+            passed: std::sync::OnceLock::from(true),
+        }
+    }
+
+    /// A gate that opens once `wait` returns true (it runs once, on the first thread that
+    /// reaches the gate; the others wait for its answer).
+    pub fn after(wait: impl FnOnce() -> bool + Send + 'a) -> Gate<'a> {
+        Gate {
+            wait: std::sync::Mutex::new(Some(Box::new(wait))),
+            passed: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Waits for the gate; whether the project may change.
+    pub fn pass(&self) -> bool {
+        *self.passed.get_or_init(|| {
+            let wait = self.wait.lock().expect("gate lock poisoned").take();
+            wait.is_none_or(|wait| wait())
+        })
+    }
 }
 
 /// A file, symlink or executable ready to be written: every check passed, its content read.
@@ -87,7 +130,7 @@ const QUEUE_FILES: usize = 512;
 /// Threads that write together.
 const WRITE_THREADS: usize = 4;
 
-struct Run<'a> {
+struct Run<'a, 'g> {
     repo: &'a gix::Repository,
     store: &'a Store,
     root: &'a Path,
@@ -97,6 +140,7 @@ struct Run<'a> {
     target_ignores: HashMap<BString, Option<Vec<u8>>>,
     index: &'a mut FileIndex,
     dry_run: bool,
+    gate: &'a Gate<'g>,
     report: Applied,
     /// Paths deleted so far (or that would be, in a dry run).
     deleted: BTreeSet<BString>,
@@ -105,7 +149,7 @@ struct Run<'a> {
     queued_bytes: usize,
 }
 
-impl Run<'_> {
+impl Run<'_, '_> {
     fn apply(&mut self, changes: &[TreeChange]) {
         // Deletions first, deepest first, so that files can make room for folders and back.
         let mut deletions: Vec<&TreeChange> = changes
@@ -142,7 +186,19 @@ impl Run<'_> {
 
     fn parents(&self, path: &BString, create: bool) -> Result<(), Skip> {
         let would_delete = self.dry_run.then_some(&self.deleted);
+        if create && !self.dry_run && !self.in_real_folder(path) && !self.gate.pass() {
+            return Err(not_recorded());
+        }
         check_parents(self.root, path.as_bstr(), create, would_delete)
+    }
+
+    /// Whether `path`'s folder exists as a real folder (nothing to create on the way to it).
+    fn in_real_folder(&self, path: &BString) -> bool {
+        let Some(slash) = path.rfind_byte(b'/') else {
+            return true;
+        };
+        let folder = rel_to_abs(self.root, path[..slash].as_bstr());
+        std::fs::symlink_metadata(folder).is_ok_and(|m| m.is_dir())
     }
 
     /// The stat the index holds for `path`, if the undo checkpoint captured it.
@@ -191,6 +247,9 @@ impl Run<'_> {
             Err(e) => return self.skip(path, unreadable(format!("cannot stat: {e}"))),
         }
         if !self.dry_run {
+            if !self.gate.pass() {
+                return self.skip(path, not_recorded());
+            }
             if let Err(e) = std::fs::remove_file(&abs) {
                 return self.skip(path, unwritable(format!("cannot delete: {e}")));
             }
@@ -247,6 +306,9 @@ impl Run<'_> {
                     return self.skip(path, folder_in_the_way());
                 }
                 if !self.dry_run {
+                    if !self.gate.pass() {
+                        return self.skip(path, not_recorded());
+                    }
                     if let Err(e) = std::fs::remove_dir(&abs) {
                         let why = format!("cannot remove empty folder in the way: {e}");
                         return self.skip(path, (SkipReason::Unwritable, why));
@@ -297,20 +359,38 @@ impl Run<'_> {
         }
     }
 
-    /// Does the queued writes, from up to [`WRITE_THREADS`] threads (each a new file renamed
-    /// over its path: the paths are distinct and their folders exist, so the order does not
-    /// matter), then records each in the index, in order.
+    /// Does the queued writes, from up to [`WRITE_THREADS`] threads: each file is written
+    /// under a temporary name beside its path, then, once the gate passes, renamed over it
+    /// (the paths are distinct and their folders exist, so the order does not matter); then
+    /// records each in the index, in order.
     fn write_queued(&mut self) {
         let jobs = std::mem::take(&mut self.queued);
         self.queued_bytes = 0;
         let threads = WRITE_THREADS.min(jobs.len() / 4);
-        let written: Vec<std::io::Result<std::fs::Metadata>> = in_parallel(&jobs, threads, |job| {
-            match job.state.kind {
-                EntryKind::Link => replace_with_symlink(&job.abs, &job.data),
-                _ => replace_with_file(&job.abs, &job.data, job.mode),
-            }
-            .and_then(|()| std::fs::symlink_metadata(&job.abs))
+        let mut staged = in_parallel(&jobs, threads, |job| match job.state.kind {
+            EntryKind::Link => symlink_beside(&job.abs, &job.data).map(|tmp| (tmp, None)),
+            _ => file_beside(&job.abs, &job.data, job.mode).map(|(tmp, f)| (tmp, Some(f))),
         });
+        // The files' data goes to the device while the gate and the renames are waited for.
+        let files = jobs.iter().zip(&mut staged).filter_map(|(job, staged)| {
+            let file = staged.as_mut().ok()?.1.take()?;
+            Some((job.abs.clone(), file))
+        });
+        self.report.flushing.push(Flushing::data(files.collect()));
+        let open = self.gate.pass();
+        let moves: Vec<_> = jobs.iter().zip(staged).collect();
+        let written: Vec<std::io::Result<std::fs::Metadata>> =
+            in_parallel(&moves, threads, |(job, staged)| {
+                let (tmp, _) = staged
+                    .as_ref()
+                    .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
+                if !open {
+                    let _ = std::fs::remove_file(tmp);
+                    return Err(std::io::Error::other(not_recorded().1));
+                }
+                rename_over(tmp, &job.abs)?;
+                std::fs::symlink_metadata(&job.abs)
+            });
         for (job, result) in jobs.into_iter().zip(written) {
             match result {
                 Ok(meta) => {
@@ -381,6 +461,12 @@ fn folder_in_the_way() -> Skip {
     let why = "a folder is in the way that holds files the checkpoint does not capture \
                (ignored or excluded); left as it is";
     (SkipReason::FolderInTheWay, why.into())
+}
+
+/// The gate did not pass: the undo checkpoint could not be recorded (the restore fails).
+fn not_recorded() -> Skip {
+    let why = "left as it is: the undo checkpoint could not be recorded";
+    (SkipReason::Unwritable, why.into())
 }
 
 fn unreadable(why: String) -> Skip {
@@ -479,6 +565,11 @@ fn temp_beside(abs: &Path) -> PathBuf {
 }
 
 pub fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
+    rename_over(&file_beside(abs, data, mode)?.0, abs)
+}
+
+/// A new temporary file beside `abs` holding `data` with `mode`; its name, and the file.
+fn file_beside(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<(PathBuf, std::fs::File)> {
     let tmp = temp_beside(abs);
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
@@ -489,13 +580,22 @@ pub fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<
         f.write_all(data)?;
         // The umask may have narrowed the mode given to open.
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        drop(f);
-        std::fs::rename(&tmp, abs)
+        Ok(f)
     })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    match result {
+        Ok(f) => Ok((tmp, f)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
     }
-    result
+}
+
+/// Renames the temporary `tmp` over `abs`; removes it where that fails.
+fn rename_over(tmp: &Path, abs: &Path) -> std::io::Result<()> {
+    std::fs::rename(tmp, abs).inspect_err(|_| {
+        let _ = std::fs::remove_file(tmp);
+    })
 }
 
 /// Flushes what a restore wrote (each written file's data, then the folders of what it wrote
@@ -509,25 +609,63 @@ pub fn flush_written(root: &Path, written: &[BString], deleted: &[BString]) {
     flush_files_then_folders(&files, &folders);
 }
 
-/// A [`flush_written`] running on a thread of its own, so that a restore records its result
-/// while the device flushes what it wrote; waited for when dropped (at the latest before the
-/// reply: a restore's files are on disk when it reports them).
+/// A flush running on a thread of its own, so that a restore goes on while the device
+/// flushes what it wrote; waited for when dropped (at the latest before the reply: a
+/// restore's files are on disk when it reports them).
+#[derive(Debug)]
 pub struct Flushing(Option<std::thread::JoinHandle<()>>);
 
 impl Flushing {
-    /// Starts flushing; where no thread can start, flushes here and now.
-    pub fn start(root: &Path, written: &[BString], deleted: &[BString]) -> Flushing {
-        let (files, folders) = to_flush(root, written, deleted);
-        if files.is_empty() && folders.is_empty() {
+    /// Starts flushing the data of `files` (just written, under temporary names: the same
+    /// files once renamed); where no thread can start, flushes here and now.
+    pub fn data(files: Vec<(PathBuf, std::fs::File)>) -> Flushing {
+        if files.is_empty() {
             return Flushing(None);
         }
+        let flush = move || {
+            let flush = |(abs, file): &(PathBuf, std::fs::File)| {
+                if let Err(e) = file.sync_data() {
+                    tracing::warn!(path = %abs.display(), error = %e, "cannot flush a restored file");
+                }
+            };
+            in_parallel(&files, FLUSH_THREADS.min(files.len()), flush);
+        };
+        Flushing::spawn(flush)
+    }
+
+    /// Waits for the flushes of the files' data (`data`), then flushes the folders of what was
+    /// written or deleted (their names); where no thread can start, here and now.
+    pub fn folders(
+        data: Vec<Flushing>,
+        root: &Path,
+        written: &[BString],
+        deleted: &[BString],
+    ) -> Flushing {
+        let (_, folders) = to_flush(root, written, deleted);
+        Flushing::spawn(move || {
+            drop(data);
+            flush_together(&folders, false, |_, _| {});
+        })
+    }
+
+    fn spawn(flush: impl FnOnce() + Send + 'static) -> Flushing {
+        let (tx, rx) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("ckpt-flush".into())
-            .spawn(move || flush_files_then_folders(&files, &folders));
+            .spawn(move || {
+                if let Ok(flush) = rx.recv() {
+                    let flush: Box<dyn FnOnce() + Send> = flush;
+                    flush();
+                }
+            });
+        let flush: Box<dyn FnOnce() + Send> = Box::new(flush);
         match spawned {
-            Ok(handle) => Flushing(Some(handle)),
+            Ok(handle) => {
+                let _ = tx.send(flush);
+                Flushing(Some(handle))
+            }
             Err(_) => {
-                flush_written(root, written, deleted);
+                flush();
                 Flushing(None)
             }
         }
@@ -610,11 +748,14 @@ fn flush_together(
 }
 
 pub fn replace_with_symlink(abs: &Path, target: &[u8]) -> std::io::Result<()> {
+    rename_over(&symlink_beside(abs, target)?, abs)
+}
+
+/// A new temporary symlink beside `abs` to `target`; its name.
+fn symlink_beside(abs: &Path, target: &[u8]) -> std::io::Result<PathBuf> {
     let tmp = temp_beside(abs);
     std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(target), &tmp)?;
-    std::fs::rename(&tmp, abs).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    Ok(tmp)
 }
 
 #[cfg(test)]

@@ -96,6 +96,55 @@ fn a_failed_loose_write_is_an_error_not_a_skip() {
     env.fsck();
 }
 
+/// A restore records its undo point while it checks and prepares its writes: where the undo
+/// point cannot be recorded, the restore fails naming the cause and nothing in the project has
+/// changed (no file written or deleted, no folder made, no temporary file left); once the
+/// cause is gone the same restore works and its undo brings back every edit.
+#[test]
+fn a_restore_whose_undo_point_cannot_be_recorded_changes_nothing() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    for i in 0..20 {
+        write(&p, &format!("src/f{i:02}.txt"), &format!("v1 {i}\n"));
+    }
+    write(&p, "deep/er/y.txt", "deep\n");
+    write(&p, "gone.txt", "gone\n");
+    env.watch();
+    let first = env.checkpoint("first");
+    // The agent's edits, never checkpointed: the undo point is what holds them.
+    for i in 0..20 {
+        write(&p, &format!("src/f{i:02}.txt"), &format!("v2 {i}\n"));
+    }
+    write(&p, "new/n.txt", "new\n");
+    std::fs::remove_dir_all(p.join("deep")).unwrap();
+    std::fs::remove_file(p.join("gone.txt")).unwrap();
+    let edited = tree_state(&p);
+    let unchanged = |what: &str| {
+        assert_eq!(tree_state(&p), edited, "{what}");
+        assert!(!p.join("deep").exists(), "{what}: a folder was made");
+    };
+
+    let refs = env.store().join("refs/ckpt/dialogs");
+    make_unwritable(&refs);
+    let out = env.ckpt(&["restore", &first, "--yes"]);
+    make_writable(&refs);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("error:"), "{}", stderr(&out));
+    unchanged("after the failed restore");
+    assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 1);
+    env.assert_serving();
+
+    let report = env.json(&["restore", &first, "--yes"]);
+    assert!(report["skipped"].as_array().unwrap().is_empty(), "{report}");
+    let read = |rel: &str| std::fs::read_to_string(p.join(rel)).unwrap();
+    assert_eq!(read("src/f07.txt"), "v1 7\n");
+    assert_eq!(read("deep/er/y.txt"), "deep\n");
+    assert!(!p.join("new").exists());
+    env.json(&["undo", "--yes"]);
+    unchanged("after the undo");
+    env.fsck();
+}
+
 /// Every temporary file under `root` (restores write `.ckpt-tmp-*` beside their targets).
 fn litter(root: &std::path::Path) -> Vec<String> {
     let mut found = Vec::new();
