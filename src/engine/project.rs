@@ -431,25 +431,29 @@ impl Project {
             let urgent = opened.store.must_merge();
             let later = opened.save_due || opened.store.needs_merge();
             let load = opened.store.pack_loader();
+            let spares = opened.store.spare_maker();
             let retired = opened.store.take_retired();
             let settle = opened.index.settle_due();
             let value = result?;
-            flushed.map(|()| (value, urgent, later, load, retired, settle))
+            flushed.map(|()| (value, urgent, later, load, retired, settle, spares))
         })
         .await
         .map_err(|e| Error::Internal(format!("project task failed: {e}")))??;
-        let (value, urgent, later, load, retired, settle) = done;
+        let (value, urgent, later, load, retired, settle, spares) = done;
         if let Some(due) = settle {
             self.settle_when_due(due);
         }
-        if load.is_some() || !retired.is_empty() {
-            // Loading the pack the operation wrote and freeing the files it replaced wait for
-            // no one: the reply goes first.
+        if load.is_some() || !retired.is_empty() || spares.is_some() {
+            // Loading the pack the operation wrote, freeing the files it replaced and making
+            // the next publish's files wait for no one: the reply goes first.
             tokio::task::spawn_blocking(move || {
                 if let Some(load) = load {
                     load();
                 }
                 drop(retired);
+                if let Some(make) = spares {
+                    make();
+                }
             });
         }
         // Upkeep comes after the reply, and when it can wait, after the project falls quiet:

@@ -46,6 +46,8 @@ const UNLOGGED_REFS: &str = "refs/ckpt/meta/";
 /// The store's folder for the second names of the files an operation replaces (see
 /// [`Store::retire`]); emptied at open.
 pub const TRASH_DIR: &str = "ckpt-trash";
+/// Where the files the next publish writes into are made ahead of time (see [`pack::Spares`]).
+pub const SPARE_DIR: &str = "ckpt-spare";
 static TRASH_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The dialog used when a client names none.
@@ -126,6 +128,8 @@ pub struct Store {
     last_recorded: std::sync::Mutex<Option<Checkpoint>>,
     /// Handles not in use (see [`Store::repo`]).
     idle_repos: std::sync::Arc<std::sync::Mutex<Vec<gix::Repository>>>,
+    /// Files made ahead of time for the next publish (see [`Store::spare_maker`]).
+    spares: std::sync::Arc<pack::Spares>,
 }
 
 /// Handles kept for the next operations (one per thread that works at once).
@@ -274,7 +278,8 @@ impl Store {
             }
             Ok(repo)
         })?;
-        empty_trash(dir);
+        empty_folder(dir, TRASH_DIR);
+        empty_folder(dir, SPARE_DIR);
         Ok(Store {
             dir: dir.to_path_buf(),
             repo,
@@ -288,6 +293,7 @@ impl Store {
             retired: Default::default(),
             last_recorded: Default::default(),
             idle_repos: Default::default(),
+            spares: Default::default(),
         })
     }
 
@@ -435,27 +441,30 @@ impl Store {
     /// [`Retired`]). Never where the folder is not a real one of the store; where no second
     /// name can be made, the rename pays as before.
     pub fn retire(&self, path: &Path) {
-        let trash = self.dir.join(TRASH_DIR);
-        let ready = match std::fs::symlink_metadata(&trash) {
-            Ok(m) => m.is_dir(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                use std::os::unix::fs::DirBuilderExt;
-                std::fs::DirBuilder::new()
-                    .mode(0o700)
-                    .create(&trash)
-                    .is_ok()
-            }
-            Err(_) => false,
-        };
-        if !ready {
+        let Some(trash) = private_folder(&self.dir, TRASH_DIR) else {
             return;
-        }
+        };
         let n = TRASH_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let alias = trash.join(format!("{}-{n}", std::process::id()));
         self.retired
             .lock()
             .expect("retired lock poisoned")
             .keep(path, alias);
+    }
+
+    /// The work of making the files the next publish writes into (see [`pack::Spares`]), when
+    /// they are not ready: the caller runs it after its reply. Running it late, twice or never
+    /// changes no result (a publish without them makes its own).
+    pub fn spare_maker(&self) -> Option<impl FnOnce() + Send + 'static> {
+        if !self.spares.short() {
+            return None;
+        }
+        let (spares, dir) = (self.spares.clone(), self.dir.clone());
+        Some(move || {
+            if let Some(folder) = private_folder(&dir, SPARE_DIR) {
+                spares.top_up(&folder);
+            }
+        })
     }
 
     /// The second names of the files replaced since the last call, to drop (which removes
@@ -498,7 +507,7 @@ impl Store {
         let pack_dir = self.dir.join("objects").join("pack");
         for p in &packs {
             journal.unsettled([pack_dir.join(format!("{}.pack", p.name)), pack_dir.clone()]);
-            if let Err(source) = p.publish(&pack_dir, false) {
+            if let Err(source) = p.publish_into(&pack_dir, false, Some(&self.spares)) {
                 journal.set_broken();
                 self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
                 return Err(StoreError::Io {
@@ -602,12 +611,30 @@ fn ref_paths(dir: &Path, name: &str) -> Vec<PathBuf> {
     out
 }
 
-/// Removes the second names a daemon that stopped left in [`TRASH_DIR`] (never through a
-/// symlink in its place).
-fn empty_trash(dir: &Path) {
+/// The store's folder `name` ([`TRASH_DIR`], [`SPARE_DIR`]), made if missing; None where it is
+/// not a real folder.
+fn private_folder(dir: &Path, name: &str) -> Option<PathBuf> {
+    let folder = dir.join(name);
+    let ready = match std::fs::symlink_metadata(&folder) {
+        Ok(m) => m.is_dir(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&folder)
+                .is_ok()
+        }
+        Err(_) => false,
+    };
+    ready.then_some(folder)
+}
+
+/// Removes what a daemon that stopped left in the store's folder `name` (second names in
+/// [`TRASH_DIR`], spare files in [`SPARE_DIR`]), never through a symlink in its place.
+fn empty_folder(dir: &Path, name: &str) {
     use rustix::fs::{AtFlags, Dir, Mode, OFlags};
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let Ok(fd) = rustix::fs::open(dir.join(TRASH_DIR), flags, Mode::empty()) else {
+    let Ok(fd) = rustix::fs::open(dir.join(name), flags, Mode::empty()) else {
         return;
     };
     let Ok(entries) = Dir::read_from(&fd) else {

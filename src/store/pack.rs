@@ -161,37 +161,125 @@ impl StagedPack {
     /// renamed into place, read-only to their owner), replacing what is there. `durable`:
     /// both files and the folder are flushed too; otherwise the journal holds the pack.
     pub(crate) fn publish(&self, dir: &Path, durable: bool) -> std::io::Result<()> {
+        self.publish_into(dir, durable, None)
+    }
+
+    /// [`StagedPack::publish`], writing into files made ahead of time where `spares` has them
+    /// (and making its own where it has none, or where one of them cannot be used).
+    pub(crate) fn publish_into(
+        &self,
+        dir: &Path,
+        durable: bool,
+        spares: Option<&Spares>,
+    ) -> std::io::Result<()> {
+        if let Some(spares) = spares {
+            if let (Some(pack), Some(idx)) = (spares.take(), spares.take()) {
+                match self.write_files(dir, durable, [pack, idx]) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "cannot publish through spare files; making new ones")
+                    }
+                }
+            }
+        }
         let tmp = |ext: &str| {
-            dir.join(format!(
+            let path = dir.join(format!(
                 "tmp_ckpt_{}_{}.{ext}",
                 std::process::id(),
                 unique()
-            ))
+            ));
+            let file = create_private(&path)?;
+            Ok::<_, std::io::Error>(Spare { path, file })
         };
-        let (pack_tmp, idx_tmp) = (tmp("pack"), tmp("idx"));
-        let write = |path: &Path, bytes: &[u8]| -> std::io::Result<()> {
-            let mut f = create_private(path)?;
-            f.write_all(bytes)?;
-            if durable {
-                f.sync_all()?;
+        let pack = tmp("pack")?;
+        let idx = match tmp("idx") {
+            Ok(idx) => idx,
+            Err(e) => {
+                let _ = std::fs::remove_file(&pack.path);
+                return Err(e);
             }
-            Ok(())
         };
+        self.write_files(dir, durable, [pack, idx])
+    }
+
+    /// Writes the pack and its index into `files` (new, empty), then renames them into place.
+    fn write_files(&self, dir: &Path, durable: bool, files: [Spare; 2]) -> std::io::Result<()> {
+        let paths = [files[0].path.clone(), files[1].path.clone()];
         let result = (|| {
-            write(&pack_tmp, &self.pack)?;
-            write(&idx_tmp, &self.idx)?;
-            std::fs::rename(&pack_tmp, dir.join(format!("{}.pack", self.name)))?;
-            std::fs::rename(&idx_tmp, dir.join(format!("{}.idx", self.name)))?;
+            for (spare, bytes) in files.into_iter().zip([&self.pack, &self.idx]) {
+                let mut f = spare.file;
+                f.write_all(bytes)?;
+                if durable {
+                    f.sync_all()?;
+                }
+            }
+            std::fs::rename(&paths[0], dir.join(format!("{}.pack", self.name)))?;
+            std::fs::rename(&paths[1], dir.join(format!("{}.idx", self.name)))?;
             if durable {
                 File::open(dir)?.sync_all()?;
             }
             Ok(())
         })();
         if result.is_err() {
-            let _ = std::fs::remove_file(&pack_tmp);
-            let _ = std::fs::remove_file(&idx_tmp);
+            for path in &paths {
+                let _ = std::fs::remove_file(path);
+            }
         }
         result
+    }
+}
+
+/// An empty file made ahead of time (see [`Spares`]).
+pub(crate) struct Spare {
+    path: PathBuf,
+    file: File,
+}
+
+/// Empty files the next publish writes its pack and index into, made after a reply: creating a
+/// file took 0.2–0.35 ms on this project's test machine (twice per operation, on the way to
+/// its reply) where writing one of tens of KiB takes 0.04. They live in the store's
+/// [`SPARE_DIR`](super::SPARE_DIR), which a daemon that starts empties, and are removed when the
+/// store is dropped.
+#[derive(Default)]
+pub(crate) struct Spares(Mutex<Vec<Spare>>);
+
+/// Spare files kept ready: one pack and its index.
+const SPARES: usize = 2;
+
+impl Spares {
+    fn take(&self) -> Option<Spare> {
+        self.0.lock().expect("spares lock poisoned").pop()
+    }
+
+    /// Whether fewer than a publish needs are ready.
+    pub(crate) fn short(&self) -> bool {
+        self.0.lock().expect("spares lock poisoned").len() < SPARES
+    }
+
+    /// Makes spare files in `folder` (a real folder of the store) until a publish has enough.
+    pub(crate) fn top_up(&self, folder: &Path) {
+        while self.short() {
+            let path = folder.join(format!("spare-{}-{}", std::process::id(), unique()));
+            match create_private(&path) {
+                Ok(file) => self
+                    .0
+                    .lock()
+                    .expect("spares lock poisoned")
+                    .push(Spare { path, file }),
+                Err(e) => {
+                    tracing::debug!(path = %path.display(), error = %e, "cannot make a spare file");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Spares {
+    fn drop(&mut self) {
+        for spare in self.0.get_mut().map(std::mem::take).unwrap_or_default() {
+            let _ = std::fs::remove_file(&spare.path);
+        }
     }
 }
 

@@ -728,3 +728,117 @@ fn replaced_refs_second_names_are_removed_and_a_symlinked_trash_is_not_followed(
     env.fsck();
     env.assert_serving();
 }
+
+/// An operation's pack and index are written into files made after the previous reply
+/// (`ckpt-spare`): the next pack is one of them, git sees nothing extra in the store, files
+/// removed from under the daemon only cost it making new ones, a stopped daemon leaves none,
+/// those a crash left go at the next open, and a symlink in the folder's place is never
+/// followed.
+#[test]
+fn packs_are_written_into_spare_files_made_after_the_reply() {
+    use std::os::unix::fs::MetadataExt;
+    let mut env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    env.watch();
+    env.checkpoint("first");
+    let store = env.store();
+    let spare = store.join("ckpt-spare");
+    let entries = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let ready = |what: &str| -> Vec<u64> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while entries(&spare).len() != 2 {
+            assert!(Instant::now() < deadline, "{what}: {:?}", entries(&spare));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        entries(&spare)
+            .iter()
+            .map(|n| std::fs::metadata(spare.join(n)).unwrap().ino())
+            .collect()
+    };
+    let inodes = ready("after the first reply");
+    let before = packs(&store);
+    write(&p, "a.txt", "two\n");
+    let second = env.checkpoint("second");
+    let new: Vec<String> = packs(&store)
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    let pack = store.join("objects/pack").join(&new[0]);
+    let idx = pack.with_extension("idx");
+    for file in [&pack, &idx] {
+        let meta = std::fs::metadata(file).unwrap();
+        assert!(
+            inodes.contains(&meta.ino()),
+            "{} is a spare file",
+            file.display()
+        );
+        assert_eq!(meta.mode() & 0o777, 0o400);
+    }
+    ready("after the second reply");
+    assert_eq!(env.git(&["show", &format!("{second}:a.txt")]), "two\n");
+    let counted = env.git(&["count-objects", "-v"]);
+    assert!(counted.contains("garbage: 0"), "{counted}");
+    env.fsck();
+
+    // Removed from under the daemon: the next publish makes its own files.
+    for name in entries(&spare) {
+        std::fs::remove_file(spare.join(name)).unwrap();
+    }
+    write(&p, "a.txt", "three\n");
+    let third = env.checkpoint("third");
+    assert_eq!(env.git(&["show", &format!("{third}:a.txt")]), "three\n");
+    ready("after a publish without spares");
+
+    // A daemon that stops removes its own; those a crash left go at the next open.
+    env.stop_daemon();
+    assert_eq!(entries(&spare), Vec::<String>::new());
+    env.start_daemon();
+    write(&p, "a.txt", "four\n");
+    env.checkpoint("four");
+    ready("after a restart");
+    let made = entries(&spare);
+    env.kill_daemon();
+    env.start_daemon();
+    write(&p, "a.txt", "five\n");
+    env.checkpoint("five");
+    ready("after a crash");
+    let now = entries(&spare);
+    assert!(
+        made.iter().all(|name| !now.contains(name)),
+        "the crashed daemon's spare files were removed at the next open: {made:?} {now:?}"
+    );
+
+    // A symlink in its place: never followed.
+    env.stop_daemon();
+    std::fs::remove_dir_all(&spare).unwrap();
+    let outside = env.home.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("victim.txt"), "untouched\n").unwrap();
+    std::os::unix::fs::symlink(&outside, &spare).unwrap();
+    env.start_daemon();
+    for round in ["six", "seven"] {
+        write(&p, "a.txt", &format!("{round}\n"));
+        env.checkpoint(round);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(entries(&outside), vec!["victim.txt".to_string()]);
+    assert_eq!(
+        env.git(&["show", "refs/ckpt/dialogs/default:a.txt"]),
+        "seven\n"
+    );
+    assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 7);
+    env.fsck();
+    env.assert_serving();
+}
