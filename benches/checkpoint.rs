@@ -1,7 +1,7 @@
 //! Benchmark: ckpt against a shadow git repository on the same synthetic tree, in the same run.
 //!
 //! `cargo bench --bench checkpoint -- [--files N] [--ignored M] [--runs R] [--history H] [--dir D]
-//!  [--hook-runs K] [--load-runs L] [--load-mb MB] [--idle-seconds S] [--million]
+//!  [--hook-runs K] [--op-runs O] [--load-runs L] [--load-mb MB] [--idle-seconds S] [--million]
 //!  [--no-aggressive]`
 //!
 //! Builds a project of N files of ~2 KiB in nested folders plus a gitignored `node_modules/` of
@@ -11,8 +11,8 @@
 //! a checkpoint 10 files away, the daemon's peak RSS, and the store size after H checkpoints of
 //! 10 changed files each. The baseline is what existing tools do: `git --git-dir=SHADOW
 //! --work-tree=PROJECT add -A && git write-tree` (and `git read-tree -u --reset` to restore).
-//! Prints medians over R runs (the hook case over --hook-runs prompts, default 50) and ratios
-//! baseline/ckpt. Every timed case but the one under load starts after a `sync` (untimed), so
+//! Prints medians over R runs (the hook case over --hook-runs prompts, default 50; the restore and
+//! the `ckpt checkpoint` process over --op-runs, default 20) and ratios baseline/ckpt. Every timed case but the one under load starts after a `sync` (untimed), so
 //! that no case waits for the writeback of the one before it.
 //!
 //! Under load: L checkpoints (default 40) of 10 changed files each while another process writes
@@ -39,6 +39,9 @@ struct Args {
     history: usize,
     /// Prompts timed through `ckpt hook claude-code`.
     hook_runs: usize,
+    /// Restores, and `ckpt checkpoint` processes, timed (a few milliseconds each, which a
+    /// median of 5 on a shared machine moves by a tenth).
+    op_runs: usize,
     /// Checkpoints timed under load, and the size of each file the load writes.
     load_runs: usize,
     load_mb: usize,
@@ -56,6 +59,7 @@ fn parse_args() -> Args {
         runs: 5,
         history: 100,
         hook_runs: 50,
+        op_runs: 20,
         load_runs: 40,
         load_mb: 200,
         idle_seconds: 60,
@@ -75,6 +79,7 @@ fn parse_args() -> Args {
             "--runs" => args.runs = num("--runs"),
             "--history" => args.history = num("--history"),
             "--hook-runs" => args.hook_runs = num("--hook-runs"),
+            "--op-runs" => args.op_runs = num("--op-runs"),
             "--load-runs" => args.load_runs = num("--load-runs"),
             "--load-mb" => args.load_mb = num("--load-mb"),
             "--idle-seconds" => args.idle_seconds = num("--idle-seconds") as u64,
@@ -86,6 +91,7 @@ fn parse_args() -> Args {
                 args.runs = 3;
                 args.history = 0;
                 args.hook_runs = 10;
+                args.op_runs = 5;
                 args.load_runs = 10;
                 args.idle_seconds = 0;
                 args.aggressive = false;
@@ -109,10 +115,11 @@ fn main() {
     let root = tmp.path().join("project");
     let shadow = tmp.path().join("shadow.git");
     println!(
-        "# ckpt benchmark: {} files + {} ignored, {} runs, in {}",
+        "# ckpt benchmark: {} files + {} ignored, {} runs ({} of restores and processes), in {}",
         args.files,
         args.ignored,
         args.runs,
+        args.op_runs,
         tmp.path().display()
     );
     let t = Instant::now();
@@ -185,7 +192,7 @@ fn main() {
 
     // Restore a checkpoint 10 files away (and the shadow tree 10 files away).
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-    for _ in 0..args.runs {
+    for _ in 0..args.op_runs {
         let target = conn
             .call_value("checkpoint", json!({ "project": project }))
             .unwrap()["id"]
@@ -215,7 +222,7 @@ fn main() {
 
     // `ckpt checkpoint` as a process (start to exit), 10 files changed.
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-    for _ in 0..args.runs {
+    for _ in 0..args.op_runs {
         round += 1;
         touch_ten(&root, args.files, round);
         ours.push(time_settled(|| {

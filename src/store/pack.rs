@@ -173,11 +173,13 @@ impl StagedPack {
         spares: Option<&Spares>,
     ) -> std::io::Result<()> {
         if let Some(spares) = spares {
-            if let (Some(pack), Some(idx)) = (spares.take(), spares.take()) {
-                match self.write_files(dir, durable, [pack, idx]) {
+            if let Some(pair) = spares.take_pair() {
+                match self.write_files(dir, durable, pair) {
                     Ok(()) => return Ok(()),
                     Err(e) => {
-                        tracing::debug!(error = %e, "cannot publish through spare files; making new ones")
+                        // Most likely someone emptied their folder: the others go too.
+                        tracing::debug!(error = %e, "cannot publish through spare files; making new ones");
+                        spares.clear();
                     }
                 }
             }
@@ -243,15 +245,35 @@ pub(crate) struct Spare {
 #[derive(Default)]
 pub(crate) struct Spares(Mutex<Vec<Spare>>);
 
-/// Spare files kept ready: one pack and its index.
-const SPARES: usize = 2;
+/// Spare files kept ready: two packs and their indexes (a restore publishes twice: its undo
+/// point and its result).
+const SPARES: usize = 4;
 
 impl Spares {
-    fn take(&self) -> Option<Spare> {
-        self.0.lock().expect("spares lock poisoned").pop()
+    /// Two spare files (for a pack and its index), if there are two.
+    fn take_pair(&self) -> Option<[Spare; 2]> {
+        let mut ready = self.0.lock().expect("spares lock poisoned");
+        if ready.len() < 2 {
+            return None;
+        }
+        let (a, b) = (ready.pop()?, ready.pop()?);
+        Some([a, b])
     }
 
-    /// Whether fewer than a publish needs are ready.
+    /// Drops (and removes) every spare file.
+    fn clear(&self) {
+        let mut ready = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let all = std::mem::take(&mut *ready);
+        drop(ready);
+        for spare in all {
+            let _ = std::fs::remove_file(&spare.path);
+        }
+    }
+
+    /// Whether fewer than [`SPARES`] are ready.
     pub(crate) fn short(&self) -> bool {
         self.0.lock().expect("spares lock poisoned").len() < SPARES
     }
@@ -277,9 +299,7 @@ impl Spares {
 
 impl Drop for Spares {
     fn drop(&mut self) {
-        for spare in self.0.get_mut().map(std::mem::take).unwrap_or_default() {
-            let _ = std::fs::remove_file(&spare.path);
-        }
+        self.clear();
     }
 }
 

@@ -757,7 +757,7 @@ fn packs_are_written_into_spare_files_made_after_the_reply() {
     };
     let ready = |what: &str| -> Vec<u64> {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while entries(&spare).len() != 2 {
+        while entries(&spare).len() != 4 {
             assert!(Instant::now() < deadline, "{what}: {:?}", entries(&spare));
             std::thread::sleep(Duration::from_millis(20));
         }
