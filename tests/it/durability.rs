@@ -8,6 +8,51 @@ use std::time::{Duration, Instant};
 
 use crate::harness::*;
 
+/// The names in `dir`, sorted (none where it cannot be read).
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// With the daemon stopped, puts a symlink to a folder of its own (holding one file) in the
+/// place of the store's `folder`, then records a checkpoint of `a.txt` for each of `rounds`:
+/// nothing is written into, linked into or removed from where it points, and the checkpoints
+/// are whole.
+fn assert_symlinked_folder_not_followed(env: &mut TestEnv, folder: &Path, rounds: &[&str]) {
+    let p = env.proj();
+    env.stop_daemon();
+    std::fs::remove_dir_all(folder).unwrap();
+    let outside = env.home.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("victim.txt"), "untouched\n").unwrap();
+    std::os::unix::fs::symlink(&outside, folder).unwrap();
+    env.start_daemon();
+    for round in rounds {
+        write(&p, "a.txt", &format!("{round}\n"));
+        env.checkpoint(round);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(names_in(&outside), vec!["victim.txt".to_string()]);
+    assert_eq!(
+        std::fs::read_to_string(outside.join("victim.txt")).unwrap(),
+        "untouched\n"
+    );
+    let last = rounds.last().expect("one round at least");
+    assert_eq!(
+        env.git(&["show", "refs/ckpt/dialogs/default:a.txt"]),
+        format!("{last}\n")
+    );
+    env.fsck();
+    env.assert_serving();
+}
+
 fn packs(store: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(store.join("objects/pack"))
         .unwrap()
@@ -669,19 +714,10 @@ fn replaced_refs_second_names_are_removed_and_a_symlinked_trash_is_not_followed(
     env.checkpoint("first");
     let store = env.store();
     let trash = store.join("ckpt-trash");
-    let entries = |dir: &Path| -> Vec<String> {
-        std::fs::read_dir(dir)
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     let emptied = |what: &str| {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !entries(&trash).is_empty() {
-            assert!(Instant::now() < deadline, "{what}: {:?}", entries(&trash));
+        while !names_in(&trash).is_empty() {
+            assert!(Instant::now() < deadline, "{what}: {:?}", names_in(&trash));
             std::thread::sleep(Duration::from_millis(20));
         }
     };
@@ -702,31 +738,8 @@ fn replaced_refs_second_names_are_removed_and_a_symlinked_trash_is_not_followed(
     emptied("after a restart");
 
     // A symlink in its place: never followed.
-    env.stop_daemon();
-    std::fs::remove_dir(&trash).unwrap();
-    let outside = env.home.join("outside");
-    std::fs::create_dir(&outside).unwrap();
-    std::fs::write(outside.join("victim.txt"), "untouched\n").unwrap();
-    std::os::unix::fs::symlink(&outside, &trash).unwrap();
-    env.start_daemon();
-    for round in ["four", "five"] {
-        write(&p, "a.txt", &format!("{round}\n"));
-        env.checkpoint(round);
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(entries(&outside), vec!["victim.txt".to_string()]);
-    assert_eq!(
-        std::fs::read_to_string(outside.join("victim.txt")).unwrap(),
-        "untouched\n"
-    );
-    let list = env.json(&["list"]);
-    assert_eq!(list.as_array().unwrap().len(), 5, "{list}");
-    assert_eq!(
-        env.git(&["show", "refs/ckpt/dialogs/default:a.txt"]),
-        "five\n"
-    );
-    env.fsck();
-    env.assert_serving();
+    assert_symlinked_folder_not_followed(&mut env, &trash, &["four", "five"]);
+    assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 5);
 }
 
 /// An operation's pack and index are written into files made after the previous reply
@@ -744,24 +757,13 @@ fn packs_are_written_into_spare_files_made_after_the_reply() {
     env.checkpoint("first");
     let store = env.store();
     let spare = store.join("ckpt-spare");
-    let entries = |dir: &Path| -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
-    };
     let ready = |what: &str| -> Vec<u64> {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while entries(&spare).len() != 4 {
-            assert!(Instant::now() < deadline, "{what}: {:?}", entries(&spare));
+        while names_in(&spare).len() != 4 {
+            assert!(Instant::now() < deadline, "{what}: {:?}", names_in(&spare));
             std::thread::sleep(Duration::from_millis(20));
         }
-        entries(&spare)
+        names_in(&spare)
             .iter()
             .map(|n| std::fs::metadata(spare.join(n)).unwrap().ino())
             .collect()
@@ -793,7 +795,7 @@ fn packs_are_written_into_spare_files_made_after_the_reply() {
     env.fsck();
 
     // Removed from under the daemon: the next publish makes its own files.
-    for name in entries(&spare) {
+    for name in names_in(&spare) {
         std::fs::remove_file(spare.join(name)).unwrap();
     }
     write(&p, "a.txt", "three\n");
@@ -803,42 +805,24 @@ fn packs_are_written_into_spare_files_made_after_the_reply() {
 
     // A daemon that stops removes its own; those a crash left go at the next open.
     env.stop_daemon();
-    assert_eq!(entries(&spare), Vec::<String>::new());
+    assert_eq!(names_in(&spare), Vec::<String>::new());
     env.start_daemon();
     write(&p, "a.txt", "four\n");
     env.checkpoint("four");
     ready("after a restart");
-    let made = entries(&spare);
+    let made = names_in(&spare);
     env.kill_daemon();
     env.start_daemon();
     write(&p, "a.txt", "five\n");
     env.checkpoint("five");
     ready("after a crash");
-    let now = entries(&spare);
+    let now = names_in(&spare);
     assert!(
         made.iter().all(|name| !now.contains(name)),
         "the crashed daemon's spare files were removed at the next open: {made:?} {now:?}"
     );
 
     // A symlink in its place: never followed.
-    env.stop_daemon();
-    std::fs::remove_dir_all(&spare).unwrap();
-    let outside = env.home.join("outside");
-    std::fs::create_dir(&outside).unwrap();
-    std::fs::write(outside.join("victim.txt"), "untouched\n").unwrap();
-    std::os::unix::fs::symlink(&outside, &spare).unwrap();
-    env.start_daemon();
-    for round in ["six", "seven"] {
-        write(&p, "a.txt", &format!("{round}\n"));
-        env.checkpoint(round);
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(entries(&outside), vec!["victim.txt".to_string()]);
-    assert_eq!(
-        env.git(&["show", "refs/ckpt/dialogs/default:a.txt"]),
-        "seven\n"
-    );
+    assert_symlinked_folder_not_followed(&mut env, &spare, &["six", "seven"]);
     assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 7);
-    env.fsck();
-    env.assert_serving();
 }
