@@ -122,6 +122,8 @@ struct Job {
     state: FileState,
     data: Vec<u8>,
     mode: u32,
+    /// A file is there now (that the undo checkpoint captured).
+    replaces: bool,
 }
 
 /// Queued writes are done together (see [`Run::write_queued`]) once they hold this much.
@@ -340,11 +342,7 @@ impl Run<'_, '_> {
             .as_ref()
             .filter(|m| m.is_file())
             .map(|m| m.permissions().mode() & 0o7777);
-        // The replaced file is freed after the reply (see `Store::retire`). Should the write
-        // fail, the second name only goes after the reply too: it frees nothing then.
-        if existing.as_ref().is_some_and(|m| !m.is_dir()) {
-            self.store.retire(&abs);
-        }
+        let replaces = existing.as_ref().is_some_and(|m| !m.is_dir());
         let mode = file_mode(existing_mode, state.kind == EntryKind::BlobExecutable);
         self.queued_bytes += data.len();
         self.queued.push(Job {
@@ -353,6 +351,7 @@ impl Run<'_, '_> {
             state: *state,
             data,
             mode,
+            replaces,
         });
         if self.queued_bytes >= QUEUE_BYTES || self.queued.len() >= QUEUE_FILES {
             self.write_queued();
@@ -378,6 +377,7 @@ impl Run<'_, '_> {
         });
         self.report.flushing.push(Flushing::data(files.collect()));
         let open = self.gate.pass();
+        let store = self.store;
         let moves: Vec<_> = jobs.iter().zip(staged).collect();
         let written: Vec<std::io::Result<std::fs::Metadata>> =
             in_parallel(&moves, threads, |(job, staged)| {
@@ -387,6 +387,12 @@ impl Run<'_, '_> {
                 if !open {
                     let _ = std::fs::remove_file(tmp);
                     return Err(std::io::Error::other(not_recorded().1));
+                }
+                // The replaced file is freed after the reply (see `Store::retire`); its second
+                // name is made past the gate, since it changes the file's metadata. Should the
+                // rename fail, the second name only goes after the reply too: it frees nothing.
+                if job.replaces {
+                    store.retire(&job.abs);
                 }
                 rename_over(tmp, &job.abs)?;
                 std::fs::symlink_metadata(&job.abs)

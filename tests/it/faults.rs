@@ -118,7 +118,26 @@ fn a_restore_whose_undo_point_cannot_be_recorded_changes_nothing() {
     write(&p, "new/n.txt", "new\n");
     std::fs::remove_dir_all(p.join("deep")).unwrap();
     std::fs::remove_file(p.join("gone.txt")).unwrap();
+    // Past the racy window: the daemon trusts the files' stats from here on, so a change to
+    // one (even to its metadata alone) would show as one.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    env.json(&["status"]);
     let edited = tree_state(&p);
+    let stats = |what: &str| -> Vec<(String, i64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        edited
+            .keys()
+            .map(|rel| {
+                let m = std::fs::symlink_metadata(p.join(rel)).expect(what);
+                (
+                    rel.clone(),
+                    m.ctime_nsec() + m.ctime() * 1_000_000_000,
+                    m.nlink(),
+                )
+            })
+            .collect()
+    };
+    let before = stats("before");
     let unchanged = |what: &str| {
         assert_eq!(tree_state(&p), edited, "{what}");
         assert!(!p.join("deep").exists(), "{what}: a folder was made");
@@ -131,6 +150,13 @@ fn a_restore_whose_undo_point_cannot_be_recorded_changes_nothing() {
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stderr(&out).contains("error:"), "{}", stderr(&out));
     unchanged("after the failed restore");
+    // Not even a file's metadata: no second name was given to a file it would have replaced.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        stats("after"),
+        before,
+        "metadata changed by the failed restore"
+    );
     assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 1);
     env.assert_serving();
 
