@@ -34,8 +34,8 @@ pub struct Applied {
     pub written: Vec<BString>,
     pub deleted: Vec<BString>,
     pub skipped: Vec<SkippedFile>,
-    /// The written files' data being flushed (started as each was written; see
-    /// [`Flushing::start`]).
+    /// The written files' data being flushed (started as each batch was written; see
+    /// [`Flushing::data`]).
     pub flushing: Vec<Flushing>,
 }
 
@@ -81,8 +81,8 @@ pub fn apply(
 
 /// What a restore's changes to the project wait for: its undo checkpoint durable. Checks,
 /// reads of the store and temporary files (never part of a checkpoint, and litter that a later
-/// daemon removes) go ahead meanwhile; the first deletion, new folder or rename waits for it,
-/// and where it fails nothing in the project changes.
+/// daemon removes) go ahead meanwhile; the first deletion, new folder, second name of a
+/// replaced file or rename waits for it, and where it fails nothing in the project changes.
 pub struct Gate<'a> {
     wait: std::sync::Mutex<Option<Box<dyn FnOnce() -> bool + Send + 'a>>>,
     passed: std::sync::OnceLock<bool>,
