@@ -85,14 +85,12 @@ pub fn restore_to(
     });
     let (mut applied, undo) = match dry_run {
         true => {
-            o.flush()?;
             let repo = o.store.repo();
             let gate = worktree::Gate::open();
-            let (store, filter) = (&o.store, &o.filter);
             let applied = worktree::apply(
                 &repo,
-                store,
-                filter,
+                &o.store,
+                &o.filter,
                 &mut o.index,
                 target_tree,
                 &plan,
