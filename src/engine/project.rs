@@ -378,15 +378,18 @@ impl Project {
         let mut guard = self.state.clone().lock_owned().await;
         let me = self.clone();
         let done = tokio::task::spawn_blocking(move || {
-            if let Err(source) = std::fs::read_dir(&me.root) {
-                let root = me.root.clone();
-                return Err(Error::Unavailable { root, source });
-            }
             // The root was canonical when it was watched: a symlink there now points
-            // somewhere else, which is not this project.
-            if std::fs::symlink_metadata(&me.root).is_ok_and(|m| m.file_type().is_symlink()) {
+            // somewhere else, which is not this project. One open answers both (a folder
+            // that can be read, and not through a symlink).
+            use rustix::fs::{Mode, OFlags};
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            if let Err(e) = rustix::fs::open(&me.root, flags, Mode::empty()) {
                 let root = me.root.clone();
-                return Err(Error::RootReplaced { root });
+                if std::fs::symlink_metadata(&root).is_ok_and(|m| m.file_type().is_symlink()) {
+                    return Err(Error::RootReplaced { root });
+                }
+                let source = std::io::Error::from(e);
+                return Err(Error::Unavailable { root, source });
             }
             if guard.is_some() && std::fs::symlink_metadata(&me.store_dir).is_err() {
                 // Gone whole (deleted under the daemon): start a new store, never write into
