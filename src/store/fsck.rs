@@ -8,7 +8,7 @@
 //! Refs whose commits are gone are set aside there too. After a repair the daemon re-reads
 //! every file whose object the store lost, so new checkpoints never name an unreadable blob.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
@@ -16,7 +16,7 @@ use gix::ObjectId;
 use serde::Serialize;
 
 use super::pack::PackWriter;
-use super::{Store, StoreError};
+use super::{PackStamp, Store, StoreError};
 
 /// Affected checkpoints listed in a report (the count is always complete).
 const MAX_LISTED: usize = 100;
@@ -82,8 +82,27 @@ impl Store {
     }
 
     /// Cheap checks of the store's layout and of every pack (its trailer must be the checksum
-    /// its index names): what is damaged, in words; empty when nothing is.
+    /// its index names): what is damaged, in words; empty when nothing is. Where the store's
+    /// folders are watched (see [`super::sentinel`]), only the packs that changed since the
+    /// last check are looked at again, and the layout only when part of it was created,
+    /// removed or renamed; everything is, the first time and for as long as damage is known.
     pub fn damage(&self) -> Vec<String> {
+        let seen = self.inbox.as_ref().map(|inbox| inbox.take());
+        if let Some(seen) = seen.filter(|s| !s.all) {
+            let found: Vec<String> = self
+                .check_packs(Some(&seen.names))
+                .iter()
+                .map(|pack| not_matching(pack))
+                .collect();
+            if !found.is_empty() {
+                self.ask_full_check();
+            }
+            return found;
+        }
+        // Watched again first: what changes from here on is either seen below or reported.
+        if let Some(inbox) = &self.inbox {
+            inbox.rewatch(self.dir());
+        }
         let mut found = Vec::new();
         for (name, dir) in [
             ("HEAD", false),
@@ -103,68 +122,122 @@ impl Store {
             }
         }
         for pack in self.damaged_packs() {
-            found.push(format!("objects/pack/{pack}.pack does not match its index"));
+            found.push(not_matching(&pack));
+        }
+        if !found.is_empty() {
+            self.ask_full_check();
         }
         found
+    }
+
+    /// The next [`Store::damage`] checks everything (damage is reported every time).
+    fn ask_full_check(&self) {
+        if let Some(inbox) = &self.inbox {
+            inbox.ask_all();
+        }
     }
 
     /// Packs whose data file does not end with the checksum their index names (a pack
     /// without its index is one being written, not damage). Results are cached by stat.
     fn damaged_packs(&self) -> Vec<String> {
+        self.check_packs(None)
+    }
+
+    /// The packs of `only` (names of files in the pack folder), or of the whole folder (None),
+    /// that do not match their index.
+    fn check_packs(&self, only: Option<&BTreeSet<String>>) -> Vec<String> {
         use rustix::fs::{AtFlags, Dir, Mode, OFlags};
         let pack_dir = self.dir().join("objects").join("pack");
-        // Listed and looked at through the folder's descriptor: one lookup of the store's
-        // path per operation, not two per pack.
+        // Looked at through the folder's descriptor: one lookup of the store's path per
+        // operation, not two per pack.
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let Ok(dir) = rustix::fs::open(&pack_dir, flags, Mode::empty()) else {
-            return Vec::new();
-        };
-        let Ok(mut entries) = Dir::read_from(&dir) else {
             return Vec::new();
         };
         let stamp = |name: &str| {
             rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
                 .ok()
-                .map(|m| {
-                    (
-                        m.st_size as u64,
-                        m.st_mtime,
-                        m.st_mtime_nsec as i64,
-                        m.st_ino,
-                    )
-                })
+                .map(|m| stamp_of(&m))
         };
         let mut checked = self.checked_packs.lock().expect("pack cache poisoned");
         let mut damaged = Vec::new();
-        let mut listed = std::collections::HashSet::new();
-        while let Some(Ok(entry)) = entries.read() {
-            let name = entry.file_name().to_string_lossy();
-            let Some(stem) = name.strip_suffix(".idx") else {
-                continue;
-            };
-            listed.insert(stem.to_string());
-            let key = (stamp(&name), stamp(&format!("{stem}.pack")));
-            if checked.get(stem) == Some(&key) {
-                continue;
+        // Whether `stem` has an index (is a pack); damage goes to `damaged`.
+        let mut check = |stem: &str, checked: &mut HashMap<String, PackStamp>| {
+            let idx = format!("{stem}.idx");
+            let key = (stamp(&idx), stamp(&format!("{stem}.pack")));
+            if key.0.is_none() {
+                return false;
             }
-            let pack = pack_dir.join(format!("{stem}.pack"));
-            if pack_matches_index(&pack, &pack_dir.join(&*name)) {
-                checked.insert(stem.to_string(), key);
-            } else {
-                checked.remove(stem);
-                damaged.push(stem.to_string());
+            if checked.get(stem) != Some(&key) {
+                let pack = pack_dir.join(format!("{stem}.pack"));
+                if pack_matches_index(&pack, &pack_dir.join(&idx)) {
+                    checked.insert(stem.to_string(), key);
+                } else {
+                    checked.remove(stem);
+                    damaged.push(stem.to_string());
+                }
             }
-        }
+            true
+        };
+        let vanished = match only {
+            Some(names) => {
+                let stems: BTreeSet<&str> = names
+                    .iter()
+                    .filter_map(|n| n.strip_suffix(".idx").or_else(|| n.strip_suffix(".pack")))
+                    .collect();
+                let mut vanished = false;
+                for stem in stems {
+                    if !check(stem, &mut checked) {
+                        vanished |= checked.remove(stem).is_some();
+                    }
+                }
+                vanished
+            }
+            None => {
+                let Ok(mut entries) = Dir::read_from(&dir) else {
+                    return Vec::new();
+                };
+                let mut listed = HashSet::new();
+                while let Some(Ok(entry)) = entries.read() {
+                    let name = entry.file_name().to_string_lossy();
+                    let Some(stem) = name.strip_suffix(".idx") else {
+                        continue;
+                    };
+                    if check(stem, &mut checked) {
+                        listed.insert(stem.to_string());
+                    }
+                }
+                let before = checked.len();
+                checked.retain(|stem, _| listed.contains(stem));
+                checked.len() != before
+            }
+        };
         // A pack this handle had checked is gone: someone else (`git gc`) replaced it. Loaded
         // indices of removed packs would still vouch for their objects.
-        let before = checked.len();
-        checked.retain(|stem, _| listed.contains(stem));
-        if checked.len() != before {
+        if vanished {
             self.packs_vanished
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
         damaged.sort();
         damaged
+    }
+
+    /// Records the pack `name` (`pack-<checksum>`), just published by this store from bytes it
+    /// made, as whole: the next check does not read its trailer again.
+    pub(crate) fn checked_whole(&self, name: &str) {
+        let pack_dir = self.dir().join("objects").join("pack");
+        let stamp = |ext: &str| {
+            rustix::fs::lstat(pack_dir.join(format!("{name}.{ext}")))
+                .ok()
+                .map(|m| stamp_of(&m))
+        };
+        let key = (stamp("idx"), stamp("pack"));
+        if key.0.is_some() && key.1.is_some() {
+            self.checked_packs
+                .lock()
+                .expect("pack cache poisoned")
+                .insert(name.to_string(), key);
+        }
     }
 
     /// Whether packs this handle knew were removed by someone else since the last call (the
@@ -374,6 +447,23 @@ fn count_missing(
 }
 
 /// Whether the pack file ends with the pack checksum recorded in its index.
+/// The words for a pack whose data does not match its index.
+fn not_matching(pack: &str) -> String {
+    format!("objects/pack/{pack}.pack does not match its index")
+}
+
+/// What a pack file's check is cached by.
+fn stamp_of(m: &rustix::fs::Stat) -> super::FileStamp {
+    (
+        m.st_size as u64,
+        m.st_mtime,
+        m.st_mtime_nsec as i64,
+        m.st_ino,
+        m.st_ctime,
+        m.st_ctime_nsec as i64,
+    )
+}
+
 fn pack_matches_index(pack: &Path, idx: &Path) -> bool {
     let tail = |path: &Path, from_end: i64| -> Option<[u8; 20]> {
         let mut file = crate::safe_io::open_regular(path).ok()?;

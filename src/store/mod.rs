@@ -20,6 +20,7 @@ pub mod names;
 pub mod pack;
 pub mod pending;
 pub mod retention;
+mod sentinel;
 pub mod snapshot;
 pub mod timeline;
 pub mod treediff;
@@ -130,6 +131,9 @@ pub struct Store {
     idle_repos: std::sync::Arc<std::sync::Mutex<Vec<gix::Repository>>>,
     /// Files made ahead of time for the next publish (see [`Store::spare_maker`]).
     spares: std::sync::Arc<pack::Spares>,
+    /// What changed in the store's folders since the last check (see [`Store::damage`]);
+    /// None where they cannot be watched.
+    inbox: Option<std::sync::Arc<sentinel::Inbox>>,
 }
 
 /// Handles kept for the next operations (one per thread that works at once).
@@ -164,8 +168,11 @@ impl Drop for Repo {
     }
 }
 
-/// (size, mtime, mtime nsec, inode) of a pack's index and of its data file.
-type PackStamp = (Option<(u64, i64, i64, u64)>, Option<(u64, i64, i64, u64)>);
+/// The stamps of a pack's index and of its data file.
+pub(crate) type PackStamp = (Option<FileStamp>, Option<FileStamp>);
+/// A file's size, modification time, inode and change time (which no one can set back: a
+/// write that keeps the size and resets the modification time still changes it).
+pub(crate) type FileStamp = (u64, i64, i64, u64, i64, i64);
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -294,6 +301,7 @@ impl Store {
             last_recorded: Default::default(),
             idle_repos: Default::default(),
             spares: Default::default(),
+            inbox: sentinel::Inbox::watch(dir),
         })
     }
 
@@ -515,6 +523,7 @@ impl Store {
                     source,
                 });
             }
+            self.checked_whole(&p.name);
             *self.unloaded.lock().expect("unloaded lock poisoned") = Some(p.first);
             self.small_packs
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

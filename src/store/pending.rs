@@ -149,6 +149,7 @@ impl Store {
                     let dir = self.dir().join("objects").join("pack");
                     pack.publish(&dir, true)
                         .map_err(|source| StoreError::Io { path: dir, source })?;
+                    self.checked_whole(&pack.name);
                     self.published(pack.first);
                     Ok(true)
                 }

@@ -344,6 +344,122 @@ fn a_truncated_pack_is_reported_and_repaired() {
     env.assert_serving();
 }
 
+/// Each operation looks again only at what changed in the store since the last one (the kernel
+/// says what): damage made between two operations is found whichever way it is made — a
+/// damaged copy renamed over a pack, the pack folder replaced by a copy, bytes overwritten
+/// in place with the size and modification time kept (invisible to a check by stat alone),
+/// `HEAD` removed — and once it is undone the store works again.
+#[test]
+fn damage_between_operations_is_found_however_it_is_made() {
+    use std::io::{Seek, SeekFrom, Write};
+    use std::os::unix::fs::MetadataExt;
+    let env = TestEnv::new();
+    let proj = env.proj();
+    for i in 0..300 {
+        write(
+            &proj,
+            &format!("src/f{i:03}.txt"),
+            &format!("content {i}\n"),
+        );
+    }
+    env.watch();
+    env.checkpoint("first");
+    // A few operations that only add packs: the first pack is known whole by now.
+    for round in 0..3 {
+        write(&proj, "src/f000.txt", &format!("round {round}\n"));
+        env.checkpoint(&format!("round {round}"));
+    }
+    let store = env.store();
+    let pack_dir = store.join("objects/pack");
+    let biggest = std::fs::read_dir(&pack_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let good = std::fs::read(&biggest).unwrap();
+    let mut round = 10;
+    let mut refused = |why: &str, words: &str| {
+        round += 1;
+        write(&proj, "src/f001.txt", &format!("round {round}\n"));
+        let out = env.ckpt(&["--json", "checkpoint", "-m", "on a damaged store"]);
+        assert_eq!(out.status.code(), Some(1), "{why}: {}", stdout(&out));
+        let err = error_of(&out);
+        assert_eq!(err["data"]["kind"], "store_error", "{why}: {err}");
+        assert!(
+            err["message"].as_str().unwrap().contains(words),
+            "{why}: {err}"
+        );
+    };
+    let works = |why: &str| {
+        let c = env.json(&["checkpoint", "-m", why]);
+        assert_whole_and_equal_to_disk(&env, c["id"].as_str().unwrap());
+    };
+    let cut = || good[..good.len() / 2].to_vec();
+
+    // A damaged copy renamed over the pack.
+    let aside = env.home.join("damaged.pack");
+    std::fs::write(&aside, cut()).unwrap();
+    std::fs::rename(&aside, &biggest).unwrap();
+    refused("renamed over", "does not match its index");
+    std::fs::write(&aside, &good).unwrap();
+    std::fs::rename(&aside, &biggest).unwrap();
+    works("after the rename back");
+
+    // The pack folder replaced by a copy holding a damaged pack.
+    let old = store.join("objects/pack.old");
+    std::fs::rename(&pack_dir, &old).unwrap();
+    std::fs::create_dir(&pack_dir).unwrap();
+    for entry in std::fs::read_dir(&old).unwrap() {
+        let from = entry.unwrap().path();
+        std::fs::copy(&from, pack_dir.join(from.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(&biggest, cut()).unwrap();
+    refused("folder replaced", "does not match its index");
+    std::fs::remove_dir_all(&pack_dir).unwrap();
+    std::fs::rename(&old, &pack_dir).unwrap();
+    works("after the folder is put back");
+
+    // Bytes overwritten in place: same size, same modification time.
+    let before = std::fs::metadata(&biggest).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&biggest)
+        .unwrap();
+    file.seek(SeekFrom::End(-20)).unwrap();
+    file.write_all(&[0u8; 20]).unwrap();
+    drop(file);
+    let keep_time = std::process::Command::new("touch")
+        .arg("-d")
+        .arg(format!("@{}.{:09}", before.mtime(), before.mtime_nsec()))
+        .arg(&biggest)
+        .status()
+        .unwrap();
+    assert!(keep_time.success());
+    let after = std::fs::metadata(&biggest).unwrap();
+    assert_eq!(
+        (after.len(), after.mtime(), after.mtime_nsec(), after.ino()),
+        (
+            before.len(),
+            before.mtime(),
+            before.mtime_nsec(),
+            before.ino()
+        )
+    );
+    refused("overwritten in place", "does not match its index");
+    std::fs::write(&biggest, &good).unwrap();
+    works("after the bytes are put back");
+
+    // HEAD removed.
+    let head = std::fs::read(store.join("HEAD")).unwrap();
+    std::fs::remove_file(store.join("HEAD")).unwrap();
+    refused("HEAD removed", "HEAD is missing");
+    std::fs::write(store.join("HEAD"), head).unwrap();
+    works("after HEAD is back");
+    env.fsck();
+    env.assert_serving();
+}
+
 /// The store deleted under the daemon: the next checkpoint goes into a whole new store that a
 /// restarted daemon opens, with that checkpoint in it.
 #[test]
