@@ -46,6 +46,10 @@ pub struct Opened {
     /// Each dialog's newest message ids, for a hook's search for a repeated prompt.
     pub(super) recent_messages:
         std::collections::HashMap<String, super::checkpoint::RecentMessages>,
+    /// The tree the index wrote during the current operation (cleared when one begins): it is
+    /// in the store, pending or in a pack published since, which the store's handles find
+    /// only by listing the pack folder again (see [`Opened::prepare`]).
+    written_root: Option<gix::ObjectId>,
 }
 
 impl Opened {
@@ -53,8 +57,13 @@ impl Opened {
     /// completed before now is seen) and refreshes what changed, or verifies everything by stat
     /// when the watcher cannot vouch for the dirty set.
     pub fn prepare(&mut self, project: &Project) -> Result<RefreshOutcome> {
+        // Objects lost since (a failed write) take what the index vouches for with them.
+        self.forget_if_lost();
         if let Some(root) = self.index.last_root() {
-            if !self.store.repo().has_object(root) {
+            // A tree written during this operation needs no look: it is there (a handle that
+            // has not loaded the pack it went into since would list the pack folder to find
+            // it, e.g. after a restore's undo point).
+            if self.written_root != Some(root) && !self.store.repo().has_object(root) {
                 // Someone removed objects the index vouches for (e.g. `git gc` after a dialog
                 // was removed): forget every cached id and hash everything again.
                 tracing::warn!(root = %project.root.display(), tree = %root, "the store lost the index's tree; re-reading the whole project");
@@ -127,8 +136,15 @@ impl Opened {
     /// pending: for a caller that records a checkpoint of it, which flushes them all as one pack.
     pub fn tree_to_record(&mut self, project: &Project) -> Result<gix::ObjectId> {
         self.prepare(project)?;
-        let tree = self.index.write_tree(&self.store)?;
+        let tree = self.write_tree()?;
         project.events.set_baseline(tree);
+        Ok(tree)
+    }
+
+    /// Writes the index's tree (pending) as it is, without refreshing it first.
+    pub fn write_tree(&mut self) -> Result<gix::ObjectId> {
+        let tree = self.index.write_tree(&self.store)?;
+        self.written_root = Some(tree);
         Ok(tree)
     }
 
@@ -427,6 +443,9 @@ impl Project {
                 let store = me.store_dir.clone();
                 return Err(Error::Damaged { store, damage });
             }
+            // What the index wrote before is looked for again (someone may have removed it
+            // since).
+            opened.written_root = None;
             let result = f(&me, opened);
             // Whatever the operation left pending is made durable (or forgotten) before the
             // project is free again.
@@ -607,6 +626,7 @@ impl Project {
             last_saved: None,
             save_due: false,
             recent_messages: Default::default(),
+            written_root: None,
         })
     }
 

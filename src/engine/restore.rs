@@ -64,7 +64,7 @@ pub fn restore_to(
     let started = coarse_now_ns();
     o.prepare(p)?;
     refuse_unmatched_paths(o, target, &paths)?;
-    let current = o.index.write_tree(&o.store)?;
+    let current = o.write_tree()?;
     let target_tree = parse_id(&target.tree)?;
     // The plan: what differs from the target (read where the current tree may still be
     // pending).
