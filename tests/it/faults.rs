@@ -277,12 +277,8 @@ fn assert_whole_and_equal_to_disk(env: &TestEnv, id: &str) {
     }
 }
 
-/// A truncated pack is found before it is used: checkpoints refuse with what is damaged,
-/// fsck lists it, fsck --repair salvages what it can, and the next checkpoint reads again
-/// every file whose content was lost (never naming an unreadable blob).
-#[test]
-fn a_truncated_pack_is_reported_and_repaired() {
-    let env = TestEnv::new();
+/// A project of 300 files, watched, whose first checkpoint went into a pack: that pack.
+fn checkpointed_in_a_pack(env: &TestEnv) -> std::path::PathBuf {
     let proj = env.proj();
     for i in 0..300 {
         write(
@@ -293,12 +289,22 @@ fn a_truncated_pack_is_reported_and_repaired() {
     }
     env.watch();
     env.checkpoint("first");
-    let pack_dir = env.store().join("objects/pack");
-    let pack = std::fs::read_dir(&pack_dir)
+    std::fs::read_dir(env.store().join("objects/pack"))
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "pack"))
-        .expect("the first checkpoint wrote a pack");
+        .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .expect("the first checkpoint wrote a pack")
+}
+
+/// A truncated pack is found before it is used: checkpoints refuse with what is damaged,
+/// fsck lists it, fsck --repair salvages what it can, and the next checkpoint reads again
+/// every file whose content was lost (never naming an unreadable blob).
+#[test]
+fn a_truncated_pack_is_reported_and_repaired() {
+    let env = TestEnv::new();
+    let proj = env.proj();
+    let pack = checkpointed_in_a_pack(&env);
     let len = std::fs::metadata(&pack).unwrap().len();
     std::fs::OpenOptions::new()
         .write(true)
@@ -355,15 +361,7 @@ fn damage_between_operations_is_found_however_it_is_made() {
     use std::os::unix::fs::MetadataExt;
     let env = TestEnv::new();
     let proj = env.proj();
-    for i in 0..300 {
-        write(
-            &proj,
-            &format!("src/f{i:03}.txt"),
-            &format!("content {i}\n"),
-        );
-    }
-    env.watch();
-    env.checkpoint("first");
+    let biggest = checkpointed_in_a_pack(&env);
     // A few operations that only add packs: the first pack is known whole by now.
     for round in 0..3 {
         write(&proj, "src/f000.txt", &format!("round {round}\n"));
@@ -371,12 +369,6 @@ fn damage_between_operations_is_found_however_it_is_made() {
     }
     let store = env.store();
     let pack_dir = store.join("objects/pack");
-    let biggest = std::fs::read_dir(&pack_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "pack"))
-        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
-        .unwrap();
     let good = std::fs::read(&biggest).unwrap();
     let mut round = 10;
     let mut refused = |why: &str, words: &str| {
