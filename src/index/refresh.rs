@@ -371,35 +371,29 @@ impl FileIndex {
         }
         parts.push(rest);
         parts.reverse();
-        let read = |repo: &gix::Repository, part: Vec<WalkEntry>| {
-            let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
-            let mut found = Vec::with_capacity(part.len());
-            for e in part {
-                found.push(capture(repo, root_fd, &e, options, pack.as_deref())?);
-                progress.step();
-            }
-            Ok::<_, StoreError>(found)
-        };
-        let captured: Vec<Result<Vec<Captured>, StoreError>> = if threads == 1 {
-            // A few files: read here, with no thread to start and join (~0.1 ms).
-            let repo = store.repo();
-            parts.into_iter().map(|part| read(&repo, part)).collect()
-        } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = parts
-                    .into_iter()
-                    .map(|part| {
-                        let repo = store.thread_safe();
-                        let read = &read;
-                        scope.spawn(move || read(&repo.to_thread_local(), part))
+        let captured: Vec<Result<Vec<Captured>, StoreError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = parts
+                .into_iter()
+                .map(|part| {
+                    let repo = store.thread_safe();
+                    let pack = pack.as_deref();
+                    let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
+                    scope.spawn(move || {
+                        let repo = repo.to_thread_local();
+                        let mut found = Vec::with_capacity(part.len());
+                        for e in part {
+                            found.push(capture(&repo, root_fd, &e, options, pack)?);
+                            progress.step();
+                        }
+                        Ok::<_, StoreError>(found)
                     })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("capture worker panicked"))
-                    .collect()
-            })
-        };
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("capture worker panicked"))
+                .collect()
+        });
         // A store error fails the whole batch: nothing of it reaches the index (what reached
         // the pending pack is flushed with the rest of the operation, or dropped as a whole).
         Ok((captured.into_iter().collect::<Result<_, _>>()?, read_at))
