@@ -446,7 +446,6 @@ fn count_missing(
     missing
 }
 
-/// Whether the pack file ends with the pack checksum recorded in its index.
 /// The words for a pack whose data does not match its index.
 fn not_matching(pack: &str) -> String {
     format!("objects/pack/{pack}.pack does not match its index")
@@ -464,6 +463,7 @@ fn stamp_of(m: &rustix::fs::Stat) -> super::FileStamp {
     )
 }
 
+/// Whether the pack file ends with the pack checksum recorded in its index.
 fn pack_matches_index(pack: &Path, idx: &Path) -> bool {
     let tail = |path: &Path, from_end: i64| -> Option<[u8; 20]> {
         let mut file = crate::safe_io::open_regular(path).ok()?;
