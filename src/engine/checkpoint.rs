@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::protocol::events::EventKind;
 
-use super::timeline::{auto_prune, record_initial};
+use super::timeline::record_initial;
 use super::{Error, Opened, Project, Result};
 use crate::model::{path_bytes, CheckpointId, Kind};
 use crate::protocol::methods::*;
@@ -74,7 +74,7 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
     }
     let c = record(p, o, tree, new)?;
     if c.seq % AUTO_PRUNE_EVERY == 0 {
-        auto_prune(p, o, &c.dialog);
+        o.prune_after_reply(&c.dialog);
     }
     o.save_index(false);
     Ok(c)
@@ -222,7 +222,7 @@ pub fn record_auto(p: &Project, o: &mut Opened) -> Result<Option<Checkpoint>> {
     }
     let new = NewCheckpoint::new(DEFAULT_DIALOG, Kind::Auto, "automatic checkpoint");
     let c = record(p, o, tree, new)?;
-    auto_prune(p, o, DEFAULT_DIALOG);
+    o.prune_after_reply(DEFAULT_DIALOG);
     o.save_index(false);
     Ok(Some(c))
 }

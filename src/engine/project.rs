@@ -50,6 +50,9 @@ pub struct Opened {
     /// in the store, pending or in a pack published since, which the store's handles find
     /// only by listing the pack folder again (see [`Opened::prepare`]).
     written_root: Option<gix::ObjectId>,
+    /// A dialog whose retention is due (its 10th checkpoint was just recorded): it runs after
+    /// the reply, before the project's lock is let go (see [`Opened::prune_after_reply`]).
+    prune_due: Option<String>,
 }
 
 impl Opened {
@@ -186,6 +189,13 @@ impl Opened {
             tracing::error!(store = %self.store.dir().display(), "new objects could not be written; the next checkpoint reads every file again");
             self.index = FileIndex::with_stat_cache(StatCache::default(), self.index.progress());
         }
+    }
+
+    /// Applies `dialog`'s retention once the reply is sent, with the project still locked: the
+    /// checkpoint that made it due does not wait for it, and the next operation sees the
+    /// dialog pruned.
+    pub fn prune_after_reply(&mut self, dialog: &str) {
+        self.prune_due = Some(dialog.to_string());
     }
 
     /// Asks for a full verify at the next checkpoint, exactly as a watcher overflow does.
@@ -393,99 +403,123 @@ impl Project {
         self.ops.fetch_add(1, Ordering::Relaxed);
         let mut guard = self.state.clone().lock_owned().await;
         let me = self.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            // The root was canonical when it was watched: a symlink there now points
-            // somewhere else, which is not this project. One open answers both (a folder
-            // that can be read, and not through a symlink).
-            use rustix::fs::{Mode, OFlags};
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            if let Err(e) = rustix::fs::open(&me.root, flags, Mode::empty()) {
-                let root = me.root.clone();
-                if std::fs::symlink_metadata(&root).is_ok_and(|m| m.file_type().is_symlink()) {
-                    return Err(Error::RootReplaced { root });
-                }
-                let source = std::io::Error::from(e);
-                return Err(Error::Unavailable { root, source });
-            }
-            if guard.is_some() && std::fs::symlink_metadata(&me.store_dir).is_err() {
-                // Gone whole (deleted under the daemon): start a new store, never write into
-                // a half-made folder. Everything is read again into it.
-                tracing::error!(store = %me.store_dir.display(), "the store vanished; creating it afresh (earlier checkpoints are gone)");
-                *guard = None;
-            }
-            if guard.is_none() {
-                if !refuse_damage {
-                    Store::repair_layout(&me.store_dir);
-                }
-                *guard = Some(me.open()?);
-                if let Some(interval) = me.config().auto_checkpoint_for(&me.root) {
-                    // Watches are placed by a walk: do it now, not at the first checkpoint.
-                    let opened = guard.as_mut().expect("opened just above");
-                    if let Err(e) = opened.prepare(&me) {
-                        tracing::warn!(root = %me.root.display(), error = %e, "cannot read the project");
-                    }
-                    super::auto::start(&me, interval);
+        let (reply, replied) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_blocking(move || {
+            let result = me.operate(&mut *guard, refuse_damage, f);
+            let succeeded = result.is_ok();
+            let _ = reply.send(result);
+            // The reply is on its way; what follows is the operation's upkeep.
+            let Some(opened) = guard.as_mut() else {
+                return;
+            };
+            if let (Some(dialog), true) = (opened.prune_due.take(), succeeded) {
+                // Under the lock still: the next operation sees the dialog pruned.
+                super::timeline::auto_prune(&me, opened, &dialog);
+                if let Err(e) = opened.flush() {
+                    tracing::warn!(root = %me.root.display(), error = %e, "automatic prune failed");
                 }
             }
-            let opened = guard.as_mut().expect("opened just above");
-            let damage = opened.store.damage();
-            if !damage.is_empty() || opened.store.take_packs_vanished() {
-                // Nothing may read through mappings made before the damage (a pack cut short
-                // under a mapping raises SIGBUS), or trust the index of a pack someone else's
-                // `git gc` removed: fresh handles see the disk as it is.
-                if let Err(e) = opened.store.reopen() {
-                    // The damage itself is reported below (or repaired by fsck).
-                    tracing::warn!(store = %me.store_dir.display(), error = %e, "cannot reopen the store");
-                }
-            }
-            if refuse_damage && !damage.is_empty() {
-                tracing::error!(store = %me.store_dir.display(), damage = ?damage, "refusing to use a damaged store");
-                let store = me.store_dir.clone();
-                return Err(Error::Damaged { store, damage });
-            }
-            // What the index wrote before is looked for again (someone may have removed it
-            // since).
-            opened.written_root = None;
-            let result = f(&me, opened);
-            // Whatever the operation left pending is made durable (or forgotten) before the
-            // project is free again.
-            let flushed = opened.flush();
             let urgent = opened.store.must_merge();
             let later = opened.save_due || opened.store.needs_merge();
             let load = opened.store.pack_loader();
             let spares = opened.store.spare_maker();
             let retired = opened.store.take_retired();
             let settle = opened.index.settle_due();
-            let value = result?;
-            flushed.map(|()| (value, urgent, later, load, retired, settle, spares))
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("project task failed: {e}")))??;
-        let (value, urgent, later, load, retired, settle, spares) = done;
-        if let Some(due) = settle {
-            self.settle_when_due(due);
-        }
-        if load.is_some() || !retired.is_empty() || spares.is_some() {
+            drop(guard);
+            if !succeeded {
+                return;
+            }
+            if let Some(due) = settle {
+                me.settle_when_due(due);
+            }
+            // Upkeep comes after the reply, and when it can wait, after the project falls
+            // quiet: a checkpoint never waits behind it while an agent works.
+            if urgent {
+                tokio::spawn(me.clone().upkeep());
+            } else if later && !me.upkeep_waiting.swap(true, Ordering::AcqRel) {
+                tokio::spawn(me.clone().upkeep_when_quiet());
+            }
             // Loading the pack the operation wrote, freeing the files it replaced and making
-            // the next publish's files wait for no one: the reply goes first.
-            tokio::task::spawn_blocking(move || {
-                if let Some(load) = load {
-                    load();
-                }
-                drop(retired);
-                if let Some(make) = spares {
-                    make();
-                }
-            });
+            // the next publish's files wait for no one, with the project free again.
+            if let Some(load) = load {
+                load();
+            }
+            drop(retired);
+            if let Some(make) = spares {
+                make();
+            }
+        });
+        replied
+            .await
+            .map_err(|_| Error::Internal("the project's operation stopped unexpectedly".into()))?
+    }
+
+    /// Opens the project's state if needed, checks the root and the store, runs `f` and makes
+    /// what it left pending durable (or forgotten).
+    fn operate<T>(
+        self: &Arc<Self>,
+        guard: &mut Option<Opened>,
+        refuse_damage: bool,
+        f: impl FnOnce(&Project, &mut Opened) -> Result<T>,
+    ) -> Result<T> {
+        // The root was canonical when it was watched: a symlink there now points
+        // somewhere else, which is not this project. One open answers both (a folder
+        // that can be read, and not through a symlink).
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        if let Err(e) = rustix::fs::open(&self.root, flags, Mode::empty()) {
+            let root = self.root.clone();
+            if std::fs::symlink_metadata(&root).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(Error::RootReplaced { root });
+            }
+            let source = std::io::Error::from(e);
+            return Err(Error::Unavailable { root, source });
         }
-        // Upkeep comes after the reply, and when it can wait, after the project falls quiet:
-        // a checkpoint never waits behind it while an agent works.
-        if urgent {
-            tokio::spawn(self.clone().upkeep());
-        } else if later && !self.upkeep_waiting.swap(true, Ordering::AcqRel) {
-            tokio::spawn(self.clone().upkeep_when_quiet());
+        if guard.is_some() && std::fs::symlink_metadata(&self.store_dir).is_err() {
+            // Gone whole (deleted under the daemon): start a new store, never write into
+            // a half-made folder. Everything is read again into it.
+            tracing::error!(store = %self.store_dir.display(), "the store vanished; creating it afresh (earlier checkpoints are gone)");
+            *guard = None;
         }
-        Ok(value)
+        if guard.is_none() {
+            if !refuse_damage {
+                Store::repair_layout(&self.store_dir);
+            }
+            *guard = Some(self.open()?);
+            if let Some(interval) = self.config().auto_checkpoint_for(&self.root) {
+                // Watches are placed by a walk: do it now, not at the first checkpoint.
+                let opened = guard.as_mut().expect("opened just above");
+                if let Err(e) = opened.prepare(self) {
+                    tracing::warn!(root = %self.root.display(), error = %e, "cannot read the project");
+                }
+                super::auto::start(self, interval);
+            }
+        }
+        let opened = guard.as_mut().expect("opened just above");
+        let damage = opened.store.damage();
+        if !damage.is_empty() || opened.store.take_packs_vanished() {
+            // Nothing may read through mappings made before the damage (a pack cut short
+            // under a mapping raises SIGBUS), or trust the index of a pack someone else's
+            // `git gc` removed: fresh handles see the disk as it is.
+            if let Err(e) = opened.store.reopen() {
+                // The damage itself is reported below (or repaired by fsck).
+                tracing::warn!(store = %self.store_dir.display(), error = %e, "cannot reopen the store");
+            }
+        }
+        if refuse_damage && !damage.is_empty() {
+            tracing::error!(store = %self.store_dir.display(), damage = ?damage, "refusing to use a damaged store");
+            let store = self.store_dir.clone();
+            return Err(Error::Damaged { store, damage });
+        }
+        // What the index wrote before is looked for again (someone may have removed it
+        // since).
+        opened.written_root = None;
+        let result = f(self, opened);
+        // Whatever the operation left pending is made durable (or forgotten) before the
+        // project is free again.
+        let flushed = opened.flush();
+        let value = result?;
+        flushed.map(|()| value)
     }
 
     /// Files read (or written by a restore) within a timestamp tick of now are racy: the next
@@ -627,6 +661,7 @@ impl Project {
             save_due: false,
             recent_messages: Default::default(),
             written_root: None,
+            prune_due: None,
         })
     }
 
