@@ -405,7 +405,7 @@ impl Project {
         let me = self.clone();
         let (reply, replied) = tokio::sync::oneshot::channel();
         tokio::task::spawn_blocking(move || {
-            let result = me.operate(&mut *guard, refuse_damage, f);
+            let result = me.operate(&mut guard, refuse_damage, f);
             let succeeded = result.is_ok();
             let _ = reply.send(result);
             // The reply is on its way; what follows is the operation's upkeep.
