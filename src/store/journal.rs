@@ -445,13 +445,14 @@ fn registry() -> &'static Mutex<Registry> {
     REGISTRY.get_or_init(Default::default)
 }
 
-/// The shared journal of the store at `dir`. The first open of a store by this process redoes
-/// the journal's records: `redo` gets them (and the journal, to retire it) and must finish
-/// before any other handle of the store is opened; it runs under the registry's lock.
+/// The shared journal of the store at `dir`, and whether this is the process's first open of
+/// the store. The first open redoes the journal's records: `redo` gets them (and the journal,
+/// to retire it) and must finish before any other handle of the store is opened; it runs under
+/// the registry's lock.
 pub(crate) fn open<T>(
     dir: &Path,
     redo: impl FnOnce(Option<(Vec<Record>, &mut Journal)>) -> Result<T, StoreError>,
-) -> Result<(Arc<Mutex<Journal>>, T), StoreError> {
+) -> Result<(Arc<Mutex<Journal>>, T, bool), StoreError> {
     let meta = std::fs::metadata(dir).map_err(|e| StoreError::Open {
         path: dir.to_path_buf(),
         message: e.to_string(),
@@ -462,7 +463,7 @@ pub(crate) fn open<T>(
         if *id == identity {
             let journal = journal.clone();
             drop(registry);
-            return Ok((journal, redo(None)?));
+            return Ok((journal, redo(None)?, false));
         }
     }
     let (records, epoch) = read_records(dir);
@@ -474,7 +475,7 @@ pub(crate) fn open<T>(
     };
     let journal = Arc::new(Mutex::new(journal));
     registry.insert(dir.to_path_buf(), (identity, journal.clone()));
-    Ok((journal, out))
+    Ok((journal, out, true))
 }
 
 #[cfg(test)]

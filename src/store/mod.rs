@@ -269,7 +269,7 @@ impl Store {
     }
 
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        let (journal, repo) = journal::open(dir, |redo| {
+        let (journal, repo, first) = journal::open(dir, |redo| {
             // Packs first: the refs name their objects, and the index repair reads them.
             let pack_paths = match &redo {
                 Some((records, _)) => journal::replay_packs(dir, records)?,
@@ -285,8 +285,13 @@ impl Store {
             }
             Ok(repo)
         })?;
-        empty_folder(dir, TRASH_DIR);
-        empty_folder(dir, SPARE_DIR);
+        if first {
+            // What an earlier daemon left (one that crashed). Never at a later open in this
+            // process: another handle of the store (a subscriber's, a reopen) would take the
+            // live handle's spare files and second names from under it.
+            empty_folder(dir, TRASH_DIR);
+            empty_folder(dir, SPARE_DIR);
+        }
         Ok(Store {
             dir: dir.to_path_buf(),
             repo,

@@ -742,6 +742,87 @@ fn replaced_refs_second_names_are_removed_and_a_symlinked_trash_is_not_followed(
     assert_eq!(env.json(&["list"]).as_array().unwrap().len(), 5);
 }
 
+/// The inodes of the store's four spare files in `spare`, once they are made (after a reply).
+fn spares_ready(spare: &Path, what: &str) -> Vec<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while names_in(spare).len() != 4 {
+        assert!(Instant::now() < deadline, "{what}: {:?}", names_in(spare));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    names_in(spare)
+        .iter()
+        .map(|n| std::fs::metadata(spare.join(n)).unwrap().ino())
+        .collect()
+}
+
+/// Another handle of a store the daemon opens (a live-events subscriber's, reading a file's
+/// checkpointed version for its diff) leaves the project's spare files alone: the next pack is
+/// still written into one of them.
+#[test]
+fn a_second_handle_of_the_store_leaves_the_spare_files_alone() {
+    use serde_json::{json, Value};
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::MetadataExt;
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    env.watch();
+    env.checkpoint("first");
+    let store = env.store();
+    let spare = store.join("ckpt-spare");
+    let inodes = spares_ready(&spare, "after the first reply");
+
+    let stream = std::os::unix::net::UnixStream::connect(&env.socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let request = json!({ "jsonrpc": "2.0", "id": 1, "method": "subscribe",
+        "params": { "project": p, "diffs": true } });
+    writer.write_all(format!("{request}\n").as_bytes()).unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&line).unwrap()["id"],
+        1,
+        "{line}"
+    );
+    write(&p, "a.txt", "two\n");
+    loop {
+        line.clear();
+        reader
+            .read_line(&mut line)
+            .expect("the edit's event within 10 s");
+        let event: Value = serde_json::from_str(&line).unwrap();
+        let params = &event["params"];
+        if params["event"] == "file_changed" && params["path"] == "a.txt" {
+            let diff = params["diff"]
+                .as_str()
+                .expect("a diff against the checkpoint");
+            assert!(diff.contains("-one") && diff.contains("+two"), "{diff}");
+            break;
+        }
+    }
+    assert_eq!(spares_ready(&spare, "after the subscriber's read"), inodes);
+
+    let before = packs(&store);
+    let second = env.checkpoint("second");
+    let new: Vec<String> = packs(&store)
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    let pack = store.join("objects/pack").join(&new[0]);
+    assert!(
+        inodes.contains(&std::fs::metadata(&pack).unwrap().ino()),
+        "the pack went into a spare file"
+    );
+    assert_eq!(env.git(&["show", &format!("{second}:a.txt")]), "two\n");
+    env.fsck();
+}
+
 /// An operation's pack and index are written into files made after the previous reply
 /// (`ckpt-spare`): the next pack is one of them, git sees nothing extra in the store, files
 /// removed from under the daemon only cost it making new ones, a stopped daemon leaves none,
@@ -757,17 +838,7 @@ fn packs_are_written_into_spare_files_made_after_the_reply() {
     env.checkpoint("first");
     let store = env.store();
     let spare = store.join("ckpt-spare");
-    let ready = |what: &str| -> Vec<u64> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while names_in(&spare).len() != 4 {
-            assert!(Instant::now() < deadline, "{what}: {:?}", names_in(&spare));
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        names_in(&spare)
-            .iter()
-            .map(|n| std::fs::metadata(spare.join(n)).unwrap().ino())
-            .collect()
-    };
+    let ready = |what: &str| spares_ready(&spare, what);
     let inodes = ready("after the first reply");
     let before = packs(&store);
     write(&p, "a.txt", "two\n");
