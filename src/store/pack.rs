@@ -375,6 +375,11 @@ impl PackWriter {
         self.append(id, &entry, crc32)
     }
 
+    /// Whether the pack holds `id` already.
+    pub(crate) fn holds(&self, id: &ObjectId) -> bool {
+        self.lock().holds(id)
+    }
+
     /// Adds an entry copied as it is from another pack (`raw`: its header and compressed data,
     /// whose CRC-32 is `crc32`), unless the pack holds it already. Only whole objects: a delta
     /// names its base by where it was.
@@ -495,7 +500,6 @@ impl PackWriter {
         drop(file);
 
         entries.sort_unstable_by_key(|e| e.id);
-        let idx = index_bytes(&entries, pack_sum)?;
         let name = format!("pack-{pack_sum}");
         let idx_tmp = dir.join(format!("tmp_ckpt_{}_{}.idx", std::process::id(), unique()));
         // Both files are created read-only to their owner (0400), so nothing changes their
@@ -504,8 +508,9 @@ impl PackWriter {
         // it from the pack, which is. A larger one's is (rebuilding it would read the pack).
         let flush_index = offset + 20 >= SMALL_PACK_BYTES;
         let publish = || -> std::io::Result<()> {
-            let mut f = create_private(&idx_tmp)?;
-            f.write_all(&idx)?;
+            let mut out = std::io::BufWriter::new(create_private(&idx_tmp)?);
+            write_index(&entries, pack_sum, &mut out)?;
+            let f = out.into_inner().map_err(|e| e.into_error())?;
             if flush_index {
                 f.sync_all()?;
             }
@@ -788,8 +793,25 @@ fn entry_header(kind: gix::objs::Kind, size: usize, out: &mut Vec<u8>) {
 /// The version 2 index of a pack whose entries are sorted by id.
 fn index_bytes(entries: &[Written], pack_sum: ObjectId) -> Result<Vec<u8>, StoreError> {
     let mut out = Vec::with_capacity(8 + 1024 + entries.len() * 28 + 40);
-    out.extend_from_slice(b"\xfftOc");
-    out.extend_from_slice(&2u32.to_be_bytes());
+    write_index(entries, pack_sum, &mut out).map_err(|e| StoreError::git("hashing", e))?;
+    Ok(out)
+}
+
+/// Writes the version 2 index of `entries` (sorted by id) of the pack whose checksum is
+/// `pack_sum` to `out`, as it goes: a pack's index is never whole in memory (28 bytes an
+/// object).
+fn write_index(
+    entries: &[Written],
+    pack_sum: ObjectId,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    let mut put = |bytes: &[u8]| {
+        hasher.update(bytes);
+        out.write_all(bytes)
+    };
+    put(b"\xfftOc")?;
+    put(&2u32.to_be_bytes())?;
     let mut fanout = [0u32; 256];
     for e in entries {
         fanout[e.id.as_bytes()[0] as usize] += 1;
@@ -797,30 +819,29 @@ fn index_bytes(entries: &[Written], pack_sum: ObjectId) -> Result<Vec<u8>, Store
     let mut total = 0u32;
     for n in fanout {
         total += n;
-        out.extend_from_slice(&total.to_be_bytes());
+        put(&total.to_be_bytes())?;
     }
     for e in entries {
-        out.extend_from_slice(e.id.as_bytes());
+        put(e.id.as_bytes())?;
     }
     for e in entries {
-        out.extend_from_slice(&e.crc32.to_be_bytes());
+        put(&e.crc32.to_be_bytes())?;
     }
     let mut large = Vec::new();
     for e in entries {
         if e.offset < 0x8000_0000 {
-            out.extend_from_slice(&(e.offset as u32).to_be_bytes());
+            put(&(e.offset as u32).to_be_bytes())?;
         } else {
-            out.extend_from_slice(&(0x8000_0000 | large.len() as u32).to_be_bytes());
+            put(&(0x8000_0000 | large.len() as u32).to_be_bytes())?;
             large.push(e.offset);
         }
     }
     for off in large {
-        out.extend_from_slice(&off.to_be_bytes());
+        put(&off.to_be_bytes())?;
     }
-    out.extend_from_slice(pack_sum.as_bytes());
-    let sum = sha1(&out)?;
-    out.extend_from_slice(sum.as_bytes());
-    Ok(out)
+    put(pack_sum.as_bytes())?;
+    let sum = hasher.try_finalize().map_err(std::io::Error::other)?;
+    out.write_all(sum.as_bytes())
 }
 
 impl super::Store {
