@@ -869,14 +869,7 @@ impl super::Store {
         let pack = PackWriter::new(self.dir())?;
         let shallow = self.shallow()?;
         let mut walked = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let cut =
-            super::gc::walk_reachable(&repo, commits, &shallow, &mut seen, |id, kind, data| {
-                if kind == gix::objs::Kind::Commit {
-                    walked.push(id);
-                }
-                pack.add(id, kind, data)
-            })?;
+        let cut = super::gc::pack_reachable(&repo, commits, &shallow, &pack, |id| walked.push(id))?;
         // Client metadata is named in a commit header, not linked: add it so an import keeps it.
         for id in walked {
             let Ok(c) = self.checkpoint(&repo, id) else {
