@@ -34,6 +34,22 @@ const SETTLE_MARGIN: Duration = Duration::from_millis(2);
 /// The stat cache is written at most this often (and at shutdown): it only saves re-hashing.
 const SAVE_INTERVAL: Duration = Duration::from_secs(300);
 
+/// What an operation leaves to do once its reply is sent (see [`Project::after_reply`]).
+struct AfterReply {
+    /// Small packs must be merged now.
+    urgent: bool,
+    /// Upkeep is due once the project is quiet.
+    later: bool,
+    /// Loads the pack the operation wrote into the store's handles.
+    load: Option<Box<dyn FnOnce() + Send>>,
+    /// Makes the next publish's spare files.
+    spares: Option<Box<dyn FnOnce() + Send>>,
+    /// The files the operation replaced, freed when dropped.
+    retired: crate::safe_io::Retired,
+    /// When the index's racy entries come due.
+    settle: Option<i64>,
+}
+
 /// The opened state of a project; created on first use and kept.
 pub struct Opened {
     pub store: Store,
@@ -404,54 +420,76 @@ impl Project {
         let mut guard = self.state.clone().lock_owned().await;
         let me = self.clone();
         let (reply, replied) = tokio::sync::oneshot::channel();
-        tokio::task::spawn_blocking(move || {
+        let task = tokio::task::spawn_blocking(move || {
             let result = me.operate(&mut guard, refuse_damage, f);
             let succeeded = result.is_ok();
             let _ = reply.send(result);
-            // The reply is on its way; what follows is the operation's upkeep.
-            let Some(opened) = guard.as_mut() else {
-                return;
-            };
+            let opened = guard.as_mut()?;
             if let (Some(dialog), true) = (opened.prune_due.take(), succeeded) {
-                // Under the lock still: the next operation sees the dialog pruned.
+                // After the reply, under the lock still: the next operation sees the dialog
+                // pruned.
                 super::timeline::auto_prune(&me, opened, &dialog);
                 if let Err(e) = opened.flush() {
                     tracing::warn!(root = %me.root.display(), error = %e, "automatic prune failed");
                 }
             }
-            let urgent = opened.store.must_merge();
-            let later = opened.save_due || opened.store.needs_merge();
-            let load = opened.store.pack_loader();
-            let spares = opened.store.spare_maker();
-            let retired = opened.store.take_retired();
-            let settle = opened.index.settle_due();
-            drop(guard);
-            if !succeeded {
-                return;
-            }
-            if let Some(due) = settle {
-                me.settle_when_due(due);
-            }
-            // Upkeep comes after the reply, and when it can wait, after the project falls
-            // quiet: a checkpoint never waits behind it while an agent works.
-            if urgent {
-                tokio::spawn(me.clone().upkeep());
-            } else if later && !me.upkeep_waiting.swap(true, Ordering::AcqRel) {
-                tokio::spawn(me.clone().upkeep_when_quiet());
-            }
-            // Loading the pack the operation wrote, freeing the files it replaced and making
-            // the next publish's files wait for no one, with the project free again.
-            if let Some(load) = load {
-                load();
-            }
-            drop(retired);
-            if let Some(make) = spares {
-                make();
+            let after = AfterReply {
+                urgent: opened.store.must_merge(),
+                later: opened.save_due || opened.store.needs_merge(),
+                load: opened.store.pack_loader().map(|l| Box::new(l) as Box<_>),
+                spares: opened.store.spare_maker().map(|m| Box::new(m) as Box<_>),
+                retired: opened.store.take_retired(),
+                settle: opened.index.settle_due(),
+            };
+            succeeded.then_some(after)
+        });
+        let value = replied
+            .await
+            .map_err(|_| Error::Internal("the project's operation stopped unexpectedly".into()))?;
+        // The rest once the operation's thread is done (it is free again first, so that the
+        // reply is not kept waiting for a processor by the work below).
+        let me = self.clone();
+        tokio::spawn(async move {
+            if let Ok(Some(after)) = task.await {
+                me.after_reply(after);
             }
         });
-        replied
-            .await
-            .map_err(|_| Error::Internal("the project's operation stopped unexpectedly".into()))?
+        value
+    }
+
+    /// What an operation leaves to do once its reply is sent.
+    fn after_reply(self: &Arc<Self>, after: AfterReply) {
+        let AfterReply {
+            urgent,
+            later,
+            load,
+            spares,
+            retired,
+            settle,
+        } = after;
+        if let Some(due) = settle {
+            self.settle_when_due(due);
+        }
+        if load.is_some() || !retired.is_empty() || spares.is_some() {
+            // Loading the pack the operation wrote, freeing the files it replaced and making
+            // the next publish's files wait for no one.
+            tokio::task::spawn_blocking(move || {
+                if let Some(load) = load {
+                    load();
+                }
+                drop(retired);
+                if let Some(make) = spares {
+                    make();
+                }
+            });
+        }
+        // Upkeep comes after the reply, and when it can wait, after the project falls quiet:
+        // a checkpoint never waits behind it while an agent works.
+        if urgent {
+            tokio::spawn(self.clone().upkeep());
+        } else if later && !self.upkeep_waiting.swap(true, Ordering::AcqRel) {
+            tokio::spawn(self.clone().upkeep_when_quiet());
+        }
     }
 
     /// Opens the project's state if needed, checks the root and the store, runs `f` and makes
