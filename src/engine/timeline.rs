@@ -168,7 +168,12 @@ pub(crate) fn record_initial(
     dialog: &str,
     title: &str,
 ) -> Result<Checkpoint> {
-    record(p, o, tree, NewCheckpoint::new(dialog, Kind::Initial, title))
+    let mut new = NewCheckpoint::new(dialog, Kind::Initial, title);
+    // A new dialog's first checkpoint counts every file as added: the index knows how many
+    // its tree holds (reading every tree took 8.6 ms at 100,000 files, on the first prompt of
+    // every agent session).
+    new.known_files = o.index.files_in(tree).map(|n| (tree, n));
+    record(p, o, tree, new)
 }
 
 pub fn dialog_list(_: &Project, o: &mut Opened, _: ProjectParams) -> Result<Vec<r::DialogInfo>> {

@@ -186,6 +186,15 @@ impl FileIndex {
         }
     }
 
+    /// How many files `tree` holds, when it is the tree the index describes as it is now
+    /// (written, and nothing changed since): each file is one entry of it.
+    pub fn files_in(&self, tree: ObjectId) -> Option<u64> {
+        fn count(node: &DirNode) -> u64 {
+            node.files.len() as u64 + node.dirs.values().map(count).sum::<u64>()
+        }
+        (self.root.tree == Some(Some(tree))).then(|| count(&self.root))
+    }
+
     /// How many folders the index holds (the root included).
     pub fn folder_count(&self) -> usize {
         fn count(node: &DirNode) -> usize {

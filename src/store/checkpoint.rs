@@ -161,6 +161,9 @@ pub struct NewCheckpoint {
     /// What the caller already knows of how two trees differ (a restore's plan): used for
     /// the counts when they are the parent's tree and this one.
     pub known_changes: Option<KnownChanges>,
+    /// How many files a tree holds, when the caller knows (the index that wrote it): a
+    /// checkpoint without a parent counts its files from it instead of reading every tree.
+    pub known_files: Option<(ObjectId, u64)>,
 }
 
 /// How many files tree `new` adds, modifies and deletes against tree `old`, as
@@ -186,6 +189,7 @@ impl NewCheckpoint {
             restore: None,
             imported: None,
             known_changes: None,
+            known_files: None,
         }
     }
 }
@@ -276,8 +280,9 @@ impl Store {
             .transpose()?;
 
         let meta_blob = new.meta.as_ref().map(|m| write_meta(repo, m)).transpose()?;
+        let known_files = new.known_files.filter(|(t, _)| *t == tree).map(|(_, n)| n);
         let (files, added, modified, deleted) =
-            counts_against(repo, parent.as_ref(), tree, new.known_changes)?;
+            counts_against(repo, parent.as_ref(), tree, new.known_changes, known_files)?;
         let created_at = jiff::Timestamp::now();
         let header = Header {
             v: 1,
@@ -472,6 +477,7 @@ fn counts_against(
     parent: Option<&Checkpoint>,
     tree: ObjectId,
     known: Option<KnownChanges>,
+    known_files: Option<u64>,
 ) -> Result<(u64, u64, u64, u64), CheckpointError> {
     // Counts are a function of the two trees: what the caller knows of these two is exact.
     if let (Some(p), Some(k)) = (parent, known) {
@@ -499,7 +505,12 @@ fn counts_against(
             (n, n, 0, 0)
         }
         None => {
-            let (n, _, _) = count_tree_changes(repo, None, Some(tree))?;
+            // Against nothing: every file is added (a new dialog's first checkpoint reads no
+            // tree when its caller knows how many there are).
+            let n = match known_files {
+                Some(n) => n,
+                None => count_tree_changes(repo, None, Some(tree))?.0,
+            };
             (n, n, 0, 0)
         }
     })

@@ -392,3 +392,73 @@ fn full_ids_name_checkpoints_near_and_far_and_only_in_a_timeline() {
     }
     env.assert_serving();
 }
+
+/// A new dialog's first checkpoint counts every file of its tree as added, whether the count
+/// comes from the index that wrote the tree (the files as they are) or from reading the tree
+/// (a fork from an older checkpoint); both equal what git counts.
+#[test]
+fn a_new_dialogs_first_checkpoint_counts_the_files_of_its_tree() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, ".gitignore", "*.log\n");
+    write(&p, "a.txt", "a\n");
+    write(&p, "src/lib/deep/x.rs", "x\n");
+    write(&p, "src/lib/y.rs", "y\n");
+    write(&p, "skipped.log", "ignored\n");
+    write(&p, "run.sh", "#!/bin/sh\n");
+    std::fs::set_permissions(
+        p.join("run.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("a.txt", p.join("link")).unwrap();
+    std::fs::create_dir_all(p.join("empty/inside")).unwrap();
+    env.watch();
+    let old = env.json(&["checkpoint", "-m", "before"]);
+    write(&p, "b.txt", "new\n");
+    std::fs::remove_file(p.join("src/lib/y.rs")).unwrap();
+
+    let counted = |tree: &str| {
+        env.git(&["ls-tree", "-r", "--name-only", tree])
+            .lines()
+            .count()
+    };
+    let first_of = |dialog: &str| {
+        let list = env.json(&["list", "--dialog", dialog]);
+        list.as_array().unwrap().last().unwrap().clone()
+    };
+    let msg = env.json(&["checkpoint", "--dialog", "s-1", "-m", "first prompt"]);
+    assert_eq!(msg["seq"], 2);
+    let initial = first_of("s-1");
+    assert_eq!(initial["kind"], "initial");
+    let tree = initial["tree"].as_str().unwrap();
+    assert_eq!(
+        initial["files"].as_u64(),
+        Some(counted(tree) as u64),
+        "{initial}"
+    );
+    assert_eq!(initial["files"], 6, "{initial}");
+    assert_eq!(initial["added"], initial["files"]);
+    assert_eq!(
+        (&msg["files"], &msg["added"]),
+        (&initial["files"], &0.into())
+    );
+
+    let fork = env.json(&[
+        "dialog",
+        "fork",
+        old["id"].as_str().unwrap(),
+        "--name",
+        "alt",
+    ]);
+    let forked = &fork["initial"];
+    let tree = forked["tree"].as_str().unwrap();
+    assert_eq!(
+        forked["files"].as_u64(),
+        Some(counted(tree) as u64),
+        "{forked}"
+    );
+    assert_eq!(forked["files"], 6, "{forked}");
+    assert_eq!(forked["added"], forked["files"]);
+    env.fsck();
+}
