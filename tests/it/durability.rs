@@ -807,20 +807,27 @@ fn a_second_handle_of_the_store_leaves_the_spare_files_alone() {
     }
     assert_eq!(spares_ready(&spare, "after the subscriber's read"), inodes);
 
-    let before = packs(&store);
-    let second = env.checkpoint("second");
-    let new: Vec<String> = packs(&store)
-        .into_iter()
-        .filter(|n| !before.contains(n))
-        .collect();
-    assert_eq!(new.len(), 1, "{new:?}");
-    let pack = store.join("objects/pack").join(&new[0]);
+    let (second, pack) = checkpoint_into_one_pack(&env, "second");
     assert!(
         inodes.contains(&std::fs::metadata(&pack).unwrap().ino()),
         "the pack went into a spare file"
     );
     assert_eq!(env.git(&["show", &format!("{second}:a.txt")]), "two\n");
     env.fsck();
+}
+
+/// Records a checkpoint labelled `label`, which must add exactly one pack to the store; its id
+/// and the pack's path.
+fn checkpoint_into_one_pack(env: &TestEnv, label: &str) -> (String, std::path::PathBuf) {
+    let store = env.store();
+    let before = packs(&store);
+    let id = env.checkpoint(label);
+    let new: Vec<String> = packs(&store)
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    (id, store.join("objects/pack").join(&new[0]))
 }
 
 /// An operation's pack and index are written into files made after the previous reply
@@ -840,15 +847,8 @@ fn packs_are_written_into_spare_files_made_after_the_reply() {
     let spare = store.join("ckpt-spare");
     let ready = |what: &str| spares_ready(&spare, what);
     let inodes = ready("after the first reply");
-    let before = packs(&store);
     write(&p, "a.txt", "two\n");
-    let second = env.checkpoint("second");
-    let new: Vec<String> = packs(&store)
-        .into_iter()
-        .filter(|n| !before.contains(n))
-        .collect();
-    assert_eq!(new.len(), 1, "{new:?}");
-    let pack = store.join("objects/pack").join(&new[0]);
+    let (second, pack) = checkpoint_into_one_pack(&env, "second");
     let idx = pack.with_extension("idx");
     for file in [&pack, &idx] {
         let meta = std::fs::metadata(file).unwrap();
