@@ -508,9 +508,7 @@ impl PackWriter {
         // it from the pack, which is. A larger one's is (rebuilding it would read the pack).
         let flush_index = offset + 20 >= SMALL_PACK_BYTES;
         let publish = || -> std::io::Result<()> {
-            let mut out = std::io::BufWriter::new(create_private(&idx_tmp)?);
-            write_index(&entries, pack_sum, &mut out)?;
-            let f = out.into_inner().map_err(|e| e.into_error())?;
+            let f = write_index(&entries, pack_sum, create_private(&idx_tmp)?)?;
             if flush_index {
                 f.sync_all()?;
             }
@@ -792,26 +790,25 @@ fn entry_header(kind: gix::objs::Kind, size: usize, out: &mut Vec<u8>) {
 
 /// The version 2 index of a pack whose entries are sorted by id.
 fn index_bytes(entries: &[Written], pack_sum: ObjectId) -> Result<Vec<u8>, StoreError> {
-    let mut out = Vec::with_capacity(8 + 1024 + entries.len() * 28 + 40);
-    write_index(entries, pack_sum, &mut out).map_err(|e| StoreError::git("hashing", e))?;
-    Ok(out)
+    let out = Vec::with_capacity(8 + 1024 + entries.len() * 28 + 40);
+    write_index(entries, pack_sum, out).map_err(|e| StoreError::git("hashing", e))
 }
 
 /// Writes the version 2 index of `entries` (sorted by id) of the pack whose checksum is
-/// `pack_sum` to `out`, as it goes: a pack's index is never whole in memory (28 bytes an
-/// object).
-fn write_index(
+/// `pack_sum` to `out` as it goes, hashed in the buffer's chunks: a pack's index is never whole
+/// in memory (28 bytes an object). Returns `out`.
+fn write_index<W: std::io::Write>(
     entries: &[Written],
     pack_sum: ObjectId,
-    out: &mut impl std::io::Write,
-) -> std::io::Result<()> {
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-    let mut put = |bytes: &[u8]| {
-        hasher.update(bytes);
-        out.write_all(bytes)
+    out: W,
+) -> std::io::Result<W> {
+    let hashing = Hashing {
+        inner: out,
+        hasher: gix::hash::hasher(gix::hash::Kind::Sha1),
     };
-    put(b"\xfftOc")?;
-    put(&2u32.to_be_bytes())?;
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, hashing);
+    out.write_all(b"\xfftOc")?;
+    out.write_all(&2u32.to_be_bytes())?;
     let mut fanout = [0u32; 256];
     for e in entries {
         fanout[e.id.as_bytes()[0] as usize] += 1;
@@ -819,29 +816,49 @@ fn write_index(
     let mut total = 0u32;
     for n in fanout {
         total += n;
-        put(&total.to_be_bytes())?;
+        out.write_all(&total.to_be_bytes())?;
     }
     for e in entries {
-        put(e.id.as_bytes())?;
+        out.write_all(e.id.as_bytes())?;
     }
     for e in entries {
-        put(&e.crc32.to_be_bytes())?;
+        out.write_all(&e.crc32.to_be_bytes())?;
     }
     let mut large = Vec::new();
     for e in entries {
         if e.offset < 0x8000_0000 {
-            put(&(e.offset as u32).to_be_bytes())?;
+            out.write_all(&(e.offset as u32).to_be_bytes())?;
         } else {
-            put(&(0x8000_0000 | large.len() as u32).to_be_bytes())?;
+            out.write_all(&(0x8000_0000 | large.len() as u32).to_be_bytes())?;
             large.push(e.offset);
         }
     }
     for off in large {
-        put(&off.to_be_bytes())?;
+        out.write_all(&off.to_be_bytes())?;
     }
-    put(pack_sum.as_bytes())?;
+    out.write_all(pack_sum.as_bytes())?;
+    let Hashing { mut inner, hasher } = out.into_inner().map_err(|e| e.into_error())?;
     let sum = hasher.try_finalize().map_err(std::io::Error::other)?;
-    out.write_all(sum.as_bytes())
+    inner.write_all(sum.as_bytes())?;
+    Ok(inner)
+}
+
+/// A writer that hashes what it passes on.
+struct Hashing<W> {
+    inner: W,
+    hasher: gix::hash::Hasher,
+}
+
+impl<W: std::io::Write> std::io::Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 impl super::Store {
