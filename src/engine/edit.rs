@@ -178,7 +178,7 @@ impl Edits {
                 }
             }
         }
-        super::worktree::flush_written(root, &restored, &[]);
+        super::flush::flush_written(root, &restored, &[]);
         Some((restored, skipped))
     }
 

@@ -12,6 +12,7 @@
 //!   ([`worktree`]), leftovers check, restore checkpoint.
 //! - [`worktree`]: the only code that writes project files, with its path-safety rules (used by
 //!   restores and by edit aborts).
+//! - [`flush`]: flushing what the worktree wrote, on threads kept for it.
 //! - [`edit`]: edit transactions for agent tools.
 //! - [`timeline`]: dialogs, sessions, retention, the disk budget, gc.
 //! - [`events`]: live events for subscribers (fed by the watcher).
@@ -23,6 +24,7 @@ pub mod checkpoint;
 pub mod edit;
 mod error;
 pub mod events;
+pub mod flush;
 pub mod project;
 pub mod registry;
 pub mod restore;

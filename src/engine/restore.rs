@@ -111,7 +111,7 @@ pub fn restore_to(
     // the first write, and a result lost in a power cut loses only that checkpoint.
     let flushing = (!dry_run).then(|| {
         let data = std::mem::take(&mut applied.flushing);
-        worktree::Flushing::folders(data, o.filter.root(), &applied.written, &applied.deleted)
+        super::flush::Flushing::folders(data, o.filter.root(), &applied.written, &applied.deleted)
     });
     let mut recorded = None;
     if let Some(undo) = &undo {
