@@ -133,14 +133,19 @@ pub fn make_private(path: &Path, recursive: bool) {
 /// Opens `path` (from a request or a config) for reading if it is a regular file; a FIFO,
 /// a device or a folder is refused with `InvalidInput` instead of blocking.
 pub fn open_regular(path: &Path) -> io::Result<File> {
+    open_regular_with_size(path).map(|(file, _)| file)
+}
+
+/// [`open_regular`], and the file's size when opened.
+fn open_regular_with_size(path: &Path) -> io::Result<(File, u64)> {
     let fd = rustix::fs::open(
         path,
         OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
     let file = File::from(fd);
-    ensure_regular(&file)?;
-    Ok(file)
+    let size = ensure_regular(&file)?.len();
+    Ok((file, size))
 }
 
 /// Reads a text file named by a user (a configuration, an agent's settings) of at most 16 MiB,
@@ -156,8 +161,13 @@ pub fn read_text(path: &Path) -> io::Result<String> {
 /// Reads a small text file (an ignore file, a `.git` pointer) if it is a regular file of at
 /// most `max` bytes; None when it is absent, not regular or too large.
 pub fn read_small(path: &Path, max: u64) -> Option<Vec<u8>> {
-    let file = open_regular(path).ok()?;
-    let mut data = Vec::new();
+    let (file, size) = open_regular_with_size(path).ok()?;
+    // A larger file is not read at all (a store's packs: one of 5 MB was read 4 MiB deep to
+    // find it too large, at each open); one that grows meanwhile is cut at `max + 1` and refused.
+    if size > max {
+        return None;
+    }
+    let mut data = Vec::with_capacity(size as usize);
     file.take(max + 1).read_to_end(&mut data).ok()?;
     (data.len() as u64 <= max).then_some(data)
 }
@@ -272,6 +282,17 @@ mod tests {
             StableRead::NotRegular
         ));
         assert!(read_small(&fifo, 100).is_none());
+    }
+
+    #[test]
+    fn read_small_takes_files_up_to_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, [7u8; 100]).unwrap();
+        assert_eq!(read_small(&path, 100).unwrap(), [7u8; 100]);
+        assert!(read_small(&path, 99).is_none());
+        assert!(read_small(&dir.path().join("absent"), 100).is_none());
+        assert!(read_small(dir.path(), 100).is_none());
     }
 
     #[test]
