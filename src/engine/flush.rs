@@ -7,11 +7,16 @@
 //! together, on this project's test machine). They run on a few threads the daemon keeps
 //! (started on first use): starting eight threads for each step, twice per restore, cost
 //! ~0.3 ms a step here. Where not one thread can start, each flush runs where it is asked for.
+//! A wait that sees no flush finish for [`STALLED`] while others are queued starts one more
+//! thread for the queue (each ends after [`EXTRA_IDLE`] without work): a device that does not
+//! answer holds up its own flushes, never another project's.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use gix::bstr::BString;
 
@@ -20,33 +25,105 @@ use crate::filter::rel_to_abs;
 /// Threads that flush together.
 const THREADS: usize = 8;
 
+/// More threads, at most, started when waits stall (see [`Batch::wait`]).
+const EXTRA_THREADS: usize = 56;
+
+/// How long a wait lets its flushes sit before it starts one more thread for the queue.
+const STALLED: Duration = Duration::from_millis(100);
+
+/// How long a thread started for a stall stays without work.
+const EXTRA_IDLE: Duration = Duration::from_secs(10);
+
 type Job = Box<dyn FnOnce() + Send>;
 
-/// Runs `job` on a flusher thread, or here where none could start.
+/// The flusher threads and their queue.
+struct Flushers {
+    tx: crossbeam_channel::Sender<Job>,
+    rx: crossbeam_channel::Receiver<Job>,
+    /// Jobs finished so far: a queue that moves is busy, not stuck.
+    finished: AtomicUsize,
+    extra: AtomicUsize,
+}
+
+impl Flushers {
+    /// The daemon's flushers, started on first use; None where not one thread could start.
+    fn get() -> Option<&'static Flushers> {
+        static FLUSHERS: OnceLock<Option<Flushers>> = OnceLock::new();
+        let flushers = FLUSHERS.get_or_init(|| {
+            let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+            let flushers = Flushers {
+                tx,
+                rx,
+                finished: AtomicUsize::new(0),
+                extra: AtomicUsize::new(0),
+            };
+            let started = (0..THREADS).filter(|_| flushers.start()).count();
+            (started > 0).then_some(flushers)
+        });
+        flushers.as_ref()
+    }
+
+    /// Starts a thread that runs queued jobs for good.
+    fn start(&self) -> bool {
+        let rx = self.rx.clone();
+        let started = std::thread::Builder::new()
+            .name("ckpt-flush".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                for job in rx {
+                    Flushers::run(job);
+                }
+            });
+        started.is_ok()
+    }
+
+    /// Runs `job` on a flusher thread. A job's panic is its own: its [`Done`] still counts it
+    /// as done, and the thread goes on.
+    fn run(job: Job) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        if let Some(flushers) = Flushers::get() {
+            flushers.finished.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// One more thread for the queue while every other may be stuck (a flush on a device
+    /// that does not answer must not hold up another project's): where jobs are queued and
+    /// none finished since `finished` was read. Up to [`EXTRA_THREADS`] at once; each ends
+    /// after [`EXTRA_IDLE`] without work.
+    fn start_extra(&'static self, finished: usize) {
+        if self.rx.is_empty() || self.finished.load(Ordering::Relaxed) != finished {
+            return;
+        }
+        let taken = self
+            .extra
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < EXTRA_THREADS).then_some(n + 1)
+            });
+        if taken.is_err() {
+            return;
+        }
+        let rx = self.rx.clone();
+        let extra = &self.extra;
+        let started = std::thread::Builder::new()
+            .name("ckpt-flush".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                while let Ok(job) = rx.recv_timeout(EXTRA_IDLE) {
+                    Flushers::run(job);
+                }
+                extra.fetch_sub(1, Ordering::SeqCst);
+            });
+        if started.is_err() {
+            self.extra.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Queues `job` for the flusher threads, or runs it here where none could start.
 fn submit(job: Job) {
-    static FLUSHERS: OnceLock<Option<crossbeam_channel::Sender<Job>>> = OnceLock::new();
-    let flushers = FLUSHERS.get_or_init(|| {
-        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
-        let started = (0..THREADS)
-            .filter(|_| {
-                let rx = rx.clone();
-                std::thread::Builder::new()
-                    .name("ckpt-flush".into())
-                    .stack_size(256 * 1024)
-                    .spawn(move || {
-                        for job in rx {
-                            // A job's panic is its own: its `Done` still counts it as done.
-                            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                        }
-                    })
-                    .is_ok()
-            })
-            .count();
-        (started > 0).then_some(tx)
-    });
-    match flushers {
-        Some(tx) => {
-            if let Err(crossbeam_channel::SendError(job)) = tx.send(job) {
+    match Flushers::get() {
+        Some(flushers) => {
+            if let Err(crossbeam_channel::SendError(job)) = flushers.tx.send(job) {
                 job();
             }
         }
@@ -104,13 +181,25 @@ impl Batch {
         then.into_iter().for_each(submit);
     }
 
+    /// Waits until the batch is done; after each [`STALLED`] in which no flush finished while
+    /// jobs are queued, starts one more thread for them.
     fn wait(&self) {
-        let mut state = self.lock();
-        while state.left > 0 {
-            state = self
+        let flushers = Flushers::get();
+        loop {
+            let finished = flushers.map(|f| f.finished.load(Ordering::Relaxed));
+            let state = self.lock();
+            if state.left == 0 {
+                return;
+            }
+            let (state, waited) = self
                 .done
-                .wait(state)
+                .wait_timeout(state, STALLED)
                 .unwrap_or_else(PoisonError::into_inner);
+            let stalled = waited.timed_out() && state.left > 0;
+            drop(state);
+            if let (true, Some(flushers), Some(finished)) = (stalled, flushers, finished) {
+                flushers.start_extra(finished);
+            }
         }
     }
 }
@@ -356,6 +445,34 @@ mod tests {
         assert!(done_within_bound(Flushing::after(Vec::new(), Vec::new())));
         let nothing_before = Flushing::after(vec![Flushing::start(Vec::new())], Vec::new());
         assert!(done_within_bound(nothing_before));
+    }
+
+    #[test]
+    fn a_stuck_flush_holds_up_no_other() {
+        // Every kept thread busy with a flush that does not return (a device that does not
+        // answer), and more queued behind them...
+        let released = Arc::new((Mutex::new(false), Condvar::new()));
+        let stuck_job = |released: Arc<(Mutex<bool>, Condvar)>| -> Job {
+            Box::new(move || {
+                let (lock, cv) = &*released;
+                let guard = lock.lock().unwrap();
+                let _ = cv.wait_timeout_while(guard, Duration::from_secs(30), |r| !*r);
+            })
+        };
+        let jobs = (0..THREADS + 3).map(|_| stuck_job(released.clone()));
+        let stuck = Flushing::start(jobs.collect());
+        // ...another project's flush still runs: its wait starts threads for the queue.
+        let (tx, rx) = mpsc::channel();
+        let other = Flushing::start(vec![Box::new(move || tx.send(()).unwrap())]);
+        assert!(
+            done_within_bound(other),
+            "held up by flushes that do not return"
+        );
+        assert!(rx.try_recv().is_ok());
+        let (lock, cv) = &*released;
+        *lock.lock().unwrap() = true;
+        cv.notify_all();
+        assert!(done_within_bound(stuck));
     }
 
     #[test]
