@@ -57,21 +57,30 @@ impl Flushers {
                 finished: AtomicUsize::new(0),
                 extra: AtomicUsize::new(0),
             };
-            let started = (0..THREADS).filter(|_| flushers.start()).count();
+            let started = (0..THREADS).filter(|_| flushers.start(None)).count();
             (started > 0).then_some(flushers)
         });
         flushers.as_ref()
     }
 
-    /// Starts a thread that runs queued jobs for good.
-    fn start(&self) -> bool {
+    /// Starts a thread that runs queued jobs: for good, or until it waits `idle` for one.
+    fn start(&self, idle: Option<Duration>) -> bool {
         let rx = self.rx.clone();
         let started = std::thread::Builder::new()
             .name("ckpt-flush".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                for job in rx {
+                loop {
+                    let job = match idle {
+                        None => rx.recv().ok(),
+                        Some(idle) => rx.recv_timeout(idle).ok(),
+                    };
+                    let Some(job) = job else { break };
                     Flushers::run(job);
+                }
+                // An extra thread's place is free again.
+                if let (Some(_), Some(flushers)) = (idle, Flushers::get()) {
+                    flushers.extra.fetch_sub(1, Ordering::SeqCst);
                 }
             });
         started.is_ok()
@@ -90,7 +99,7 @@ impl Flushers {
     /// that does not answer must not hold up another project's): where jobs are queued and
     /// none finished since `finished` was read. Up to [`EXTRA_THREADS`] at once; each ends
     /// after [`EXTRA_IDLE`] without work.
-    fn start_extra(&'static self, finished: usize) {
+    fn start_extra(&self, finished: usize) {
         if self.rx.is_empty() || self.finished.load(Ordering::Relaxed) != finished {
             return;
         }
@@ -102,18 +111,7 @@ impl Flushers {
         if taken.is_err() {
             return;
         }
-        let rx = self.rx.clone();
-        let extra = &self.extra;
-        let started = std::thread::Builder::new()
-            .name("ckpt-flush".into())
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                while let Ok(job) = rx.recv_timeout(EXTRA_IDLE) {
-                    Flushers::run(job);
-                }
-                extra.fetch_sub(1, Ordering::SeqCst);
-            });
-        if started.is_err() {
+        if !self.start(Some(EXTRA_IDLE)) {
             self.extra.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -495,6 +493,12 @@ mod tests {
             .map(|p| BString::from(*p))
             .collect();
         // Returns (a FIFO with no writer would block an open without O_NONBLOCK).
-        flush_written(root, &written, &[BString::from("deleted")]);
+        let (tx, rx) = mpsc::channel();
+        let root = root.to_path_buf();
+        std::thread::spawn(move || {
+            flush_written(&root, &written, &[BString::from("deleted")]);
+            let _ = tx.send(());
+        });
+        assert!(rx.recv_timeout(Duration::from_secs(10)).is_ok());
     }
 }

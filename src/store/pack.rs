@@ -802,10 +802,7 @@ fn write_index<W: std::io::Write>(
     pack_sum: ObjectId,
     out: W,
 ) -> std::io::Result<W> {
-    let hashing = Hashing {
-        inner: out,
-        hasher: gix::hash::hasher(gix::hash::Kind::Sha1),
-    };
+    let hashing = gix::hash::io::Write::new(out, gix::hash::Kind::Sha1);
     let mut out = std::io::BufWriter::with_capacity(64 << 10, hashing);
     out.write_all(b"\xfftOc")?;
     out.write_all(&2u32.to_be_bytes())?;
@@ -837,28 +834,10 @@ fn write_index<W: std::io::Write>(
         out.write_all(&off.to_be_bytes())?;
     }
     out.write_all(pack_sum.as_bytes())?;
-    let Hashing { mut inner, hasher } = out.into_inner().map_err(|e| e.into_error())?;
-    let sum = hasher.try_finalize().map_err(std::io::Error::other)?;
+    let gix::hash::io::Write { mut inner, hash } = out.into_inner().map_err(|e| e.into_error())?;
+    let sum = hash.try_finalize().map_err(std::io::Error::other)?;
     inner.write_all(sum.as_bytes())?;
     Ok(inner)
-}
-
-/// A writer that hashes what it passes on.
-struct Hashing<W> {
-    inner: W,
-    hasher: gix::hash::Hasher,
-}
-
-impl<W: std::io::Write> std::io::Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 impl super::Store {
