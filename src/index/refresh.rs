@@ -371,29 +371,37 @@ impl FileIndex {
         }
         parts.push(rest);
         parts.reverse();
-        let captured: Vec<Result<Vec<Captured>, StoreError>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = parts
-                .into_iter()
-                .map(|part| {
-                    let repo = store.thread_safe();
-                    let pack = pack.as_deref();
-                    let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
-                    scope.spawn(move || {
-                        let repo = repo.to_thread_local();
-                        let mut found = Vec::with_capacity(part.len());
-                        for e in part {
-                            found.push(capture(&repo, root_fd, &e, options, pack)?);
-                            progress.step();
-                        }
-                        Ok::<_, StoreError>(found)
+        let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
+        let pack = pack.as_deref();
+        let read = |repo: &gix::Repository, part: Vec<WalkEntry>| {
+            let mut found = Vec::with_capacity(part.len());
+            for e in part {
+                found.push(capture(repo, root_fd, &e, options, pack)?);
+                progress.step();
+            }
+            Ok::<_, StoreError>(found)
+        };
+        let captured: Vec<Result<Vec<Captured>, StoreError>> = if parts.len() == 1 {
+            // A few files (a checkpoint's usual change) are read here: a thread would cost
+            // more to start than the reads.
+            let part = parts.pop().expect("one part");
+            vec![read(&store.repo(), part)]
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = parts
+                    .into_iter()
+                    .map(|part| {
+                        let repo = store.thread_safe();
+                        let read = &read;
+                        scope.spawn(move || read(&repo.to_thread_local(), part))
                     })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("capture worker panicked"))
-                .collect()
-        });
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("capture worker panicked"))
+                    .collect()
+            })
+        };
         // A store error fails the whole batch: nothing of it reaches the index (what reached
         // the pending pack is flushed with the rest of the operation, or dropped as a whole).
         Ok((captured.into_iter().collect::<Result<_, _>>()?, read_at))
