@@ -2,9 +2,10 @@
 //! folder, placed by the walk before it lists the folder, so nothing created afterwards is
 //! missed and nothing created before is unseen.
 //!
-//! The notify callback only hands events to a bounded channel; a worker thread folds them into
-//! the project's dirty set. A full channel, a kernel queue overflow or a watcher error turns into
-//! a rescan request; a watch that cannot be placed degrades the project to stat-only verifies.
+//! The notify callback folds each event into the project's dirty set where it arrives (a lock
+//! held for a set insert; it never waits for anything else), so a sync's cookie wakes the
+//! waiting request directly. A kernel queue overflow or a watcher error turns into a rescan
+//! request; a watch that cannot be placed degrades the project to stat-only verifies.
 //! [`ProjectWatcher::sync`] renames a cookie file in a folder of the store (watched by the same
 //! inotify instance, whose queue is ordered) and waits for that event, so that every write
 //! completed before a request is in the dirty set when the request is served. The project
@@ -27,8 +28,6 @@ use crate::filter::TEMP_PREFIX;
 
 pub mod queue;
 
-/// Events buffered between the notify thread and the worker before a rescan is forced.
-const EVENT_QUEUE: usize = 65_536;
 /// How long a sync waits for its cookie before falling back to a stat verify.
 const COOKIE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The cookie's name carries a sequence number, so each sync waits for its own event.
@@ -47,7 +46,6 @@ struct Shared {
     cookie_dir: PathBuf,
     dirty: Mutex<Dirty>,
     arrived: Condvar,
-    overflowed: AtomicBool,
     /// Where changed paths are also reported as they arrive (for live events), if anyone asks.
     tap: Mutex<Option<Tap>>,
 }
@@ -141,34 +139,12 @@ impl ProjectWatcher {
             cookie_dir: cookie_dir.to_path_buf(),
             dirty: Mutex::new(Dirty::default()),
             arrived: Condvar::new(),
-            overflowed: AtomicBool::new(false),
             tap: Mutex::new(tap),
         });
-        let (tx, rx) = queue::bounded::<notify::Result<notify::Event>>(EVENT_QUEUE);
-        let on_full = shared.clone();
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            // Opens and reads change nothing (notify's inotify mask includes them): dropped
-            // here, they never cost the queue or the worker (`grep -r` opens every file).
-            if matches!(&event, Ok(e) if matches!(e.kind, EventKind::Access(_))) {
-                return;
-            }
-            if tx.try_send(event).is_err() {
-                on_full.overflowed.store(true, Ordering::SeqCst);
-                on_full.note(WatchNote::Degraded(
-                    "the watcher's event queue is full".into(),
-                ));
-            }
-        })?;
-        let worker = shared.clone();
-        std::thread::Builder::new()
-            .name("ckptd-watch".into())
-            .spawn(move || {
-                // Ends when the watcher (and with it the sender) is dropped.
-                for event in rx {
-                    worker.fold(event);
-                }
-            })
-            .map_err(|e| notify::Error::generic(&e.to_string()))?;
+        let folder = shared.clone();
+        // Opens and reads change nothing (notify's inotify mask includes them): `fold` drops
+        // them first (`grep -r` opens every file).
+        let watcher = notify::recommended_watcher(move |event| folder.fold(event))?;
         Ok(ProjectWatcher {
             watcher: Arc::new(Mutex::new(watcher)),
             shared,
@@ -241,11 +217,6 @@ impl ProjectWatcher {
         changes.paths = std::mem::take(&mut dirty.paths);
         if let Some(why) = dirty.rescan.take() {
             changes.rescan.get_or_insert(why);
-        }
-        if self.shared.overflowed.swap(false, Ordering::SeqCst) {
-            changes
-                .rescan
-                .get_or_insert_with(|| "event queue overflowed".into());
         }
         if let Some(why) = &self.degraded {
             changes.rescan.get_or_insert_with(|| why.clone());
