@@ -71,9 +71,10 @@ impl Store {
     }
 
     /// The work of making the store's handles load the pack written last (listing the pack
-    /// folder, reading the new index), when they have not: the caller chooses when, e.g.
-    /// after its reply. A handle that misses an object does the same by itself, so running
-    /// it late, twice or never changes no result, only who waits for it.
+    /// folder, reading the new index, mapping the pack: the next operation often reads the
+    /// commit just written, a restore to it say), when they have not: the caller chooses
+    /// when, e.g. after its reply. A handle that misses an object does the same by itself, so
+    /// running it late, twice or never changes no result, only who waits for it.
     pub fn pack_loader(&self) -> Option<impl FnOnce() + Send + 'static> {
         let probe = self
             .unloaded
@@ -82,7 +83,7 @@ impl Store {
             .take()?;
         let repo = self.thread_safe().clone();
         Some(move || {
-            let _ = repo.to_thread_local().has_object(probe);
+            let _ = repo.to_thread_local().try_find_header(probe);
         })
     }
 
