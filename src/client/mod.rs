@@ -112,11 +112,32 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Connection {
     stream: BufReader<Stream>,
     next_id: u64,
+    socket: PathBuf,
+    /// The id of the `hello` sent and not answered yet (see [`Connection::connect_pipelined`]).
+    hello: Option<u64>,
 }
 
 impl Connection {
-    /// Connects to the daemon at `socket`.
+    /// Connects to the daemon at `socket`, and checks that it speaks this client's protocol.
     pub fn connect(socket: &Path) -> Result<Connection, ClientError> {
+        let mut conn = Self::connect_pipelined(socket)?;
+        while conn.hello.is_some() {
+            let reply = conn.read_reply()?;
+            if reply.get("id").and_then(Value::as_u64) == conn.hello {
+                conn.check_hello(&reply)?;
+            } else if let Some(err) = reply.get("error") {
+                // The daemon refuses the connection (it is closed next).
+                return Err(rpc_error(err));
+            }
+        }
+        Ok(conn)
+    }
+
+    /// Connects and sends `hello` without waiting for its answer: the first call checks it
+    /// (before returning its own result), so a prompt's checkpoint costs one round trip, not
+    /// two. Only for requests that change nothing a daemon of another protocol could misread
+    /// into harm (a checkpoint): the request reaches the daemon before its protocol is known.
+    pub fn connect_pipelined(socket: &Path) -> Result<Connection, ClientError> {
         let name = socket
             .to_fs_name::<GenericFilePath>()
             .map_err(|e| ClientError::NoDaemon {
@@ -146,32 +167,14 @@ impl Connection {
         let mut conn = Connection {
             stream: BufReader::new(stream),
             next_id: 1,
+            socket: socket.to_path_buf(),
+            hello: None,
         };
-        let hello = HelloParams {
+        let hello = serde_json::json!(HelloParams {
             client: Some("ckpt".into()),
             protocol: Some(PROTOCOL_VERSION),
-        };
-        let hello = conn.call::<rpc::Hello>(&hello).map_err(|e| match e {
-            ClientError::Io(io)
-                if matches!(
-                    io.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                ClientError::Unresponsive {
-                    socket: socket.to_path_buf(),
-                    timeout: HANDSHAKE_TIMEOUT,
-                }
-            }
-            other => other,
-        })?;
-        conn.stream.get_ref().set_recv_timeout(None)?;
-        if hello.protocol != PROTOCOL_VERSION {
-            return Err(ClientError::Protocol(format!(
-                "daemon speaks protocol {}, this client {PROTOCOL_VERSION}; restart ckptd",
-                hello.protocol
-            )));
-        }
+        });
+        conn.hello = Some(conn.send(rpc::Hello::NAME, &hello)?);
         Ok(conn)
     }
 
@@ -183,8 +186,13 @@ impl Connection {
         spawn: bool,
         log_dir: &Path,
         default_socket: bool,
+        pipelined: bool,
     ) -> Result<Connection, ClientError> {
-        match Self::connect(socket) {
+        let connect = |socket: &Path| match pipelined {
+            true => Self::connect_pipelined(socket),
+            false => Self::connect(socket),
+        };
+        match connect(socket) {
             Ok(c) => Ok(c),
             // The daemon serving this data directory may listen elsewhere (it was started
             // where XDG_RUNTIME_DIR was set, this client runs where it is not): it says where.
@@ -192,18 +200,18 @@ impl Connection {
                 if default_socket && running_elsewhere(socket, log_dir).is_some() =>
             {
                 let elsewhere = running_elsewhere(socket, log_dir).expect("checked just above");
-                Self::connect(&elsewhere)
+                connect(&elsewhere)
             }
             Err(ClientError::NoDaemon { .. }) if spawn => {
                 let mut child = spawn_daemon(socket, log_dir)?;
                 let deadline = Instant::now() + Duration::from_secs(15);
                 loop {
-                    match Self::connect(socket) {
+                    match connect(socket) {
                         Ok(c) => return Ok(c),
                         Err(ClientError::NoDaemon { detail, .. }) => {
                             if let Ok(Some(status)) = child.try_wait() {
                                 // It may have lost a race to another daemon that now answers.
-                                if let Ok(c) = Self::connect(socket) {
+                                if let Ok(c) = connect(socket) {
                                     return Ok(c);
                                 }
                                 return Err(ClientError::NoDaemon {
@@ -257,30 +265,89 @@ impl Connection {
 
     /// Sends one request as JSON and waits for its reply (for tools that speak JSON only).
     pub fn call_value(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let id = self.send(method, &params)?;
+        // The reply, and the answer to a `hello` sent with it if there was one: a daemon of
+        // another protocol is reported as that, whatever it answered.
+        let mut outcome = None;
+        while outcome.is_none() || self.hello.is_some() {
+            let reply = self.read_reply()?;
+            let of = reply.get("id").and_then(Value::as_u64);
+            if self.hello.is_some() && of == self.hello {
+                self.check_hello(&reply)?;
+            } else if let Some(err) = reply.get("error") {
+                if of != Some(id) {
+                    // About the connection, not a request (it is closed next).
+                    return Err(rpc_error(err));
+                }
+                outcome = Some(Err(rpc_error(err)));
+            } else if of == Some(id) {
+                // Notifications and replies to other requests are skipped.
+                outcome = Some(Ok(reply.get("result").cloned().unwrap_or(Value::Null)));
+            }
+        }
+        outcome.unwrap_or(Ok(Value::Null))
+    }
+
+    /// Sends one request; returns its id.
+    fn send(&mut self, method: &str, params: &Value) -> Result<u64, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         self.stream
             .get_mut()
-            .write_all(&request_line(id, method, &params))?;
-        loop {
-            let mut line = String::new();
-            if self.stream.read_line(&mut line)? == 0 {
-                return Err(ClientError::Protocol(
-                    "the daemon closed the connection".into(),
-                ));
+            .write_all(&request_line(id, method, params))?;
+        Ok(id)
+    }
+
+    /// The next message from the daemon. While `hello` is unanswered, a daemon silent for
+    /// [`HANDSHAKE_TIMEOUT`] is unresponsive.
+    fn read_reply(&mut self) -> Result<Value, ClientError> {
+        let mut line = String::new();
+        match self.stream.read_line(&mut line) {
+            Ok(0) => Err(ClientError::Protocol(
+                "the daemon closed the connection".into(),
+            )),
+            Ok(_) => serde_json::from_str(&line).map_err(|e| ClientError::Protocol(e.to_string())),
+            Err(e)
+                if self.hello.is_some()
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+            {
+                Err(ClientError::Unresponsive {
+                    socket: self.socket.clone(),
+                    timeout: HANDSHAKE_TIMEOUT,
+                })
             }
-            let reply: Value =
-                serde_json::from_str(&line).map_err(|e| ClientError::Protocol(e.to_string()))?;
-            if let Some(err) = reply.get("error") {
-                let err: RpcError = serde_json::from_value(err.clone())
-                    .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                return Err(err.into());
-            }
-            // Skip notifications and replies to other requests.
-            if reply.get("id").and_then(Value::as_u64) == Some(id) {
-                return Ok(reply.get("result").cloned().unwrap_or(Value::Null));
-            }
+            Err(e) => Err(e.into()),
         }
+    }
+
+    /// Checks the answer to `hello` (and lifts the handshake's time bound).
+    fn check_hello(&mut self, reply: &Value) -> Result<(), ClientError> {
+        self.hello = None;
+        if let Some(err) = reply.get("error") {
+            return Err(rpc_error(err));
+        }
+        let result = reply.get("result").cloned().unwrap_or(Value::Null);
+        let hello: <rpc::Hello as Method>::Result = serde_json::from_value(result)
+            .map_err(|e| ClientError::Protocol(format!("the daemon's `hello` result: {e}")))?;
+        if hello.protocol != PROTOCOL_VERSION {
+            return Err(ClientError::Protocol(format!(
+                "daemon speaks protocol {}, this client {PROTOCOL_VERSION}; restart ckptd",
+                hello.protocol
+            )));
+        }
+        self.stream.get_ref().set_recv_timeout(None)?;
+        Ok(())
+    }
+}
+
+/// A reply's `error` member as the client's error.
+fn rpc_error(err: &Value) -> ClientError {
+    match serde_json::from_value::<RpcError>(err.clone()) {
+        Ok(err) => err.into(),
+        Err(e) => ClientError::Protocol(e.to_string()),
     }
 }
 

@@ -464,6 +464,78 @@ fn an_unresponsive_daemon_is_given_up_on() {
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
 }
 
+/// `ckpt checkpoint` sends its request with the handshake, not after it: a daemon of another
+/// protocol is still reported as that (whichever reply comes first), and one that never
+/// answers is given up on within the handshake's bound.
+#[test]
+fn a_checkpoint_sent_with_the_handshake_still_checks_the_protocol() {
+    let env = TestEnv::without_daemon("");
+    let p = env.proj();
+    // Answers `hello` with protocol 999; `checkpoint` before or after it; `silent` never.
+    let fake = |name: &str, mode: &str| {
+        let socket = env.home.join(format!("{name}.sock"));
+        let server = format!(
+            "import json, socket, time\n\
+             s = socket.socket(socket.AF_UNIX)\ns.bind({socket:?})\ns.listen(8)\n\
+             print('ready', flush=True)\nc, _ = s.accept()\nf = c.makefile('rb')\n\
+             mode = {mode:?}\nif mode == 'silent':\n    time.sleep(60)\n\
+             reqs = [json.loads(f.readline()) for _ in range(2)]\n\
+             hello = {{'jsonrpc': '2.0', 'id': reqs[0]['id'], 'result': \
+             {{'protocol': 999, 'daemon': 'x', 'pid': 1}}}}\n\
+             ckpt = {{'jsonrpc': '2.0', 'id': reqs[1]['id'], 'error': \
+             {{'code': -32000, 'message': 'recorded nothing'}}}}\n\
+             order = [hello, ckpt] if mode == 'hello-first' else [ckpt, hello]\n\
+             c.sendall(b''.join(json.dumps(m).encode() + b'\\n' for m in order))\n\
+             time.sleep(60)\n",
+            socket = socket.to_str().unwrap(),
+        );
+        let mut child = std::process::Command::new("/usr/bin/python3")
+            .args(["-c", &server])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut ready,
+        )
+        .unwrap();
+        (child, socket)
+    };
+    for mode in ["hello-first", "checkpoint-first"] {
+        let (mut child, socket) = fake(mode, mode);
+        let out = env.ckpt(&[
+            "--socket",
+            socket.to_str().unwrap(),
+            "checkpoint",
+            "-C",
+            p.to_str().unwrap(),
+        ]);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(out.status.code(), Some(1), "{mode}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("daemon speaks protocol 999"),
+            "{mode}: {}",
+            stderr(&out)
+        );
+    }
+    let (mut child, socket) = fake("silent", "silent");
+    let started = std::time::Instant::now();
+    let out = env.ckpt(&[
+        "--socket",
+        socket.to_str().unwrap(),
+        "checkpoint",
+        "-C",
+        p.to_str().unwrap(),
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("did not answer"), "{}", stderr(&out));
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+}
+
 /// Restoring paths that match nothing (a typo) is an error that names them and records no
 /// checkpoint at all.
 #[test]

@@ -32,7 +32,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         kind: None,
         meta: args.meta.map(|m| read_meta(&m)).transpose()?,
     };
-    let mut conn = ctx.connect()?;
+    let mut conn = ctx.connect_for_checkpoint()?;
     let c = ctx.with_progress(|| conn.call::<rpc::Checkpoint>(&params))?;
     if !ctx.out.json_or_quiet(&c) {
         outln!(

@@ -48,6 +48,19 @@ impl Ctx {
             self.spawn,
             &self.paths.data_dir,
             self.default_socket,
+            false,
+        )
+    }
+
+    /// Like [`Ctx::connect`], the protocol checked by the first call: for a checkpoint only
+    /// (see [`Connection::connect_pipelined`]).
+    pub fn connect_for_checkpoint(&self) -> Result<Connection, ClientError> {
+        Connection::connect_or_spawn(
+            &self.paths.socket,
+            self.spawn,
+            &self.paths.data_dir,
+            self.default_socket,
+            true,
         )
     }
 

@@ -135,7 +135,7 @@ fn record(ctx: &Ctx, agent: Agent) -> Result<Option<String>, ClientError> {
         kind: None,
         meta: Some(meta),
     };
-    let mut conn = ctx.connect()?;
+    let mut conn = ctx.connect_for_checkpoint()?;
     let c = match conn.call::<rpc::Checkpoint>(&params) {
         Err(ClientError::Rpc(e)) if e.kind() == Some(ErrorCode::NotAProject) => {
             // First use in this project: register it, then record.
