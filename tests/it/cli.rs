@@ -433,6 +433,22 @@ fn paths_that_are_not_utf8_work_end_to_end() {
     env.assert_serving();
 }
 
+/// Runs `script` with python3: a stand-in daemon that prints `ready` once it listens.
+fn python_server(script: &str) -> std::process::Child {
+    let mut child = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    child
+}
+
 /// A daemon that accepts connections but never answers: the client gives up after its
 /// handshake timeout with a clear message, instead of waiting forever.
 #[test]
@@ -444,17 +460,7 @@ fn an_unresponsive_daemon_is_given_up_on() {
          print('ready', flush=True)\nc, _ = s.accept()\ntime.sleep(60)\n",
         socket.to_str().unwrap()
     );
-    let mut silent = std::process::Command::new("/usr/bin/python3")
-        .args(["-c", &server])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ready = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(silent.stdout.as_mut().unwrap()),
-        &mut ready,
-    )
-    .unwrap();
+    let mut silent = python_server(&server);
     let started = std::time::Instant::now();
     let out = env.ckpt(&["--socket", socket.to_str().unwrap(), "status"]);
     let _ = silent.kill();
@@ -489,21 +495,8 @@ fn a_checkpoint_sent_with_the_handshake_still_checks_the_protocol() {
              time.sleep(60)\n",
             socket = socket.to_str().unwrap(),
         );
-        let mut child = std::process::Command::new("/usr/bin/python3")
-            .args(["-c", &server])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut ready = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-            &mut ready,
-        )
-        .unwrap();
-        (child, socket)
-    };
-    for mode in ["hello-first", "checkpoint-first"] {
-        let (mut child, socket) = fake(mode, mode);
+        let mut child = python_server(&server);
+        let started = std::time::Instant::now();
         let out = env.ckpt(&[
             "--socket",
             socket.to_str().unwrap(),
@@ -513,27 +506,16 @@ fn a_checkpoint_sent_with_the_handshake_still_checks_the_protocol() {
         ]);
         let _ = child.kill();
         let _ = child.wait();
+        assert!(started.elapsed() < std::time::Duration::from_secs(15));
         assert_eq!(out.status.code(), Some(1), "{mode}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("daemon speaks protocol 999"),
-            "{mode}: {}",
-            stderr(&out)
-        );
+        stderr(&out)
+    };
+    for mode in ["hello-first", "checkpoint-first"] {
+        let err = fake(mode, mode);
+        assert!(err.contains("daemon speaks protocol 999"), "{mode}: {err}");
     }
-    let (mut child, socket) = fake("silent", "silent");
-    let started = std::time::Instant::now();
-    let out = env.ckpt(&[
-        "--socket",
-        socket.to_str().unwrap(),
-        "checkpoint",
-        "-C",
-        p.to_str().unwrap(),
-    ]);
-    let _ = child.kill();
-    let _ = child.wait();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("did not answer"), "{}", stderr(&out));
-    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    let err = fake("silent", "silent");
+    assert!(err.contains("did not answer"), "{err}");
 }
 
 /// Restoring paths that match nothing (a typo) is an error that names them and records no
