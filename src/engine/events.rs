@@ -161,11 +161,13 @@ pub fn start_pump(
                 remembered: 0,
             };
             while let Ok(first) = notes.recv() {
+                // The rest of the window's notes are taken at its end, together: waiting for
+                // each as it came woke this thread once per file event (dozens in a restore),
+                // each wake competing for a processor with the watcher's thread, whose
+                // delivery of the sync cookie the restore is waiting for.
                 let mut batch = vec![first];
-                let deadline = std::time::Instant::now() + BATCH_WINDOW;
-                while let Ok(n) = notes
-                    .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
-                {
+                std::thread::sleep(BATCH_WINDOW);
+                while let Ok(n) = notes.try_recv() {
                     batch.push(n);
                 }
                 if lost.swap(false, Ordering::SeqCst) {
