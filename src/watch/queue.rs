@@ -6,7 +6,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Makes a queue of at most `capacity` messages.
 pub fn bounded<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
@@ -62,11 +61,6 @@ impl<T> Receiver<T> {
         self.rx.recv().inspect(|_| self.took())
     }
 
-    /// Like [`Receiver::recv`], waiting at most `timeout`.
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, mpsc::RecvTimeoutError> {
-        self.rx.recv_timeout(timeout).inspect(|_| self.took())
-    }
-
     /// A message if one waits, without waiting.
     pub fn try_recv(&self) -> Result<T, mpsc::TryRecvError> {
         self.rx.try_recv().inspect(|_| self.took())
@@ -89,9 +83,8 @@ mod tests {
         assert!(matches!(tx.try_send(3), Err(SendError::Full(3))));
         assert_eq!(rx.recv().unwrap(), 1);
         tx.try_send(4).unwrap();
-        assert_eq!(rx.recv_timeout(Duration::from_millis(10)).unwrap(), 2);
+        assert_eq!(rx.try_recv().unwrap(), 2);
         assert_eq!(rx.recv().unwrap(), 4);
-        assert!(rx.recv_timeout(Duration::from_millis(10)).is_err());
         tx.try_send(6).unwrap();
         assert_eq!(rx.try_recv().unwrap(), 6);
         assert!(rx.try_recv().is_err());
