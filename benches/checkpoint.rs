@@ -2,7 +2,7 @@
 //!
 //! `cargo bench --bench checkpoint -- [--files N] [--ignored M] [--runs R] [--history H] [--dir D]
 //!  [--hook-runs K] [--op-runs O] [--load-runs L] [--load-mb MB] [--idle-seconds S] [--million]
-//!  [--no-aggressive]`
+//!  [--no-aggressive] [--client PATH]`
 //!
 //! Builds a project of N files of ~2 KiB in nested folders plus a gitignored `node_modules/` of
 //! M files, starts the real `ckptd` on a temp socket, and times through the socket (the client
@@ -24,9 +24,14 @@
 //!
 //! Store sizes are compared with git's `gc --aggressive` of the same history; `--no-aggressive`
 //! (implied by `--million`, where it takes most of an hour of CPU) compares with plain `git gc`.
+//!
+//! The client processes timed (`ckpt hook`, `ckpt checkpoint`, `ckpt --version`) are this
+//! build's `ckpt` unless `--client PATH` names another: the packages ship the client linked
+//! statically (`packaging/build.sh`), which a `cargo bench` build is not.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ckpt::client::Connection;
@@ -50,6 +55,17 @@ struct Args {
     /// Store sizes against `git gc --aggressive` (true) or plain `git gc`.
     aggressive: bool,
     dir: Option<PathBuf>,
+}
+
+/// The `ckpt` binary whose processes are timed (`--client`).
+static CLIENT: OnceLock<PathBuf> = OnceLock::new();
+
+fn client_path() -> &'static Path {
+    CLIENT.get_or_init(|| PathBuf::from(env!("CARGO_BIN_EXE_ckpt")))
+}
+
+fn client() -> Command {
+    Command::new(client_path())
 }
 
 fn parse_args() -> Args {
@@ -98,6 +114,12 @@ fn parse_args() -> Args {
             }
             "--no-aggressive" => args.aggressive = false,
             "--dir" => args.dir = Some(PathBuf::from(it.next().expect("--dir takes a path"))),
+            "--client" => {
+                let path = PathBuf::from(it.next().expect("--client takes a path"));
+                let path = std::fs::canonicalize(&path)
+                    .unwrap_or_else(|e| panic!("--client {}: {e}", path.display()));
+                CLIENT.set(path).expect("--client given once");
+            }
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }
@@ -122,6 +144,7 @@ fn main() {
         args.op_runs,
         tmp.path().display()
     );
+    println!("client timed: {}", client_path().display());
     let t = Instant::now();
     generate(&root, args.files, args.ignored);
     println!("generated the tree in {:.1} s", t.elapsed().as_secs_f64());
@@ -183,9 +206,7 @@ fn main() {
             "prompt": format!("prompt {n}") });
         ours.push(time_settled(|| hook(&daemon.socket, &payload.to_string())));
         theirs.push(time_settled(|| shadow_snapshot(&shadow, &root)));
-        floor.push(time_settled(|| {
-            run(Command::new(env!("CARGO_BIN_EXE_ckpt")).arg("--version"))
-        }));
+        floor.push(time_settled(|| run(client().arg("--version"))));
     }
     // Every 10th prompt of a dialog also applies its retention: the tail shows what it costs.
     let hook_tail = tail(&ours);
@@ -228,7 +249,7 @@ fn main() {
         round += 1;
         touch_ten(&root, args.files, round);
         ours.push(time_settled(|| {
-            run(Command::new(env!("CARGO_BIN_EXE_ckpt"))
+            run(client()
                 .args(["--no-spawn", "--quiet", "--socket"])
                 .arg(&daemon.socket)
                 .args(["checkpoint", "-C"])
@@ -456,7 +477,7 @@ fn time<T>(f: impl FnOnce() -> T) -> Duration {
 /// Runs `ckpt hook claude-code` with `payload` on stdin, as Claude Code does; it must record.
 fn hook(socket: &Path, payload: &str) {
     use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ckpt"))
+    let mut child = client()
         .args(["--no-spawn", "--socket"])
         .arg(socket)
         .args(["hook", "claude-code"])

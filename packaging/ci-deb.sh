@@ -5,8 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked --version 3.8.0
-cargo build --release --locked
-packaging/build-assets.sh target/release/ckpt
+packaging/build.sh
 deb=$(cargo deb --no-build --quiet --output target/debian/ 2>/dev/null | tail -n 1)
 [ -f "$deb" ] || deb=$(ls -t target/debian/ckpt_*.deb | head -n 1)
 echo "built $deb"
@@ -14,6 +13,11 @@ dpkg -i "$deb"
 trap 'dpkg -r ckpt >/dev/null 2>&1 || true' EXIT
 /usr/bin/ckpt --version
 /usr/bin/ckptd --version
+# The client the package ships is the static one packaging/build.sh made.
+if head -c 4096 /usr/bin/ckpt | grep -aq 'ld-linux'; then
+  echo "the packaged /usr/bin/ckpt is not linked statically" >&2
+  exit 1
+fi
 for f in /usr/lib/systemd/user/ckptd.service /usr/lib/systemd/user/ckptd.socket \
          /usr/lib/systemd/system/ckptd@.service /usr/share/man/man1/ckpt.1.gz \
          /usr/share/bash-completion/completions/ckpt /usr/share/doc/ckpt/config.example.toml; do

@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Builds the RPM from the cargo-generate-rpm metadata (after packaging/ci-deb.sh, which built
-# the release binaries and the assets), checks that it holds every file the .deb holds, and runs
+# the release binaries and the assets with packaging/build.sh), checks that it holds every file the .deb holds, and runs
 # the binaries rpm itself installed from it into a scratch root (the package's own dependencies
 # are Fedora's, so --nodeps), then removes it with rpm. Needs cargo-generate-rpm and rpm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo-generate-rpm >/dev/null 2>&1 || cargo install cargo-generate-rpm --locked --version 0.21.1
-[ -x target/release/ckpt ] || cargo build --release --locked
-[ -f target/assets/man/ckpt.1.gz ] || packaging/build-assets.sh target/release/ckpt
+[ -x target/release/ckpt ] && [ -f target/assets/man/ckpt.1.gz ] || packaging/build.sh
 rm -rf target/generate-rpm
 cargo generate-rpm
 rpm_file=$(ls target/generate-rpm/ckpt-*.rpm)

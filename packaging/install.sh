@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Installs ckpt from this source tree for the current user: builds it (cargo install), writes the
-# systemd user units pointing at the installed ckptd, and enables the socket, so the daemon starts
-# at the first `ckpt` command or agent prompt. Re-running it upgrades.
+# Installs ckpt from this source tree for the current user: builds it as the packages do
+# (packaging/build.sh: the client linked statically), installs both binaries into cargo's bin
+# folder, writes the systemd user units pointing at the installed ckptd, and enables the socket,
+# so the daemon starts at the first `ckpt` command or agent prompt. Re-running it upgrades.
 #
-#   packaging/install.sh            # cargo install into ~/.cargo/bin, units into ~/.config/systemd/user
+#   packaging/install.sh            # binaries into ~/.cargo/bin, units into ~/.config/systemd/user
 #   packaging/install.sh --no-build # only the units, for binaries already installed on PATH
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--no-build" ]; then
-  cargo install --path . --locked
+  packaging/build.sh
+  bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+  mkdir -p "$bin"
+  # Under temporary names, then renamed: a running ckptd or an agent's hook keeps its file.
+  for b in ckpt ckptd; do
+    install -m 755 "target/release/$b" "$bin/.$b.new"
+    mv -f "$bin/.$b.new" "$bin/$b"
+  done
+  echo "installed ckpt and ckptd in $bin"
 fi
 ckptd=$(command -v ckptd || true)
 [ -n "$ckptd" ] || ckptd="${CARGO_HOME:-$HOME/.cargo}/bin/ckptd"
