@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the RPM from the cargo-generate-rpm metadata (after packaging/ci-deb.sh, which built
-# the release binaries and the assets with packaging/build.sh), checks that it holds every file the .deb holds, and runs
-# the binaries rpm itself installed from it into a scratch root (the package's own dependencies
-# are Fedora's, so --nodeps), then removes it with rpm. Needs cargo-generate-rpm and rpm.
+# the release binaries and the assets with packaging/build.sh), checks that it holds every file
+# the .deb holds, and runs the binaries rpm itself installed from it into a scratch root (the
+# package's own dependencies are Fedora's, so --nodeps), then removes it with rpm. Needs
+# cargo-generate-rpm and rpm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo-generate-rpm >/dev/null 2>&1 || cargo install cargo-generate-rpm --locked --version 0.21.1
@@ -26,6 +27,10 @@ trap 'rm -rf "$root"' EXIT
 rpm -i --nodeps --noscripts --root "$root" "$rpm_file" 2>&1 | grep -v 'use Alien\|what you are doing' || true
 rpm --root "$root" -q ckpt
 "$root/usr/bin/ckpt" --version
+if head -c 4096 "$root/usr/bin/ckpt" | grep -aq 'ld-linux'; then
+  echo "the RPM's /usr/bin/ckpt is not linked statically" >&2
+  exit 1
+fi
 "$root/usr/bin/ckptd" --version
 [ "$(stat -c %a "$root/usr/bin/ckptd")" = 755 ]
 grep -q '^ExecStart=/usr/bin/ckptd' "$root/usr/lib/systemd/user/ckptd.service"
