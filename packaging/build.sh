@@ -17,7 +17,7 @@ case "$host" in
     # the proc-macros that a crate-wide RUSTFLAGS would break are untouched); the link is static.
     cargo rustc --release --locked --bin ckpt -- -C target-feature=+crt-static
     # A dynamic executable names its loader (PT_INTERP) in its first page; a static one none.
-    if head -c 4096 target/release/ckpt | grep -aq 'ld-linux'; then
+    if grep -aq 'ld-linux' <(head -c 4096 target/release/ckpt); then
       echo "build.sh: the client was not linked statically" >&2
       exit 1
     fi

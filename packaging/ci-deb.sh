@@ -14,7 +14,7 @@ trap 'dpkg -r ckpt >/dev/null 2>&1 || true' EXIT
 /usr/bin/ckpt --version
 /usr/bin/ckptd --version
 # The client the package ships is the static one packaging/build.sh made.
-if head -c 4096 /usr/bin/ckpt | grep -aq 'ld-linux'; then
+if grep -aq 'ld-linux' <(head -c 4096 /usr/bin/ckpt); then
   echo "the packaged /usr/bin/ckpt is not linked statically" >&2
   exit 1
 fi

@@ -27,7 +27,7 @@ trap 'rm -rf "$root"' EXIT
 rpm -i --nodeps --noscripts --root "$root" "$rpm_file" 2>&1 | grep -v 'use Alien\|what you are doing' || true
 rpm --root "$root" -q ckpt
 "$root/usr/bin/ckpt" --version
-if head -c 4096 "$root/usr/bin/ckpt" | grep -aq 'ld-linux'; then
+if grep -aq 'ld-linux' <(head -c 4096 "$root/usr/bin/ckpt"); then
   echo "the RPM's /usr/bin/ckpt is not linked statically" >&2
   exit 1
 fi
