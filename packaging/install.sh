@@ -18,9 +18,12 @@ if [ "${1:-}" != "--no-build" ]; then
     mv -f "$bin/.$b.new" "$bin/$b"
   done
   echo "installed ckpt and ckptd in $bin"
+  # The units run the daemon just installed, whatever else is on PATH (a packaged /usr/bin one).
+  ckptd="$bin/ckptd"
+else
+  ckptd=$(command -v ckptd || true)
+  [ -n "$ckptd" ] || ckptd="${CARGO_HOME:-$HOME/.cargo}/bin/ckptd"
 fi
-ckptd=$(command -v ckptd || true)
-[ -n "$ckptd" ] || ckptd="${CARGO_HOME:-$HOME/.cargo}/bin/ckptd"
 [ -x "$ckptd" ] || { echo "install.sh: no ckptd found (looked on PATH and in $ckptd)" >&2; exit 1; }
 ckptd=$(realpath "$ckptd")
 units="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
