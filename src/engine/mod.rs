@@ -13,6 +13,7 @@
 //! - [`worktree`]: the only code that writes project files, with its path-safety rules (used by
 //!   restores and by edit aborts).
 //! - [`flush`]: flushing what the worktree wrote, on threads kept for it.
+//! - [`workers`]: the threads kept parked for the parts of a restore that run side by side.
 //! - [`edit`]: edit transactions for agent tools.
 //! - [`timeline`]: dialogs, sessions, retention, the disk budget, gc.
 //! - [`events`]: live events for subscribers (fed by the watcher).
@@ -29,6 +30,7 @@ pub mod project;
 pub mod registry;
 pub mod restore;
 pub mod timeline;
+pub mod workers;
 pub mod worktree;
 
 pub use error::{Error, Result};

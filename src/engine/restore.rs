@@ -164,11 +164,11 @@ fn coarse_now_ns() -> i64 {
     crate::safe_io::nanos(now.tv_sec, now.tv_nsec)
 }
 
-/// Records the files as they are (`current`) as the `pre-restore` checkpoint, the undo, while
-/// a thread of its own applies `plan` up to the gate: the restore's checks, reads and
-/// temporary files overlap with making the undo point durable, and nothing in the project
-/// changes before it is (see [`worktree::Gate`]). Where the undo point fails, nothing changed;
-/// where no thread can start, it is recorded first.
+/// Records the files as they are (`current`) as the `pre-restore` checkpoint, the undo, on a
+/// thread of the pool while this thread applies `plan` up to the gate: the restore's checks,
+/// reads and temporary files overlap with making the undo point durable, and nothing in the
+/// project changes before it is (see [`worktree::Gate`]). Where the undo point fails, nothing
+/// changed; where the pool cannot start, it is recorded first.
 fn apply_recording_undo(
     o: &mut Opened,
     target: &Checkpoint,
@@ -184,40 +184,36 @@ fn apply_recording_undo(
     );
     let new = NewCheckpoint::new(target.dialog.clone(), Kind::PreRestore, label);
     let (store, filter, index) = (&o.store, &o.filter, &mut o.index);
-    let mut undo = Some((index.skipped(), new));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let gate = worktree::Gate::after(move || rx.recv().unwrap_or(false));
-    let together = std::thread::scope(|scope| {
-        let applying = std::thread::Builder::new()
-            .name("ckpt-restore".into())
-            .spawn_scoped(scope, || {
-                let repo = store.repo();
-                worktree::apply(&repo, store, filter, index, target_tree, plan, false, &gate)
-            })
-            .ok()?;
-        let (skipped, new) = undo.take().expect("the undo point is recorded once");
+    let skipped = index.skipped();
+    let Some(pool) = super::workers::pool() else {
+        // No pool: the undo point first, then the writes.
         let recorded = store.record_checkpoint(current, skipped, new);
-        // The gate opens (or, on failure, stays shut) for the writes waiting behind it.
-        let _ = tx.send(recorded.is_ok());
-        let applied = applying
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        Some((applied, recorded))
-    });
-    if let Some(done) = together {
-        return done;
-    }
-    // No thread: the undo point first, then the writes.
-    let (skipped, new) = undo.take().expect("the undo point is recorded once");
-    let recorded = store.record_checkpoint(current, skipped, new);
-    let applied = match recorded {
-        Ok(_) => {
-            let repo = store.repo();
-            let gate = worktree::Gate::open();
-            worktree::apply(&repo, store, filter, index, target_tree, plan, false, &gate)
-        }
-        Err(_) => Applied::default(),
+        let applied = match recorded {
+            Ok(_) => {
+                let repo = store.repo();
+                let gate = worktree::Gate::open();
+                worktree::apply(&repo, store, filter, index, target_tree, plan, false, &gate)
+            }
+            Err(_) => Applied::default(),
+        };
+        return (applied, recorded);
     };
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Shut (nothing changes) should the recording end without an answer, e.g. by a panic.
+    let gate = worktree::Gate::after(move || rx.recv().unwrap_or(false));
+    let mut recorded = None;
+    let applied = pool.in_place_scope(|scope| {
+        scope.spawn(|_| {
+            let result = store.record_checkpoint(current, skipped, new);
+            // The gate opens (or, on failure, stays shut) for the writes waiting behind it.
+            let _ = tx.send(result.is_ok());
+            recorded = Some(result);
+        });
+        let repo = store.repo();
+        worktree::apply(&repo, store, filter, index, target_tree, plan, false, &gate)
+    });
+    // The scope returns once the recording is done (and raises its panic, if any).
+    let recorded = recorded.expect("the undo point's recording ended with the scope");
     (applied, recorded)
 }
 

@@ -28,6 +28,7 @@ use crate::store::treediff::TreeChange;
 use crate::store::Store;
 
 use super::flush::Flushing;
+use super::workers::in_parallel;
 
 /// What applying a change set did (or, in a dry run, would do).
 #[derive(Debug, Default)]
@@ -417,44 +418,6 @@ impl Run<'_, '_> {
             }
         }
     }
-}
-
-/// `f` of every item, in order, computed from up to `threads` threads (here alone when fewer
-/// than two are asked for; a thread that cannot start leaves its share to the others).
-fn in_parallel<T: Sync, R: Send>(
-    items: &[T],
-    threads: usize,
-    f: impl Fn(&T) -> R + Sync,
-) -> Vec<R> {
-    if threads < 2 {
-        return items.iter().map(&f).collect();
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let work = || {
-        let mut done = Vec::new();
-        loop {
-            let at = next.fetch_add(1, Ordering::Relaxed);
-            let Some(item) = items.get(at) else {
-                return done;
-            };
-            done.push((at, f(item)));
-        }
-    };
-    let mut results: Vec<(usize, R)> = std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..threads)
-            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
-            .collect();
-        let mut all = work();
-        for helper in helpers {
-            match helper.join() {
-                Ok(done) => all.extend(done),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        all
-    });
-    results.sort_by_key(|(at, _)| *at);
-    results.into_iter().map(|(_, r)| r).collect()
 }
 
 const NOT_CAPTURED: &str = "exists but the undo checkpoint could not capture it (ignored, \
