@@ -7,8 +7,9 @@
 //! idle processor within microseconds. The pool starts on first use, and where it cannot
 //! start the work runs on the asking thread, one part after the other.
 //!
-//! Nothing queued here waits for another job of the pool: a job waits only for the disk or for
-//! the thread that queued it, so a pool whose every thread is busy delays work, never stops it.
+//! Nothing queued here waits for another job of the pool, or for the thread that queued it (a
+//! restore's gate is waited for on the operation's own thread): a job waits only for the disk,
+//! so a pool whose every thread is busy delays work, never stops it.
 
 use std::sync::OnceLock;
 
