@@ -166,8 +166,13 @@ pub(crate) fn record(
     p: &Project,
     o: &mut Opened,
     tree: gix::ObjectId,
-    new: NewCheckpoint,
+    mut new: NewCheckpoint,
 ) -> Result<Checkpoint> {
+    // The index knows what changed since the tree it wrote before this one (most often the
+    // parent's): the counts then need no read of the parent's trees.
+    if new.known_changes.is_none() {
+        new.known_changes = o.index.last_changes().filter(|k| k.new == tree);
+    }
     let recorded = o.store.record_checkpoint(tree, o.index.skipped(), new);
     take_recorded(p, o, tree, recorded)
 }

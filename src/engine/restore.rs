@@ -182,7 +182,11 @@ fn apply_recording_undo(
         target.seq,
         target.kind
     );
-    let new = NewCheckpoint::new(target.dialog.clone(), Kind::PreRestore, label);
+    let new = NewCheckpoint {
+        // What the index knows of how `current` differs from the tree it wrote before.
+        known_changes: o.index.last_changes().filter(|k| k.new == current),
+        ..NewCheckpoint::new(target.dialog.clone(), Kind::PreRestore, label)
+    };
     let (store, filter, index) = (&o.store, &o.filter, &mut o.index);
     let skipped = index.skipped();
     let Some(pool) = super::workers::pool() else {

@@ -9,11 +9,13 @@
 //! the next refresh. The persisted form is only a stat cache: lost or corrupt, the next verify
 //! re-hashes.
 
+mod baseline;
 mod name;
 mod persist;
 mod refresh;
 mod tree;
 
+use baseline::Baseline;
 use name::Name;
 
 use tree::{node_at, node_in};
@@ -27,8 +29,9 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::{EntryKind, EntryRef};
 use gix::ObjectId;
 
-use crate::filter::{rel_to_abs, split_parent, Filter, RulesCache, WalkEntry};
+use crate::filter::{join_rel, rel_to_abs, split_parent, Filter, RulesCache, WalkEntry};
 use crate::model::{SkipReason, SkippedFile};
+use crate::store::checkpoint::KnownChanges;
 use crate::store::diff::within;
 use crate::store::snapshot::{capture, Captured, FileState, SnapshotOptions};
 use crate::store::{Store, StoreError};
@@ -172,6 +175,10 @@ pub struct FileIndex {
     verified: bool,
     /// The root tree last written: every blob and tree id the index holds is reachable from it.
     last_root: Option<ObjectId>,
+    /// What the changed folders held when `last_root` was written.
+    baseline: Baseline,
+    /// How the tree last written differs from the one written before it, when the index knew.
+    last_changes: Option<KnownChanges>,
     progress: Arc<Progress>,
 }
 
@@ -237,7 +244,9 @@ impl FileIndex {
         let (parent, name) = split_parent(path);
         self.invalidate_trees(parent);
         if let Some(dir) = node_at(&mut self.root, parent, true) {
-            dir.dirs.remove(name);
+            if let Some(gone) = dir.dirs.remove(name) {
+                self.baseline.record_subtree(&path.to_owned(), &gone);
+            }
             dir.files.insert(Name::from(name), entry);
         }
     }
@@ -271,6 +280,7 @@ impl FileIndex {
         visit(&mut self.root, &gone);
         visit(&mut self.stale, &gone);
         self.last_root = None;
+        self.baseline.lose();
         self.invalidate_all();
     }
 
@@ -279,9 +289,11 @@ impl FileIndex {
         self.skipped.remove(path);
         let _ = self.detach(path);
         let (parent, name) = split_parent(path);
-        if let Some(dir) = node_at(&mut self.root, parent, false) {
-            if dir.files.remove(name).is_some() {
-                self.invalidate_trees(parent);
+        if self.get(path).is_some() {
+            // Invalidated first: the folder is recorded as it was (see `Baseline`).
+            self.invalidate_trees(parent);
+            if let Some(dir) = node_at(&mut self.root, parent, false) {
+                dir.files.remove(name);
             }
         }
     }
@@ -315,6 +327,12 @@ impl FileIndex {
     /// The root tree last written by [`FileIndex::write_tree`].
     pub fn last_root(&self) -> Option<ObjectId> {
         self.last_root
+    }
+
+    /// How the tree last written by [`FileIndex::write_tree`] differs from the one written
+    /// before it (its counts of added, modified and deleted files), when the index knew.
+    pub fn last_changes(&self) -> Option<KnownChanges> {
+        self.last_changes
     }
 }
 

@@ -13,6 +13,8 @@ impl FileIndex {
         on_dir: OnDir<'_>,
     ) -> Result<RefreshOutcome, StoreError> {
         self.rules.clear();
+        // Every folder is taken out and put back: the next counts read the trees instead.
+        self.baseline.lose();
         let mut outcome = RefreshOutcome {
             full: true,
             ..RefreshOutcome::default()
@@ -453,6 +455,13 @@ impl FileIndex {
         };
         self.invalidate_trees(parent.as_bstr());
         if let Some(dir) = node_at(&mut self.root, parent.as_bstr(), true) {
+            // Folders that files replace leave the index: recorded as they were.
+            for (name, _) in &files {
+                if let Some(gone) = dir.dirs.get(name.as_bytes().as_bstr()) {
+                    self.baseline
+                        .record_subtree(&join_rel(&parent, name.as_bytes()), gone);
+                }
+            }
             dir.add_files(files);
         }
     }

@@ -7,13 +7,35 @@ impl FileIndex {
     /// Writes the trees that changed (pending in `store` until its next flush) and returns the
     /// root tree id.
     pub fn write_tree(&mut self, store: &Store) -> Result<ObjectId, StoreError> {
-        let id = store.with_pending(|repo| match write_node(repo, &mut self.root)? {
+        // Counted before the trees are written: changed folders are those without a tree id.
+        let counts = self.baseline.counts(&self.root);
+        let written = store.with_pending(|repo| match write_node(repo, &mut self.root)? {
             Some(id) => Ok(id),
             None => repo
                 .write_object(gix::objs::Tree::empty())
                 .map(|id| id.detach())
                 .map_err(|e| StoreError::git("writing a tree", e)),
-        })?;
+        });
+        let id = match written {
+            Ok(id) => id,
+            Err(e) => {
+                // Some folders may hold ids of trees written since: none is a baseline now.
+                self.baseline.lose();
+                self.last_changes = None;
+                return Err(e);
+            }
+        };
+        self.last_changes = match (self.last_root, counts) {
+            (Some(old), Some((added, modified, deleted))) => Some(KnownChanges {
+                old,
+                new: id,
+                added,
+                modified,
+                deleted,
+            }),
+            _ => None,
+        };
+        self.baseline.reset();
         self.last_root = Some(id);
         Ok(id)
     }
@@ -22,47 +44,59 @@ impl FileIndex {
         node_in(&self.root, path)
     }
 
+    /// Drops the cached tree ids of folder `dir` and of every folder above it, each recorded
+    /// first as it was at the last write (see `Baseline`).
     pub(super) fn invalidate_trees(&mut self, dir: &BStr) {
         let mut node = &mut self.root;
+        self.baseline.record(b"".as_bstr(), node);
         node.tree = None;
         if dir.is_empty() {
             return;
         }
+        let mut end = 0;
         for comp in dir.split(|b| *b == b'/') {
+            end += comp.len();
             match node.dirs.get_mut(comp.as_bstr()) {
                 Some(next) => {
+                    self.baseline.record(dir[..end].as_bstr(), next);
                     next.tree = None;
                     node = next;
                 }
                 None => return,
             }
+            end += 1;
         }
     }
 
     /// Takes the folder at `path` out of the index (the root: everything).
     pub(super) fn detach(&mut self, path: &BStr) -> Option<DirNode> {
         if path.is_empty() {
+            self.baseline
+                .record_subtree(&BString::default(), &self.root);
             return Some(std::mem::take(&mut self.root));
         }
         let (parent, name) = split_parent(path);
-        let taken = node_at(&mut self.root, parent, false)?.dirs.remove(name);
-        if taken.is_some() {
-            self.invalidate_trees(parent);
-        }
-        taken
+        node_at(&mut self.root, parent, false)?.dirs.get(name)?;
+        self.invalidate_trees(parent);
+        let taken = node_at(&mut self.root, parent, false)?.dirs.remove(name)?;
+        self.baseline.record_subtree(&path.to_owned(), &taken);
+        Some(taken)
     }
 
     pub(super) fn attach(&mut self, path: &BStr, mut node: DirNode) {
         node.tree = None;
         if path.is_empty() {
-            self.root = node;
+            let replaced = std::mem::replace(&mut self.root, node);
+            self.baseline.record_subtree(&BString::default(), &replaced);
             return;
         }
         let (parent, name) = split_parent(path);
         self.invalidate_trees(parent);
         if let Some(dir) = node_at(&mut self.root, parent, true) {
             dir.files.remove(name);
-            dir.dirs.insert(name.to_owned(), node);
+            if let Some(replaced) = dir.dirs.insert(name.to_owned(), node) {
+                self.baseline.record_subtree(&path.to_owned(), &replaced);
+            }
         }
     }
 }

@@ -482,6 +482,15 @@ fn counts_against(
     // Counts are a function of the two trees: what the caller knows of these two is exact.
     if let (Some(p), Some(k)) = (parent, known) {
         if k.new == tree && parse_id(&p.tree).is_ok_and(|old| old == k.old) {
+            // Debug builds (the tests' daemons) check what callers know against the trees.
+            #[cfg(debug_assertions)]
+            if let Ok(read) = count_tree_changes(repo, Some(k.old), Some(tree)) {
+                assert_eq!(
+                    read,
+                    (k.added, k.modified, k.deleted),
+                    "known changes differ from the trees': {k:?}"
+                );
+            }
             return Ok((
                 (p.files + k.added).saturating_sub(k.deleted),
                 k.added,

@@ -171,7 +171,7 @@ fn random_op(rng: &mut Rng, root: &Path, outside: &Path, step: usize) {
     }
 }
 
-fn check(rpc: &mut Rpc, project: &Path, step: usize, seed: u64) -> String {
+fn check(rpc: &mut Rpc, project: &Path, step: usize, seed: u64) -> serde_json::Value {
     let c = rpc.call(
         "checkpoint",
         json!({ "project": project, "label": format!("step {step}") }),
@@ -182,7 +182,31 @@ fn check(rpc: &mut Rpc, project: &Path, step: usize, seed: u64) -> String {
         "seed {seed} step {step}: the checkpoint's tree differs from a full scan ({v})"
     );
     assert_eq!(v["equal"], true, "seed {seed} step {step}: {v}");
-    c["id"].as_str().unwrap().to_string()
+    c
+}
+
+/// A checkpoint's counts of added, modified and deleted files are git's, between its tree
+/// and `parent_tree`.
+fn check_counts(env: &TestEnv, c: &serde_json::Value, parent_tree: &str, what: &str) {
+    let raw = env.git(&[
+        "diff-tree",
+        "-r",
+        "--no-renames",
+        parent_tree,
+        c["tree"].as_str().unwrap(),
+    ]);
+    let mut counts = [0u64; 3];
+    for line in raw.lines() {
+        let status = line.split('\t').next().unwrap().rsplit(' ').next().unwrap();
+        match status {
+            "A" => counts[0] += 1,
+            "M" | "T" => counts[1] += 1,
+            "D" => counts[2] += 1,
+            other => panic!("{what}: unexpected status {other} in {line}"),
+        }
+    }
+    let said = ["added", "modified", "deleted"].map(|k| c[k].as_u64().unwrap());
+    assert_eq!(said, counts, "{what}: counts differ from git's: {c}");
 }
 
 #[test]
@@ -198,6 +222,7 @@ fn incremental_checkpoints_equal_full_scans() {
         let mut rpc = Rpc::connect(&env);
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let mut ids = Vec::new();
+        let mut parent_tree: Option<String> = None;
         for step in 0..60 {
             for _ in 0..rng.below(4) + 1 {
                 random_op(&mut rng, &root, &outside, step);
@@ -214,7 +239,12 @@ fn incremental_checkpoints_equal_full_scans() {
                 env.start_daemon();
                 rpc = Rpc::connect(&env);
             }
-            ids.push(check(&mut rpc, &root, step, seed));
+            let c = check(&mut rpc, &root, step, seed);
+            if let Some(parent) = &parent_tree {
+                check_counts(&env, &c, parent, &format!("seed {seed} step {step}"));
+            }
+            parent_tree = Some(c["tree"].as_str().unwrap().to_string());
+            ids.push(c["id"].as_str().unwrap().to_string());
         }
         // Restores go through the index as well: afterwards it must still match a full scan.
         for id in [&ids[10], &ids[45], &ids[30]] {
@@ -396,7 +426,10 @@ fn racy_files_are_settled_after_the_reply_and_checkpoints_stay_exact() {
                 &format!("{round}{i:03}"),
             );
         }
-        first = check(&mut rpc, &root, 0, 0);
+        first = check(&mut rpc, &root, 0, 0)["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
         if wait_for_more_than(before) {
             break;
         }
@@ -420,7 +453,10 @@ fn racy_files_are_settled_after_the_reply_and_checkpoints_stay_exact() {
     let written = r["written"].as_array().unwrap().len();
     assert!(written >= 2, "{r}");
     std::fs::write(root.join("d0/f3.txt"), "y003").unwrap();
-    let id = check(&mut rpc, &root, 7, 0);
+    let id = check(&mut rpc, &root, 7, 0)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(env.git(&["show", &format!("{id}:d0/f3.txt")]), "y003");
     assert!(
         wait_for_more_than(before),
