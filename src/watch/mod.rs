@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use gix::bstr::BString;
-use notify::event::{ModifyKind, RenameMode};
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 
 use crate::filter::TEMP_PREFIX;
@@ -142,8 +142,8 @@ impl ProjectWatcher {
             tap: Mutex::new(tap),
         });
         let folder = shared.clone();
-        // Opens and reads change nothing (notify's inotify mask includes them): `fold` drops
-        // them first (`grep -r` opens every file).
+        // Opens change nothing (notify's inotify mask includes them): `fold` drops them first
+        // (`grep -r` opens every file); of the accesses it keeps only a close after writing.
         let watcher = notify::recommended_watcher(move |event| folder.fold(event))?;
         Ok(ProjectWatcher {
             watcher: Arc::new(Mutex::new(watcher)),
@@ -346,7 +346,10 @@ impl Shared {
             self.note(WatchNote::Degraded(why));
             return;
         }
-        if matches!(event.kind, EventKind::Access(_)) {
+        // Opens and reads change nothing, but a close after writing does where no other event
+        // told of the write: writes through a shared memory map make no modify event.
+        if matches!(event.kind, EventKind::Access(kind) if kind != AccessKind::Close(AccessMode::Write))
+        {
             return;
         }
         tracing::trace!(?event, "watch event");

@@ -309,6 +309,43 @@ fn a_write_just_before_a_checkpoint_is_always_in_it() {
     }
 }
 
+/// A write through a shared memory map makes no modify event (only the close after it says
+/// the file was open for writing): the next checkpoint still has it.
+#[test]
+fn a_write_through_a_memory_map_is_in_the_next_checkpoint() {
+    let env = TestEnv::new();
+    let root = env.proj();
+    write(&root, "db/data.bin", "0123456789");
+    env.watch();
+    let mut rpc = Rpc::connect(&env);
+    rpc.call("checkpoint", json!({ "project": root }));
+    // Past the racy window: only the watcher can tell of the next write.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    for (i, bytes) in ["ABCDE", "abcde"].iter().enumerate() {
+        let script = format!(
+            "import mmap\nf = open('db/data.bin', 'r+b')\nm = mmap.mmap(f.fileno(), 0)\n\
+             m[0:5] = b'{bytes}'\nm.flush()\nm.close()\nf.close()\n"
+        );
+        let out = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .current_dir(&root)
+            .output()
+            .expect("run python3");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let c = rpc.call("checkpoint", json!({ "project": root }));
+        let id = c["id"].as_str().unwrap();
+        assert_eq!(
+            env.git(&["show", &format!("{id}:db/data.bin")]),
+            format!("{bytes}56789"),
+            "write {i} through a map is missing: {c}"
+        );
+        assert_eq!(c["modified"], 1, "{c}");
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    let v = rpc.call("verify", json!({ "project": root }));
+    assert_eq!(v["equal"], true, "{v}");
+}
+
 /// The watcher's sync never writes into the project: its cookie lives in the store, so a
 /// checkpoint leaves the root folder's modification time (which tools read) as it was.
 #[test]
