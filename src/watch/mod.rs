@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use gix::bstr::BString;
 use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
-use notify::{EventKind, RecursiveMode, Watcher};
+use notify::{EventKind, EventKindMask, RecursiveMode, Watcher};
 
 use crate::filter::TEMP_PREFIX;
 
@@ -142,9 +142,12 @@ impl ProjectWatcher {
             tap: Mutex::new(tap),
         });
         let folder = shared.clone();
-        // Opens change nothing (notify's inotify mask includes them): `fold` drops them first
-        // (`grep -r` opens every file); of the accesses it keeps only a close after writing.
-        let watcher = notify::recommended_watcher(move |event| folder.fold(event))?;
+        // Changes, and closes after writing (a write through a shared memory map makes no
+        // other event); never opens: `grep -r` or a build reading every file would send one
+        // event per file, each costing the daemon CPU and the queue room.
+        let config = notify::Config::default()
+            .with_event_kinds(EventKindMask::CORE | EventKindMask::ACCESS_CLOSE);
+        let watcher = notify::RecommendedWatcher::new(move |event| folder.fold(event), config)?;
         Ok(ProjectWatcher {
             watcher: Arc::new(Mutex::new(watcher)),
             shared,
@@ -346,8 +349,8 @@ impl Shared {
             self.note(WatchNote::Degraded(why));
             return;
         }
-        // Opens and reads change nothing, but a close after writing does where no other event
-        // told of the write: writes through a shared memory map make no modify event.
+        // Opens are not asked for; a close after writing tells of a write no other event
+        // told of (through a shared memory map).
         if matches!(event.kind, EventKind::Access(kind) if kind != AccessKind::Close(AccessMode::Write))
         {
             return;

@@ -346,6 +346,62 @@ fn a_write_through_a_memory_map_is_in_the_next_checkpoint() {
     assert_eq!(v["equal"], true, "{v}");
 }
 
+/// The watcher asks inotify for changes, never for opens (a `grep -r` would send one event per
+/// file), and for closes after writing (a memory map's writes make no other event). Needs
+/// `strace` (`.ci/run` installs it).
+#[test]
+fn the_watcher_asks_inotify_for_changes_only() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: strace is not installed");
+        return;
+    }
+    let mut env = TestEnv::without_daemon("");
+    let trace = env.home.join("strace.txt");
+    let trace_arg = trace.to_str().unwrap().to_string();
+    env.start_daemon_under(&[
+        "strace",
+        "-f",
+        "-qq",
+        "-e",
+        "trace=inotify_add_watch",
+        "-o",
+        &trace_arg,
+    ]);
+    let root = env.proj();
+    write(&root, "src/a.txt", "a");
+    env.watch();
+    env.checkpoint("first");
+    drop(env.daemon.take().map(|mut d| d.kill()));
+    let calls = std::fs::read_to_string(&trace).unwrap();
+    let project = root.to_str().unwrap();
+    let watches: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.contains(&format!("\"{project}")))
+        .collect();
+    assert!(
+        watches.len() >= 2,
+        "the root and src/ are watched:\n{calls}"
+    );
+    for w in watches {
+        assert!(!w.contains("IN_OPEN"), "{w}");
+        for wanted in [
+            "IN_MODIFY",
+            "IN_ATTRIB",
+            "IN_CLOSE_WRITE",
+            "IN_CREATE",
+            "IN_DELETE",
+            "IN_MOVED_FROM",
+            "IN_MOVED_TO",
+        ] {
+            assert!(w.contains(wanted), "{wanted} missing: {w}");
+        }
+    }
+}
+
 /// The watcher's sync never writes into the project: its cookie lives in the store, so a
 /// checkpoint leaves the root folder's modification time (which tools read) as it was.
 #[test]
