@@ -438,6 +438,11 @@ struct Row {
 
 impl Row {
     fn new(name: &'static str, ours: Vec<Duration>, theirs: Vec<Duration>) -> Row {
+        if ours.len() > 1 {
+            // Every run, in order: a median hides whether the first of a case was the cold one.
+            let runs: Vec<String> = ours.iter().map(|d| format!("{:.1}", ms(*d))).collect();
+            println!("# {name}: ckpt {} ms, in run order", runs.join(", "));
+        }
         Row {
             name,
             ours: median(ours),

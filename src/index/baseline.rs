@@ -207,17 +207,10 @@ mod tests {
     /// it gives them for every refresh of dirty paths (a full verify lets go of them).
     #[test]
     fn the_counts_from_the_index_equal_those_read_from_the_trees() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("project");
-        std::fs::create_dir_all(root.join("a/b")).unwrap();
-        std::fs::write(root.join("a/b/start"), "start").unwrap();
-        let store = Store::open_or_init(&dir.path().join("store"), &root).unwrap();
-        let filter = Filter::new(&root, &Default::default(), Vec::new()).unwrap();
+        let (_dir, store, filter) = super::testing::project(&["a/b"], &[("a/b/start", "start")]);
+        let root = filter.root().to_path_buf();
+        let options = super::testing::WRITE;
         let mut index = FileIndex::default();
-        let options = SnapshotOptions {
-            write: true,
-            max_file_size: 1 << 20,
-        };
         let refresh = |index: &mut FileIndex, dirty: Vec<BString>| {
             index
                 .refresh(&store, &filter, dirty, options, &mut |_| {})

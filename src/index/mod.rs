@@ -370,3 +370,30 @@ fn relative_to<'a>(base: &BString, path: &'a BStr) -> &'a BStr {
 pub fn stat_cache_path(store_dir: &Path) -> PathBuf {
     store_dir.join("ckpt-index")
 }
+
+/// A real store and project in a temporary folder, for the index's tests.
+#[cfg(test)]
+pub(super) mod testing {
+    use super::*;
+
+    pub const WRITE: SnapshotOptions = SnapshotOptions {
+        write: true,
+        max_file_size: 1 << 20,
+    };
+
+    /// A project (`project/`, with `dirs` made and `files` written) and its store (`store/`).
+    pub fn project(dirs: &[&str], files: &[(&str, &str)]) -> (tempfile::TempDir, Store, Filter) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("project");
+        std::fs::create_dir_all(&root).unwrap();
+        for d in dirs {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for (rel, content) in files {
+            std::fs::write(root.join(rel), content).unwrap();
+        }
+        let store = Store::open_or_init(&dir.path().join("store"), &root).unwrap();
+        let filter = Filter::new(&root, &Default::default(), Vec::new()).unwrap();
+        (dir, store, filter)
+    }
+}

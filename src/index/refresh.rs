@@ -506,21 +506,16 @@ mod tests {
 
     /// A real store and project in a temporary folder, with every file read once.
     fn read_once(files: &[(&str, &str)]) -> (tempfile::TempDir, Store, Filter, FileIndex) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("project");
-        std::fs::create_dir_all(root.join("sub")).unwrap();
-        for (rel, content) in files {
-            std::fs::write(root.join(rel), content).unwrap();
-        }
-        let store = Store::open_or_init(&dir.path().join("store"), &root).unwrap();
-        let filter = Filter::new(&root, &Default::default(), Vec::new()).unwrap();
+        let (dir, store, filter) = super::testing::project(&["sub"], files);
         let mut index = FileIndex::default();
-        let options = SnapshotOptions {
-            write: true,
-            max_file_size: 1 << 20,
-        };
         index
-            .refresh(&store, &filter, Vec::new(), options, &mut |_| {})
+            .refresh(
+                &store,
+                &filter,
+                Vec::new(),
+                super::testing::WRITE,
+                &mut |_| {},
+            )
             .unwrap();
         store.flush_objects().unwrap();
         (dir, store, filter, index)

@@ -75,27 +75,10 @@ fn loose_count(env: &TestEnv) -> String {
 /// files, never a filesystem-wide sync. Needs `strace` (`.ci/run` installs it).
 #[test]
 fn checkpoints_flush_only_their_own_files() {
-    if std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: strace is not installed");
-        return;
-    }
     let mut env = TestEnv::without_daemon("");
-    let trace = env.home.join("strace.txt");
-    let trace_arg = trace.to_str().unwrap().to_string();
-    env.start_daemon_under(&[
-        "strace",
-        "-f",
-        "-qq",
-        "-y",
-        "-e",
-        "trace=sync,syncfs,fsync,fdatasync",
-        "-o",
-        &trace_arg,
-    ]);
+    let Some(trace) = env.start_daemon_traced("sync,syncfs,fsync,fdatasync") else {
+        return;
+    };
     let p = env.proj();
     write(&p, "a.txt", "one\n");
     write(&p, "sub/b.txt", "two\n");

@@ -347,30 +347,13 @@ fn a_write_through_a_memory_map_is_in_the_next_checkpoint() {
 }
 
 /// The watcher asks inotify for changes, never for opens (a `grep -r` would send one event per
-/// file), and for closes after writing (a memory map's writes make no other event). Needs
-/// `strace` (`.ci/run` installs it).
+/// file), and for closes after writing (a memory map's writes make no other event).
 #[test]
 fn the_watcher_asks_inotify_for_changes_only() {
-    if std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: strace is not installed");
-        return;
-    }
     let mut env = TestEnv::without_daemon("");
-    let trace = env.home.join("strace.txt");
-    let trace_arg = trace.to_str().unwrap().to_string();
-    env.start_daemon_under(&[
-        "strace",
-        "-f",
-        "-qq",
-        "-e",
-        "trace=inotify_add_watch",
-        "-o",
-        &trace_arg,
-    ]);
+    let Some(trace) = env.start_daemon_traced("inotify_add_watch") else {
+        return;
+    };
     let root = env.proj();
     write(&root, "src/a.txt", "a");
     env.watch();

@@ -77,6 +77,21 @@ impl TestEnv {
         self.start_daemon_under(&[]);
     }
 
+    /// Starts ckptd under `strace -f -qq -y -e trace=CALLS` and returns the file the calls
+    /// are written to; None (the caller skips its test) when `strace` is not installed
+    /// (`.ci/run` installs it).
+    pub fn start_daemon_traced(&mut self, calls: &str) -> Option<PathBuf> {
+        if Command::new("strace").arg("-V").output().is_err() {
+            eprintln!("skipped: strace is not installed");
+            return None;
+        }
+        let trace = self.home.join("strace.txt");
+        let trace_arg = trace.to_str().unwrap().to_string();
+        let calls = format!("trace={calls}");
+        self.start_daemon_under(&["strace", "-f", "-qq", "-y", "-e", &calls, "-o", &trace_arg]);
+        Some(trace)
+    }
+
     /// Starts ckptd as the last argument of `wrapper` (e.g. `strace -o FILE`), or alone.
     pub fn start_daemon_under(&mut self, wrapper: &[&str]) {
         let log = std::fs::OpenOptions::new()
