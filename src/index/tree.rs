@@ -76,9 +76,9 @@ impl FileIndex {
             return Some(std::mem::take(&mut self.root));
         }
         let (parent, name) = split_parent(path);
-        node_at(&mut self.root, parent, false)?.dirs.get(name)?;
-        self.invalidate_trees(parent);
         let taken = node_at(&mut self.root, parent, false)?.dirs.remove(name)?;
+        // The folders above keep their files: recorded after the removal all the same.
+        self.invalidate_trees(parent);
         self.baseline.record_subtree(&path.to_owned(), &taken);
         Some(taken)
     }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use gix::bstr::BString;
 use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
-use notify::{EventKind, EventKindMask, RecursiveMode, Watcher};
+use notify::{EventKind, EventKindMask, RecursiveMode, WatchPathConfig, Watcher};
 
 use crate::filter::TEMP_PREFIX;
 
@@ -166,7 +166,7 @@ impl ProjectWatcher {
             .watcher
             .lock()
             .expect("watcher lock poisoned")
-            .watch(dir, RecursiveMode::NonRecursive);
+            .watch_with(dir, one_folder());
         if result.is_ok() && dir == self.shared.root {
             self.root_watched = true;
         }
@@ -287,7 +287,7 @@ impl ProjectWatcher {
         let mut watcher = self.watcher.lock().expect("watcher lock poisoned");
         let _ = watcher.unwatch(dir);
         watcher
-            .watch(dir, RecursiveMode::NonRecursive)
+            .watch_with(dir, one_folder())
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         drop(watcher);
         std::fs::OpenOptions::new()
@@ -296,6 +296,12 @@ impl ProjectWatcher {
             .open(path)
             .map(drop)
     }
+}
+
+/// How every folder is watched: alone, and never through a symlink (a folder swapped for one
+/// between the walk and the watch would otherwise have a folder outside the project watched).
+fn one_folder() -> WatchPathConfig {
+    WatchPathConfig::new(RecursiveMode::NonRecursive).with_dereference_symlinks(false)
 }
 
 /// See [`ProjectWatcher::handle`].
@@ -307,7 +313,7 @@ impl WatchHandle {
     pub fn watch(&self, dir: &Path) {
         if let Some(watcher) = self.0.upgrade() {
             if let Ok(mut w) = watcher.lock() {
-                let _ = w.watch(dir, RecursiveMode::NonRecursive);
+                let _ = w.watch_with(dir, one_folder());
             }
         }
     }

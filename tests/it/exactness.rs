@@ -347,7 +347,8 @@ fn a_write_through_a_memory_map_is_in_the_next_checkpoint() {
 }
 
 /// The watcher asks inotify for changes, never for opens (a `grep -r` would send one event per
-/// file), and for closes after writing (a memory map's writes make no other event).
+/// file), and for closes after writing (a memory map's writes make no other event); it never
+/// watches through a symlink.
 #[test]
 fn the_watcher_asks_inotify_for_changes_only() {
     let mut env = TestEnv::without_daemon("");
@@ -371,6 +372,10 @@ fn the_watcher_asks_inotify_for_changes_only() {
     );
     for w in watches {
         assert!(!w.contains("IN_OPEN"), "{w}");
+        assert!(
+            w.contains("IN_DONT_FOLLOW"),
+            "a symlink is never followed: {w}"
+        );
         for wanted in [
             "IN_MODIFY",
             "IN_ATTRIB",
