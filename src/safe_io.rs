@@ -378,6 +378,16 @@ impl Retired {
         }
     }
 
+    /// Moves the file at `path` to the name `alias` (which must not exist), so that it is
+    /// freed when the list is dropped; false (nothing moved) where it cannot be.
+    pub fn take(&mut self, path: &Path, alias: std::path::PathBuf) -> bool {
+        let moved = std::fs::rename(path, &alias).is_ok();
+        if moved {
+            self.0.push(alias);
+        }
+        moved
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

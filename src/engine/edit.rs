@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use gix::bstr::{BString, ByteSlice};
 
-use super::worktree::{check_parents, replace_with_file, replace_with_symlink, safe_tree_path};
+use super::replace::{replace_with_file, replace_with_symlink};
+use super::worktree::{check_parents, safe_tree_path};
 use super::{Error, Opened, Project, Result};
 use crate::filter::rel_to_abs;
 use crate::model::{SkipReason, SkippedFile};

@@ -12,6 +12,8 @@
 //!   ([`worktree`]), leftovers check, restore checkpoint.
 //! - [`worktree`]: the only code that writes project files, with its path-safety rules (used by
 //!   restores and by edit aborts).
+//! - [`replace`]: replacing one project file without losing a write another process made
+//!   meanwhile (exchange, check, put back).
 //! - [`flush`]: flushing what the worktree wrote, on threads kept for it.
 //! - [`workers`]: the threads kept parked for the parts of a restore that run side by side.
 //! - [`edit`]: edit transactions for agent tools.
@@ -28,6 +30,7 @@ pub mod events;
 pub mod flush;
 pub mod project;
 pub mod registry;
+pub mod replace;
 pub mod restore;
 pub mod timeline;
 pub mod workers;

@@ -10,16 +10,14 @@
 //! reported with its reason, and the rest goes on.
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 
-use crate::filter::{rel_to_abs, Filter, TEMP_PREFIX};
+use crate::filter::{rel_to_abs, Filter};
 use crate::index::{FileIndex, IndexEntry, Stat};
 use crate::model::{SkipReason, SkippedFile};
 use crate::store::diff::within;
@@ -28,6 +26,7 @@ use crate::store::treediff::TreeChange;
 use crate::store::Store;
 
 use super::flush::Flushing;
+use super::replace::{self, Captured, Outcome};
 use super::workers::in_parallel;
 
 /// What applying a change set did (or, in a dry run, would do).
@@ -125,8 +124,8 @@ struct Job {
     state: FileState,
     data: Vec<u8>,
     mode: u32,
-    /// A file is there now (that the undo checkpoint captured).
-    replaces: bool,
+    /// What is there now, as the undo checkpoint captured it (None: nothing is there).
+    replaces: Option<Captured>,
 }
 
 /// Queued writes are done together (see [`Run::write_queued`]) once they hold this much.
@@ -206,9 +205,11 @@ impl Run<'_, '_> {
         std::fs::symlink_metadata(folder).is_ok_and(|m| m.is_dir())
     }
 
-    /// The stat the index holds for `path`, if the undo checkpoint captured it.
-    fn captured(&self, path: &BString) -> Option<Stat> {
-        self.index.get(path.as_bstr()).map(|e| e.stat)
+    /// What the undo checkpoint captured of `path`, if anything.
+    fn captured(&self, path: &BString) -> Option<Captured> {
+        let entry = *self.index.get(path.as_bstr())?;
+        let racy = self.index.is_racy(path.as_bstr());
+        Some(Captured { entry, racy })
     }
 
     /// Whether `path` is ignored or excluded under the rules the restore brings back: such a
@@ -245,18 +246,22 @@ impl Run<'_, '_> {
         if let Err(skip) = self.parents(path, false) {
             return self.skip(path, skip);
         }
-        match std::fs::symlink_metadata(&abs) {
-            Ok(meta) if !meta.is_dir() && self.captured(path) == Some(Stat::of(&meta)) => {}
-            Ok(_) => return self.skip(path, changed_during()),
+        let captured = match std::fs::symlink_metadata(&abs) {
+            Ok(meta) => match self.captured(path) {
+                Some(c) if !meta.is_dir() && c.entry.stat == Stat::of(&meta) => c,
+                _ => return self.skip(path, changed_during()),
+            },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
             Err(e) => return self.skip(path, unreadable(format!("cannot stat: {e}"))),
-        }
+        };
         if !self.dry_run {
             if !self.gate.pass() {
                 return self.skip(path, not_recorded());
             }
-            if let Err(e) = std::fs::remove_file(&abs) {
-                return self.skip(path, unwritable(format!("cannot delete: {e}")));
+            match replace::delete(self.store, &abs, &captured) {
+                Ok(Outcome::Done) => {}
+                Ok(Outcome::Kept) => return self.skip(path, changed_during()),
+                Err(e) => return self.skip(path, unwritable(format!("cannot delete: {e}"))),
             }
             self.index.remove(path.as_bstr());
         }
@@ -292,6 +297,7 @@ impl Run<'_, '_> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return self.skip(path, unreadable(format!("cannot stat: {e}"))),
         };
+        let mut replaces = None;
         if let Some(meta) = &existing {
             if self.deleted.contains(path) && self.dry_run {
                 // It would have been deleted to make room.
@@ -323,10 +329,10 @@ impl Run<'_, '_> {
             } else {
                 match self.captured(path) {
                     None => return self.skip(path, (SkipReason::NotCaptured, NOT_CAPTURED.into())),
-                    Some(stat) if stat != Stat::of(meta) => {
+                    Some(c) if c.entry.stat != Stat::of(meta) => {
                         return self.skip(path, changed_during())
                     }
-                    Some(_) => {}
+                    Some(c) => replaces = Some(c),
                 }
             }
         }
@@ -345,7 +351,6 @@ impl Run<'_, '_> {
             .as_ref()
             .filter(|m| m.is_file())
             .map(|m| m.permissions().mode() & 0o7777);
-        let replaces = existing.as_ref().is_some_and(|m| !m.is_dir());
         let mode = file_mode(existing_mode, state.kind == EntryKind::BlobExecutable);
         self.queued_bytes += data.len();
         self.queued.push(Job {
@@ -370,8 +375,8 @@ impl Run<'_, '_> {
         self.queued_bytes = 0;
         let threads = WRITE_THREADS.min(jobs.len() / 4);
         let mut staged = in_parallel(&jobs, threads, |job| match job.state.kind {
-            EntryKind::Link => symlink_beside(&job.abs, &job.data).map(|tmp| (tmp, None)),
-            _ => file_beside(&job.abs, &job.data, job.mode).map(|(tmp, f)| (tmp, Some(f))),
+            EntryKind::Link => replace::symlink_beside(&job.abs, &job.data).map(|tmp| (tmp, None)),
+            _ => replace::file_beside(&job.abs, &job.data, job.mode).map(|(tmp, f)| (tmp, Some(f))),
         });
         // The files' data goes to the device while the gate and the renames are waited for.
         let files = jobs.iter().zip(&mut staged).filter_map(|(job, staged)| {
@@ -382,7 +387,7 @@ impl Run<'_, '_> {
         let open = self.gate.pass();
         let store = self.store;
         let moves: Vec<_> = jobs.iter().zip(staged).collect();
-        let written: Vec<std::io::Result<std::fs::Metadata>> =
+        let written: Vec<std::io::Result<Option<std::fs::Metadata>>> =
             in_parallel(&moves, threads, |(job, staged)| {
                 let (tmp, _) = staged
                     .as_ref()
@@ -391,18 +396,27 @@ impl Run<'_, '_> {
                     let _ = std::fs::remove_file(tmp);
                     return Err(std::io::Error::other(not_recorded().1));
                 }
-                // The replaced file is freed after the reply (see `Store::retire`); its second
-                // name is made past the gate, since it changes the file's metadata. Should the
-                // rename fail, the second name only goes after the reply too: it frees nothing.
-                if job.replaces {
-                    store.retire(&job.abs);
+                let ours = std::fs::symlink_metadata(tmp)?;
+                // What was there goes only once it is checked again (see `replace`).
+                let outcome = match &job.replaces {
+                    Some(captured) => replace::replace(store, tmp, &job.abs, captured)?,
+                    None => replace::create(tmp, &job.abs)?,
+                };
+                if outcome == Outcome::Kept {
+                    return Ok(None);
                 }
-                rename_over(tmp, &job.abs)?;
-                std::fs::symlink_metadata(&job.abs)
+                // The stat of the file placed (changed by its rename), unless another process
+                // replaced it since: then one that cannot match, so that it is read again.
+                let now = std::fs::symlink_metadata(&job.abs);
+                use std::os::unix::fs::MetadataExt;
+                Ok(Some(match now {
+                    Ok(now) if now.ino() == ours.ino() => now,
+                    _ => ours,
+                }))
             });
         for (job, result) in jobs.into_iter().zip(written) {
             match result {
-                Ok(meta) => {
+                Ok(Some(meta)) => {
                     // Recorded directly, so the daemon's own write is never re-read as a user
                     // edit.
                     self.index.insert(
@@ -414,6 +428,7 @@ impl Run<'_, '_> {
                     );
                     self.report.written.push(job.path);
                 }
+                Ok(None) => self.skip(&job.path, changed_during()),
                 Err(e) => self.skip(&job.path, unwritable(format!("cannot write: {e}"))),
             }
         }
@@ -526,58 +541,6 @@ fn file_mode(existing: Option<u32>, exec: bool) -> u32 {
         (None, true) => 0o755,
         (None, false) => 0o644,
     }
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-fn temp_beside(abs: &Path) -> PathBuf {
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    abs.with_file_name(format!("{TEMP_PREFIX}{}-{n}", std::process::id()))
-}
-
-pub fn replace_with_file(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
-    rename_over(&file_beside(abs, data, mode)?.0, abs)
-}
-
-/// A new temporary file beside `abs` holding `data` with `mode`; its name, and the file.
-fn file_beside(abs: &Path, data: &[u8], mode: u32) -> std::io::Result<(PathBuf, std::fs::File)> {
-    let tmp = temp_beside(abs);
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        // The umask may have narrowed the mode given to open.
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        Ok(f)
-    })();
-    match result {
-        Ok(f) => Ok((tmp, f)),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
-}
-
-/// Renames the temporary `tmp` over `abs`; removes it where that fails.
-fn rename_over(tmp: &Path, abs: &Path) -> std::io::Result<()> {
-    std::fs::rename(tmp, abs).inspect_err(|_| {
-        let _ = std::fs::remove_file(tmp);
-    })
-}
-
-pub fn replace_with_symlink(abs: &Path, target: &[u8]) -> std::io::Result<()> {
-    rename_over(&symlink_beside(abs, target)?, abs)
-}
-
-/// A new temporary symlink beside `abs` to `target`; its name.
-fn symlink_beside(abs: &Path, target: &[u8]) -> std::io::Result<PathBuf> {
-    let tmp = temp_beside(abs);
-    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(target), &tmp)?;
-    Ok(tmp)
 }
 
 #[cfg(test)]

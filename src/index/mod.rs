@@ -239,6 +239,12 @@ impl FileIndex {
         }
     }
 
+    /// Whether `path`'s entry was read within a timestamp tick of a write to it: its stat
+    /// cannot tell a later write in the same tick, only its content can.
+    pub fn is_racy(&self, path: &BStr) -> bool {
+        self.racy.contains(path)
+    }
+
     /// Records that `path` now holds `entry` (a restore just wrote it).
     pub fn insert(&mut self, path: &BStr, entry: IndexEntry) {
         let (parent, name) = split_parent(path);

@@ -454,15 +454,36 @@ impl Store {
     /// [`Retired`]). Never where the folder is not a real one of the store; where no second
     /// name can be made, the rename pays as before.
     pub fn retire(&self, path: &Path) {
-        let Some(trash) = private_folder(&self.dir, TRASH_DIR) else {
-            return;
-        };
+        if let Some(alias) = self.trash_name() {
+            self.retired
+                .lock()
+                .expect("retired lock poisoned")
+                .keep(path, alias);
+        }
+    }
+
+    /// Removes the file at `path` (a project file a restore took out of the way), freeing its
+    /// blocks after the reply where it can: it is moved into [`TRASH_DIR`] (same filesystem),
+    /// else removed now. A folder that cannot be moved stays where it is.
+    pub fn discard(&self, path: &Path) {
+        let moved = self.trash_name().is_some_and(|alias| {
+            self.retired
+                .lock()
+                .expect("retired lock poisoned")
+                .take(path, alias)
+        });
+        if !moved {
+            if let Err(e) = std::fs::remove_file(path) {
+                tracing::warn!(path = %path.display(), error = %e, "cannot remove a file a restore replaced");
+            }
+        }
+    }
+
+    /// A new name in [`TRASH_DIR`]; None where the folder is not a real one of the store.
+    fn trash_name(&self) -> Option<PathBuf> {
+        let trash = private_folder(&self.dir, TRASH_DIR)?;
         let n = TRASH_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let alias = trash.join(format!("{}-{n}", std::process::id()));
-        self.retired
-            .lock()
-            .expect("retired lock poisoned")
-            .keep(path, alias);
+        Some(trash.join(format!("{}-{n}", std::process::id())))
     }
 
     /// The work of making the files the next publish writes into (see [`pack::Spares`]), when

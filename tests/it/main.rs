@@ -23,6 +23,7 @@ mod races;
 mod readme;
 mod reload;
 mod restore;
+mod restore_races;
 mod retention;
 mod roundtrip;
 mod security;
