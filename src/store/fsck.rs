@@ -33,6 +33,10 @@ pub struct FsckReport {
     pub damaged_packs: Vec<String>,
     /// Checkpoints (commits) that cannot be restored whole: `{id, ref_name, missing}`.
     pub affected: Vec<Affected>,
+    /// Damage found in the store's journal (when the store was opened, or now), in words:
+    /// records that do not verify where a power cut cannot explain it.
+    #[serde(default)]
+    pub journal_damage: Vec<String>,
     pub affected_count: usize,
     /// With `repair`: objects salvaged from damaged packs, refs set aside, where things went.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -253,10 +257,12 @@ impl Store {
     pub fn fsck(&mut self, repair: bool) -> Result<FsckReport, StoreError> {
         let mut report = FsckReport {
             damaged_packs: self.damaged_packs(),
+            journal_damage: self.journal_damage(),
             ..FsckReport::default()
         };
         let damaged_dir = self.dir().join("damaged");
         if repair {
+            self.set_journal_damage_aside(&damaged_dir)?;
             // No journal record may name a pack set aside (a redo would write it again).
             self.retire_journal()?;
             Self::repair_layout(self.dir());
@@ -325,6 +331,42 @@ impl Store {
             "fsck done"
         );
         Ok(report)
+    }
+
+    /// The journal damage noted when the store was opened, and any in its live records.
+    fn journal_damage(&self) -> Vec<String> {
+        let mut found = super::journal::noted_damage(self.dir());
+        // Under the journal's lock: no record is being written meanwhile.
+        let journal = self.journal.lock().expect("journal lock poisoned");
+        if let super::journal::End::Damaged { offset, later } =
+            super::journal::read_records(self.dir()).end
+        {
+            found.push(format!(
+                "the journal's record at byte {offset} does not verify although {later} \
+                 record(s) after it do: damage to the file"
+            ));
+        }
+        drop(journal);
+        found
+    }
+
+    /// Moves the note of journal damage into `damaged_dir` (beside the journal's copy): it is
+    /// reported once more, by this fsck, and then no longer.
+    fn set_journal_damage_aside(&self, damaged_dir: &Path) -> Result<(), StoreError> {
+        let note = self.dir().join(super::journal::DAMAGE_NOTE);
+        if std::fs::symlink_metadata(&note).is_err() {
+            return Ok(());
+        }
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { path, source }
+        };
+        std::fs::create_dir_all(damaged_dir).map_err(io(damaged_dir))?;
+        let aside = damaged_dir.join(format!(
+            "journal-damage-{}.txt",
+            jiff::Timestamp::now().as_second()
+        ));
+        std::fs::rename(&note, &aside).map_err(io(&note))
     }
 
     /// Copies every object that can still be read out of the damaged pack `stem` into a new

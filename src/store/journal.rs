@@ -17,10 +17,18 @@
 //!
 //! When a store is first opened by a process, the records of the current epoch are redone
 //! ([`replay_packs`], then the store's `replay_refs`): each pack whose file is missing or
-//! differs, or has no index, is written again (flushed), and each ref the records touched is
-//! set to the value the last of them gave it. Every ref change of the store goes through the journal, so that value is the
-//! ref's value; redoing is a no-op when nothing was lost (a `kill -9` leaves everything in the
-//! page cache). Then everything is settled and a new epoch starts.
+//! differs, or has no index, is written again (flushed), and each ref change is made again
+//! where the ref still holds the value the change found ([`ref_targets`]). Every ref change of
+//! the store is a compare-and-swap that goes through the journal, so a ref never moves
+//! backwards: one already past a record (a later record's value is in place) stays where it
+//! is, whatever records could not be read. Redoing is a no-op when nothing was lost (a `kill
+//! -9` leaves everything in the page cache). Then everything is settled and a new epoch starts.
+//!
+//! A power cut can only cut short the last record written (each is flushed before the next
+//! is written). So a record that does not verify but is followed by one of its epoch that
+//! does, or whose refs had already moved to the values it gives them, is damage, not a power
+//! cut ([`End`]): the store reports it (the log, and `fsck` until `fsck --repair` sets it
+//! aside) and keeps a copy of the journal, and nothing from that record on is redone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
@@ -43,18 +51,45 @@ const GROW_BYTES: u64 = 128 << 10;
 /// Packs up to this size are journaled (every pack built in memory: 1 MiB and its checksum);
 /// larger ones are flushed as files.
 pub(crate) const JOURNALED_PACK_BYTES: usize = (1 << 20) + 64;
-const MAGIC: &[u8; 8] = b"ckptjrn1";
+/// Records with each ref's previous value; [`MAGIC_V1`] ones (from earlier versions) have none.
+const MAGIC: &[u8; 8] = b"ckptjrn2";
+const MAGIC_V1: &[u8; 8] = b"ckptjrn1";
+/// The old value of a change that did not check it (never made by the store itself).
+const UNKNOWN: u8 = 0xff;
 /// Magic, epoch, payload length.
 const HEAD: usize = 8 + 8 + 4;
 const SUM: usize = 20;
 
 /// One operation's changes.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Record {
     /// Packs (`pack-<checksum>`, bytes).
     pub packs: Vec<(String, Vec<u8>)>,
-    /// Refs and the value the operation gave them (None: deleted).
-    pub refs: Vec<(String, Option<ObjectId>)>,
+    /// The refs it moved.
+    pub refs: Vec<RefChange>,
+}
+
+/// One ref's move: from `old` (which the move checked it held) to `new` (None: deleted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RefChange {
+    pub name: String,
+    pub old: Old,
+    pub new: Option<ObjectId>,
+}
+
+/// What a ref held before a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Old {
+    Absent,
+    At(ObjectId),
+    /// Not recorded (a record of an earlier version's journal).
+    Unknown,
+}
+
+impl Old {
+    pub(crate) fn of(id: Option<ObjectId>) -> Old {
+        id.map_or(Old::Absent, Old::At)
+    }
 }
 
 impl Record {
@@ -66,12 +101,18 @@ impl Record {
             put_bytes(&mut payload, bytes);
         }
         payload.extend_from_slice(&(self.refs.len() as u32).to_le_bytes());
-        for (name, new) in &self.refs {
-            put_bytes(&mut payload, name.as_bytes());
-            match new {
-                Some(id) => put_bytes(&mut payload, id.as_bytes()),
-                None => put_bytes(&mut payload, &[]),
-            }
+        for change in &self.refs {
+            put_bytes(&mut payload, change.name.as_bytes());
+            let old = match &change.old {
+                Old::At(id) => id.as_bytes(),
+                Old::Absent => &[],
+                Old::Unknown => &[UNKNOWN],
+            };
+            put_bytes(&mut payload, old);
+            put_bytes(
+                &mut payload,
+                change.new.as_ref().map_or(&[][..], |id| id.as_bytes()),
+            );
         }
         let mut out = Vec::with_capacity(HEAD + payload.len() + SUM);
         out.extend_from_slice(MAGIC);
@@ -83,20 +124,30 @@ impl Record {
         Ok(out)
     }
 
-    fn decode(payload: &[u8]) -> Option<Record> {
+    /// Decodes a payload written with `magic`.
+    fn decode(payload: &[u8], magic: &[u8]) -> Option<Record> {
+        let with_old = magic == MAGIC;
         let mut at = payload;
         let mut record = Record::default();
         for _ in 0..take_u32(&mut at)? {
             let name = String::from_utf8(take_bytes(&mut at)?.to_vec()).ok()?;
             record.packs.push((name, take_bytes(&mut at)?.to_vec()));
         }
+        let id = |bytes: &[u8]| match bytes {
+            [] => Some(None),
+            id => ObjectId::try_from(id).ok().map(Some),
+        };
         for _ in 0..take_u32(&mut at)? {
             let name = String::from_utf8(take_bytes(&mut at)?.to_vec()).ok()?;
-            let new = match take_bytes(&mut at)? {
-                [] => None,
-                id => Some(ObjectId::try_from(id).ok()?),
+            let old = match with_old {
+                true => match take_bytes(&mut at)? {
+                    [UNKNOWN] => Old::Unknown,
+                    bytes => Old::of(id(bytes)?),
+                },
+                false => Old::Unknown,
             };
-            record.refs.push((name, new));
+            let new = id(take_bytes(&mut at)?)?;
+            record.refs.push(RefChange { name, old, new });
         }
         at.is_empty().then_some(record)
     }
@@ -123,50 +174,161 @@ fn take_bytes<'a>(at: &mut &'a [u8]) -> Option<&'a [u8]> {
     Some(bytes)
 }
 
-/// The records of the journal's current epoch, in order, and that epoch (None: no record).
-/// A journal that is missing, is not a regular file or cannot be read has none.
-pub(crate) fn read_records(store: &Path) -> (Vec<Record>, Option<u64>) {
-    let mut records = Vec::new();
+/// What the journal holds: the records of its current epoch, in order, up to the first that
+/// cannot be read, and how that run of records ends.
+#[derive(Debug, Default)]
+pub(crate) struct Journaled {
+    pub records: Vec<Record>,
+    /// The current epoch (None: no record).
+    pub epoch: Option<u64>,
+    pub end: End,
+}
+
+/// How the run of readable records ends.
+#[derive(Debug, Default)]
+pub(crate) enum End {
+    /// With the last record written (what follows is another epoch's, or nothing).
+    #[default]
+    Clean,
+    /// With a record of the epoch that does not verify and is the last one: a write cut short
+    /// (a power cut), unless the refs it names show it was made (see [`End::cut_was_made`]).
+    /// `partial` is its content as far as it decodes, checksum aside.
+    Cut {
+        offset: u64,
+        partial: Option<Record>,
+    },
+    /// With a record that does not verify although `later` records of the epoch after it do:
+    /// damage to the file, never a power cut. They are not redone.
+    Damaged { offset: u64, later: usize },
+}
+
+impl End {
+    /// Whether a record that was cut short had been made whole: every ref it moves (at least
+    /// one) holds the value it gives, as `current` reads them. Refs move only after their
+    /// record is flushed, so such a record was complete, and damaged since.
+    pub(crate) fn cut_was_made(&self, mut current: impl FnMut(&str) -> Option<ObjectId>) -> bool {
+        match self {
+            End::Cut {
+                partial: Some(record),
+                ..
+            } => !record.refs.is_empty() && record.refs.iter().all(|c| current(&c.name) == c.new),
+            _ => false,
+        }
+    }
+}
+
+/// One record read at an offset.
+enum Read {
+    /// A record of the expected epoch (or of any, when none is expected yet), and its length.
+    Record(Record, u64, u64),
+    /// The head of a record of the epoch (which it names) whose body does not verify; its
+    /// content as far as it decodes.
+    Broken(Option<Record>, u64),
+    /// Nothing of the epoch here.
+    Nothing,
+}
+
+fn read_at(file: &File, offset: u64, epoch: Option<u64>) -> Read {
+    let mut head = [0u8; HEAD];
+    if file.read_exact_at(&mut head, offset).is_err() {
+        return Read::Nothing;
+    }
+    let magic = &head[..8];
+    if magic != MAGIC && magic != MAGIC_V1 {
+        return Read::Nothing;
+    }
+    let this = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+    if epoch.is_some_and(|e| e != this) {
+        return Read::Nothing;
+    }
+    let len = u32::from_le_bytes(head[16..20].try_into().expect("4 bytes")) as u64;
+    if offset + (HEAD + SUM) as u64 + len > RING_BYTES {
+        return Read::Broken(None, this);
+    }
+    let mut rest = vec![0u8; len as usize + SUM];
+    if file.read_exact_at(&mut rest, offset + HEAD as u64).is_err() {
+        return Read::Broken(None, this);
+    }
+    let (payload, sum) = rest.split_at(len as usize);
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(&head);
+    hasher.update(payload);
+    let verified = hasher.try_finalize().is_ok_and(|s| s.as_bytes() == sum);
+    match (verified, Record::decode(payload, magic)) {
+        (true, Some(record)) => Read::Record(record, this, (HEAD + SUM) as u64 + len),
+        (_, partial) => Read::Broken(partial, this),
+    }
+}
+
+/// The records of the journal's current epoch (see [`Journaled`]). A journal that is
+/// missing, is not a regular file or cannot be read has none.
+pub(crate) fn read_records(store: &Path) -> Journaled {
+    let mut out = Journaled::default();
     let Ok(file) = crate::safe_io::open_regular(&store.join(JOURNAL_FILE)) else {
-        return (records, None);
+        return out;
     };
-    let mut epoch = None;
     let mut offset = 0u64;
     loop {
-        let mut head = [0u8; HEAD];
-        if file.read_exact_at(&mut head, offset).is_err() || &head[..8] != MAGIC {
-            break;
+        match read_at(&file, offset, out.epoch) {
+            Read::Record(record, epoch, len) => {
+                out.epoch = Some(epoch);
+                // The marker that starts an epoch holds nothing to redo.
+                if !record.packs.is_empty() || !record.refs.is_empty() {
+                    out.records.push(record);
+                }
+                offset += len;
+            }
+            Read::Broken(partial, epoch) => {
+                // The first record's epoch is the one its head names.
+                out.end = match later_records(&file, offset, out.epoch.or(Some(epoch))) {
+                    0 => End::Cut { offset, partial },
+                    later => End::Damaged { offset, later },
+                };
+                return out;
+            }
+            Read::Nothing => {
+                if out.epoch.is_some() {
+                    // A head damaged beyond recognition is found by what follows it.
+                    let later = later_records(&file, offset, out.epoch);
+                    if later > 0 {
+                        out.end = End::Damaged { offset, later };
+                    }
+                }
+                return out;
+            }
         }
-        let this = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
-        if epoch.is_some_and(|e| e != this) {
-            break;
-        }
-        let len = u32::from_le_bytes(head[16..20].try_into().expect("4 bytes")) as u64;
-        if offset + (HEAD + SUM) as u64 + len > RING_BYTES {
-            break;
-        }
-        let mut rest = vec![0u8; len as usize + SUM];
-        if file.read_exact_at(&mut rest, offset + HEAD as u64).is_err() {
-            break;
-        }
-        let (payload, sum) = rest.split_at(len as usize);
-        let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-        hasher.update(&head);
-        hasher.update(payload);
-        if hasher.try_finalize().map_or(true, |s| s.as_bytes() != sum) {
-            break;
-        }
-        let Some(record) = Record::decode(payload) else {
-            break;
-        };
-        epoch = Some(this);
-        // The marker that starts an epoch holds nothing to redo.
-        if !record.packs.is_empty() || !record.refs.is_empty() {
-            records.push(record);
-        }
-        offset += (HEAD + SUM) as u64 + len;
     }
-    (records, epoch)
+}
+
+/// How many records of `epoch` verify after the damaged one at `offset` (found by their
+/// magic and epoch, wherever they start).
+fn later_records(file: &File, offset: u64, epoch: Option<u64>) -> usize {
+    let Some(epoch) = epoch else {
+        return 0;
+    };
+    let len = file.metadata().map_or(0, |m| m.len()).min(RING_BYTES);
+    let mut bytes = vec![0u8; len.saturating_sub(offset + 1) as usize];
+    if file.read_exact_at(&mut bytes, offset + 1).is_err() {
+        return 0;
+    }
+    let mut pattern = MAGIC.to_vec();
+    pattern.extend_from_slice(&epoch.to_le_bytes());
+    let mut count = 0;
+    let mut at = 0;
+    while let Some(found) = find(&bytes[at..], &pattern) {
+        let start = offset + 1 + (at + found) as u64;
+        if let Read::Record(_, _, len) = read_at(file, start, Some(epoch)) {
+            count += 1;
+            at += found + len as usize;
+        } else {
+            at += found + 1;
+        }
+    }
+    count
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Writes every pack the records hold whose file is missing or differs, or that has no index
@@ -208,12 +370,105 @@ pub(crate) fn replay_packs(store: &Path, records: &[Record]) -> Result<Vec<PathB
     Ok(paths)
 }
 
-/// The value each ref touched by the records was last given (None: deleted).
-pub(crate) fn final_refs(records: &[Record]) -> BTreeMap<String, Option<ObjectId>> {
-    records
-        .iter()
-        .flat_map(|r| r.refs.iter().cloned())
+/// What a ref holds now, for [`ref_targets`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Current {
+    Holds(Option<ObjectId>),
+    /// Its file cannot be read (a power cut cut it short).
+    Unreadable,
+}
+
+/// The refs to set, and to what (None: delete), to redo the records' changes that were lost:
+/// each change, in order, is made where the ref holds the value the change found (`old`), so a
+/// ref that is already past a change never moves back to it. A ref that cannot be read gets
+/// the last value the records give it; a change from an earlier version's journal (its old
+/// value unknown) is made as it is.
+pub(crate) fn ref_targets(
+    records: &[Record],
+    mut current: impl FnMut(&str) -> Current,
+) -> BTreeMap<String, Option<ObjectId>> {
+    // Each ref's state as the changes are redone, and the state it started from.
+    let mut now: BTreeMap<String, (Current, Current)> = BTreeMap::new();
+    for change in records.iter().flat_map(|r| &r.refs) {
+        let (state, _) = now.entry(change.name.clone()).or_insert_with(|| {
+            let held = current(&change.name);
+            (held, held)
+        });
+        let applies = match (*state, change.old) {
+            (Current::Unreadable, _) | (_, Old::Unknown) => true,
+            (Current::Holds(held), Old::Absent) => held.is_none(),
+            (Current::Holds(held), Old::At(old)) => held == Some(old),
+        };
+        if applies {
+            *state = Current::Holds(change.new);
+        }
+    }
+    now.into_iter()
+        .filter_map(|(name, (state, start))| match state {
+            Current::Holds(value) if state != start => Some((name, value)),
+            _ => None,
+        })
         .collect()
+}
+
+/// The note of journal damage found and not yet set aside by `fsck --repair` (one line each).
+pub const DAMAGE_NOTE: &str = "ckpt-journal-damage";
+
+/// Says what `end` means, in the log and, for damage, in the store's [`DAMAGE_NOTE`] with a
+/// copy of the journal beside it (in `damaged/`, which `fsck --repair` never deletes): called
+/// before the journal is retired. `made` tells whether a cut record's refs show it was made.
+pub(crate) fn report_end(store: &Path, end: &End, made: bool) {
+    let what = match end {
+        End::Clean => return,
+        End::Cut { offset, .. } if !made => {
+            tracing::warn!(store = %store.display(), offset, "the store's journal ends with a record cut short (a write interrupted, e.g. by a power cut): its operation was never acknowledged and is not redone");
+            return;
+        }
+        End::Cut { offset, .. } => format!(
+            "the journal's last record (at byte {offset}) does not verify although the refs it \
+             moves hold its values: it was written whole and damaged since"
+        ),
+        End::Damaged { offset, later } => format!(
+            "the journal's record at byte {offset} does not verify although {later} record(s) \
+             after it do: damage to the file, not a power cut"
+        ),
+    };
+    let when = jiff::Timestamp::now();
+    let copy = store
+        .join("damaged")
+        .join(format!("journal-{}", when.as_millisecond()));
+    let copied = std::fs::create_dir_all(store.join("damaged"))
+        .and_then(|()| std::fs::copy(store.join(JOURNAL_FILE), &copy));
+    let kept = match copied {
+        Ok(_) => format!("a copy of the journal is {}", copy.display()),
+        Err(e) => format!("the journal could not be copied: {e}"),
+    };
+    let what = format!("{what}; nothing from it on was redone and no ref moved backwards; {kept}");
+    tracing::error!(store = %store.display(), "{what}");
+    let line = format!("{when}: {what}\n");
+    let note = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .mode(0o600)
+        .open(store.join(DAMAGE_NOTE))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+    if let Err(e) = note {
+        tracing::error!(store = %store.display(), error = %e, "cannot note the journal's damage for fsck");
+    }
+}
+
+/// The journal damage noted and not yet set aside (see [`report_end`]).
+pub(crate) fn noted_damage(store: &Path) -> Vec<String> {
+    crate::safe_io::read_small(&store.join(DAMAGE_NOTE), 1 << 20)
+        .map(|bytes| {
+            String::from_utf8_lossy(&bytes)
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The journal of one store, shared by every handle of the store in this process.
@@ -451,7 +706,7 @@ fn registry() -> &'static Mutex<Registry> {
 /// the registry's lock.
 pub(crate) fn open<T>(
     dir: &Path,
-    redo: impl FnOnce(Option<(Vec<Record>, &mut Journal)>) -> Result<T, StoreError>,
+    redo: impl FnOnce(Option<(Journaled, &mut Journal)>) -> Result<T, StoreError>,
 ) -> Result<(Arc<Mutex<Journal>>, T, bool), StoreError> {
     let meta = std::fs::metadata(dir).map_err(|e| StoreError::Open {
         path: dir.to_path_buf(),
@@ -466,12 +721,12 @@ pub(crate) fn open<T>(
             return Ok((journal, redo(None)?, false));
         }
     }
-    let (records, epoch) = read_records(dir);
-    let mut journal = Journal::new(dir, epoch);
-    let out = if records.is_empty() {
+    let journaled = read_records(dir);
+    let mut journal = Journal::new(dir, journaled.epoch);
+    let out = if journaled.records.is_empty() && matches!(journaled.end, End::Clean) {
         redo(None)?
     } else {
-        redo(Some((records, &mut journal)))?
+        redo(Some((journaled, &mut journal)))?
     };
     let journal = Arc::new(Mutex::new(journal));
     registry.insert(dir.to_path_buf(), (identity, journal.clone()));
@@ -486,44 +741,84 @@ mod tests {
         ObjectId::from_bytes_or_panic(&[n; 20])
     }
 
+    fn change(name: &str, old: Option<u8>, new: Option<u8>) -> RefChange {
+        RefChange {
+            name: name.into(),
+            old: Old::of(old.map(id)),
+            new: new.map(id),
+        }
+    }
+
+    /// A dialog's ref moved from 0 to 1, 2, … `n`, one record each.
+    fn chain(n: u8) -> Vec<Record> {
+        (1..=n)
+            .map(|k| Record {
+                packs: vec![],
+                refs: vec![change(
+                    "refs/ckpt/dialogs/a",
+                    (k > 1).then_some(k - 1),
+                    Some(k),
+                )],
+            })
+            .collect()
+    }
+
+    fn targets(records: &[Record], held: Current) -> BTreeMap<String, Option<ObjectId>> {
+        ref_targets(records, |_| held)
+    }
+
     #[test]
     fn records_are_read_back_in_order_until_one_does_not_verify() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::new(dir.path(), None);
         let one = Record {
             packs: vec![("pack-x".into(), b"bytes".to_vec())],
-            refs: vec![("refs/ckpt/dialogs/a".into(), Some(id(1)))],
+            refs: vec![change("refs/ckpt/dialogs/a", None, Some(1))],
         };
         let two = Record {
             packs: vec![],
             refs: vec![
-                ("refs/ckpt/dialogs/a".into(), None),
-                ("refs/ckpt/meta/b".into(), Some(id(2))),
+                change("refs/ckpt/dialogs/a", Some(1), None),
+                change("refs/ckpt/meta/b", None, Some(2)),
             ],
         };
         j.append(&one).unwrap();
         j.append(&two).unwrap();
-        let (read, epoch) = read_records(dir.path());
-        assert_eq!(epoch, Some(j.epoch));
+        let read = read_records(dir.path());
+        assert_eq!(read.epoch, Some(j.epoch));
+        assert!(matches!(read.end, End::Clean));
+        let read = read.records;
         assert_eq!(read.len(), 2);
         assert_eq!(read[0].packs, one.packs);
         assert_eq!(read[0].refs, one.refs);
         assert_eq!(read[1].refs, two.refs);
-        let last = final_refs(&read);
-        assert_eq!(last["refs/ckpt/dialogs/a"], None);
+        // Nothing was lost (each ref holds what the last record gave it): nothing to redo.
+        let last = ref_targets(&read, |name| {
+            Current::Holds((name == "refs/ckpt/meta/b").then(|| id(2)))
+        });
+        assert!(last.is_empty(), "{last:?}");
+        // Everything was lost: both redone, in order (`a` ends where it began).
+        let last = targets(&read, Current::Holds(None));
+        assert!(!last.contains_key("refs/ckpt/dialogs/a"), "{last:?}");
         assert_eq!(last["refs/ckpt/meta/b"], Some(id(2)));
+        let last = targets(&read, Current::Holds(Some(id(1))));
+        assert_eq!(last["refs/ckpt/dialogs/a"], None);
 
-        // A byte flipped in the second record: only the first is read.
+        // A byte flipped in the second record, the last: only the first is read, and the
+        // second is cut short (a power cut can do that).
         let path = dir.path().join(JOURNAL_FILE);
         let mut bytes = std::fs::read(&path).unwrap();
         let second = one.encode(j.epoch).unwrap().len();
         bytes[second + HEAD + 3] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(read_records(dir.path()).0.len(), 1);
-        // The first cut short: none.
+        let read = read_records(dir.path());
+        assert_eq!(read.records.len(), 1);
+        assert!(matches!(read.end, End::Cut { .. }), "{:?}", read.end);
+        // The first damaged too: none, and it is damage (a record after it verifies? no: the
+        // second does not either), so still a cut.
         bytes[HEAD + 1] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
-        assert!(read_records(dir.path()).0.is_empty());
+        assert!(read_records(dir.path()).records.is_empty());
     }
 
     #[test]
@@ -532,15 +827,15 @@ mod tests {
         let mut j = Journal::new(dir.path(), None);
         let r = |n| Record {
             packs: vec![],
-            refs: vec![(format!("refs/ckpt/dialogs/d{n}"), Some(id(n)))],
+            refs: vec![change(&format!("refs/ckpt/dialogs/d{n}"), None, Some(n))],
         };
         for n in 0..5 {
             j.append(&r(n)).unwrap();
         }
         j.retire().unwrap();
-        assert!(read_records(dir.path()).0.is_empty());
+        assert!(read_records(dir.path()).records.is_empty());
         j.append(&r(9)).unwrap();
-        let (read, _) = read_records(dir.path());
+        let read = read_records(dir.path()).records;
         assert_eq!(read.len(), 1);
         assert_eq!(read[0].refs, r(9).refs);
     }
@@ -553,7 +848,7 @@ mod tests {
         std::fs::write(&settled, b"x").unwrap();
         let big = |n: u8| Record {
             packs: vec![(format!("pack-{n}"), vec![n; 1 << 20])],
-            refs: vec![("refs/ckpt/dialogs/a".into(), Some(id(n)))],
+            refs: vec![change("refs/ckpt/dialogs/a", None, Some(n))],
         };
         for n in 0..3 {
             j.append(&big(n)).unwrap();
@@ -563,7 +858,7 @@ mod tests {
         j.append(&big(3)).unwrap();
         assert!(j.unsettled.is_empty(), "the old epoch's files were flushed");
         assert_ne!(j.epoch, first_epoch);
-        let (read, _) = read_records(dir.path());
+        let read = read_records(dir.path()).records;
         assert_eq!(read.len(), 1);
         assert_eq!(read[0].refs, big(3).refs);
     }
@@ -580,9 +875,125 @@ mod tests {
             0,
         )
         .unwrap();
-        assert!(read_records(dir.path()).0.is_empty());
+        assert!(read_records(dir.path()).records.is_empty());
         let mut j = Journal::new(dir.path(), None);
         let err = j.append(&Record::default()).unwrap_err();
         assert!(err.to_string().contains(JOURNAL_FILE), "{err}");
+    }
+
+    /// Damage to any one record of five: the records before it are read, it is told apart
+    /// from a power cut by the verifying records after it (or, for the last one, by refs that
+    /// already hold its values), and replaying what was read never moves the ref back.
+    #[test]
+    fn a_damaged_record_is_damage_and_never_moves_a_ref_back() {
+        for damaged in 0..5usize {
+            let dir = tempfile::tempdir().unwrap();
+            let mut j = Journal::new(dir.path(), None);
+            let mut starts = Vec::new();
+            for record in chain(5) {
+                starts.push(j.cursor);
+                j.append(&record).unwrap();
+            }
+            let path = dir.path().join(JOURNAL_FILE);
+            let mut bytes = std::fs::read(&path).unwrap();
+            // In its payload; the last record's in its checksum (so its content still reads).
+            let at = match damaged {
+                4 => j.cursor as usize - 1,
+                n => starts[n] as usize + HEAD + 6,
+            };
+            bytes[at] ^= 0x40;
+            std::fs::write(&path, &bytes).unwrap();
+            let read = read_records(dir.path());
+            assert_eq!(read.records.len(), damaged);
+            let held = |_: &str| Some(id(5));
+            match (&read.end, damaged) {
+                (End::Cut { offset, .. }, 4) => {
+                    assert_eq!(*offset, starts[4]);
+                    assert!(read.end.cut_was_made(held), "the ref holds its value");
+                    assert!(!read.end.cut_was_made(|_| Some(id(4))), "a power cut");
+                }
+                (End::Damaged { offset, later }, n) => {
+                    assert_eq!(*offset, starts[n]);
+                    assert_eq!(*later, 4 - n);
+                }
+                (end, n) => panic!("record {n}: {end:?}"),
+            }
+            // The ref is at 5 (the crash lost nothing): it stays there.
+            let redo = targets(&read.records, Current::Holds(Some(id(5))));
+            assert!(redo.is_empty(), "record {damaged}: {redo:?}");
+            // The ref file lost its last moves (a power cut): moved forward to what was read.
+            if damaged > 1 {
+                let redo = targets(&read.records, Current::Holds(Some(id(1))));
+                assert_eq!(redo["refs/ckpt/dialogs/a"], Some(id(damaged as u8)));
+            }
+        }
+    }
+
+    /// The head of a record damaged beyond recognition (its magic): the records after it
+    /// still tell it is damage.
+    #[test]
+    fn a_damaged_head_is_found_by_the_records_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::new(dir.path(), None);
+        let mut starts = Vec::new();
+        for record in chain(3) {
+            starts.push(j.cursor);
+            j.append(&record).unwrap();
+        }
+        let path = dir.path().join(JOURNAL_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[starts[1] as usize] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let read = read_records(dir.path());
+        assert_eq!(read.records.len(), 1);
+        assert!(
+            matches!(read.end, End::Damaged { later: 1, .. }),
+            "{:?}",
+            read.end
+        );
+    }
+
+    /// Only changes the ref has not made yet are redone: one whose old value the ref holds.
+    #[test]
+    fn replay_moves_refs_only_forward() {
+        let records = chain(3);
+        let at = |n: Option<u8>| Current::Holds(n.map(id));
+        let a = "refs/ckpt/dialogs/a";
+        assert_eq!(targets(&records, at(None))[a], Some(id(3)));
+        assert_eq!(targets(&records, at(Some(2)))[a], Some(id(3)));
+        assert!(targets(&records, at(Some(3))).is_empty());
+        // A value no record names (moved since by other means): left alone.
+        assert!(targets(&records, at(Some(9))).is_empty());
+        // Unreadable: the last value.
+        assert_eq!(targets(&records, Current::Unreadable)[a], Some(id(3)));
+        // A deletion then a new ref of the same name.
+        let records = vec![
+            Record {
+                packs: vec![],
+                refs: vec![change(a, Some(3), None)],
+            },
+            Record {
+                packs: vec![],
+                refs: vec![change(a, None, Some(7))],
+            },
+        ];
+        assert_eq!(targets(&records, at(Some(3)))[a], Some(id(7)));
+        assert!(targets(&records, at(Some(7))).is_empty());
+    }
+
+    /// Records of an earlier version's journal (no old values) still decode and are redone as
+    /// they were: the last value wins.
+    #[test]
+    fn records_without_old_values_still_read() {
+        let mut payload = Vec::new();
+        payload.extend_from_slice(&0u32.to_le_bytes());
+        payload.extend_from_slice(&1u32.to_le_bytes());
+        put_bytes(&mut payload, b"refs/ckpt/dialogs/a");
+        put_bytes(&mut payload, id(4).as_bytes());
+        let record = Record::decode(&payload, MAGIC_V1).unwrap();
+        assert_eq!(record.refs[0].old, Old::Unknown);
+        assert_eq!(record.refs[0].new, Some(id(4)));
+        let redo = targets(&[record], Current::Holds(Some(id(9))));
+        assert_eq!(redo["refs/ckpt/dialogs/a"], Some(id(4)));
     }
 }

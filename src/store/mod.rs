@@ -272,16 +272,25 @@ impl Store {
         let (journal, repo, first) = journal::open(dir, |redo| {
             // Packs first: the refs name their objects, and the index repair reads them.
             let pack_paths = match &redo {
-                Some((records, _)) => journal::replay_packs(dir, records)?,
+                Some((journaled, _)) => journal::replay_packs(dir, &journaled.records)?,
                 None => Vec::new(),
             };
             let repo = Self::open_repo(dir)?;
-            if let Some((records, journal)) = redo {
-                let ref_paths = replay_refs(dir, &repo.to_thread_local(), &records)?;
+            if let Some((journaled, journal)) = redo {
+                let local = repo.to_thread_local();
+                let made = journaled.end.cut_was_made(|name| {
+                    local
+                        .try_find_reference(name)
+                        .ok()
+                        .flatten()
+                        .and_then(|r| r.target().try_id().map(|id| id.to_owned()))
+                });
+                journal::report_end(dir, &journaled.end, made);
+                let ref_paths = replay_refs(dir, &local, &journaled.records)?;
                 journal.unsettled(pack_paths);
                 journal.unsettled(ref_paths);
                 journal.retire()?;
-                tracing::info!(store = %dir.display(), records = records.len(), "redid the store's journal");
+                tracing::info!(store = %dir.display(), records = journaled.records.len(), "redid the store's journal");
             }
             Ok(repo)
         })?;
@@ -400,30 +409,18 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut journal = self.journal.lock().expect("journal lock poisoned");
         journal.recover()?;
-        let changes: Vec<(String, Option<ObjectId>)> = edits
-            .iter()
-            .map(|e| {
-                let new = match &e.change {
-                    Change::Update {
-                        new: Target::Object(id),
-                        ..
-                    } => Some(*id),
-                    _ => None,
-                };
-                (e.name.as_bstr().to_string(), new)
-            })
-            .collect();
+        let changes: Vec<journal::RefChange> = edits.iter().map(ref_change).collect();
         let mut packs = Some(journal.take_staged());
         let mut journaled = false;
         let result = apply_ref_edits(repo, edits, doing, || {
             let packs = packs.take().unwrap_or_default();
             self.journal_and_publish(&mut journal, packs, changes.clone())?;
             journaled = true;
-            self.keep_replaced_refs(changes.iter().map(|(name, _)| name.as_str()));
+            self.keep_replaced_refs(changes.iter().map(|c| c.name.as_str()));
             Ok(())
         });
         if journaled {
-            let paths = changes.iter().flat_map(|(name, _)| self.ref_paths(name));
+            let paths = changes.iter().flat_map(|c| self.ref_paths(&c.name));
             journal.unsettled(paths.collect::<Vec<_>>());
             if result.is_err() {
                 // Journaled, not (wholly) applied: never redone.
@@ -523,7 +520,7 @@ impl Store {
         &self,
         journal: &mut journal::Journal,
         packs: Vec<pack::StagedPack>,
-        refs: Vec<(String, Option<ObjectId>)>,
+        refs: Vec<journal::RefChange>,
     ) -> Result<(), StoreError> {
         let record = journal::Record {
             packs: packs
@@ -718,33 +715,44 @@ fn apply_ref_edits(
     Ok(())
 }
 
-/// Sets each ref the journal's records touched to the value the last of them gave it (see
-/// [`journal`]); returns the paths to settle. A ref that cannot be read (cut short by a power
-/// cut) is replaced.
+/// Redoes the ref changes of the journal's records that were lost (see
+/// [`journal::ref_targets`]: a ref only ever moves forward); returns the paths to settle. A
+/// ref that cannot be read (cut short by a power cut) is replaced.
 fn replay_refs(
     dir: &Path,
     repo: &gix::Repository,
     records: &[journal::Record],
 ) -> Result<Vec<PathBuf>, StoreError> {
     let mut paths = Vec::new();
-    for (name, new) in journal::final_refs(records) {
-        paths.extend(ref_paths(dir, &name));
-        let current = match repo.try_find_reference(name.as_str()) {
-            Ok(found) => found.and_then(|r| r.target().try_id().map(|id| id.to_owned())),
-            Err(e) => {
-                tracing::warn!(reference = %name, error = %error_chain(&e), "replacing an unreadable ref from the store's journal");
-                let path = dir.join(&name);
-                if let Err(e) = std::fs::remove_file(&path) {
-                    if e.kind() != std::io::ErrorKind::NotFound {
-                        return Err(StoreError::Io { path, source: e });
-                    }
-                }
-                None
-            }
-        };
-        if current == new {
-            continue;
+    let mut unreadable = std::collections::BTreeSet::new();
+    let targets = journal::ref_targets(records, |name| match repo.try_find_reference(name) {
+        Ok(found) => {
+            journal::Current::Holds(found.and_then(|r| r.target().try_id().map(|id| id.to_owned())))
         }
+        Err(e) => {
+            tracing::warn!(reference = %name, error = %error_chain(&e), "replacing an unreadable ref from the store's journal");
+            unreadable.insert(name.to_string());
+            journal::Current::Unreadable
+        }
+    });
+    for name in records.iter().flat_map(|r| &r.refs).map(|c| &c.name) {
+        paths.extend(ref_paths(dir, name));
+    }
+    for (name, new) in targets {
+        let exists = if unreadable.contains(&name) {
+            let path = dir.join(&name);
+            if let Err(e) = std::fs::remove_file(&path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    return Err(StoreError::Io { path, source: e });
+                }
+            }
+            false
+        } else {
+            repo.try_find_reference(name.as_str())
+                .ok()
+                .flatten()
+                .is_some()
+        };
         let change = match new {
             Some(id) => Change::Update {
                 log: LogChange {
@@ -755,7 +763,7 @@ fn replay_refs(
                 expected: PreviousValue::Any,
                 new: Target::Object(id),
             },
-            None if current.is_none() => continue,
+            None if !exists => continue,
             None => Change::Delete {
                 expected: PreviousValue::Any,
                 log: RefLog::AndReference,
@@ -773,6 +781,30 @@ fn replay_refs(
         tracing::warn!(reference = %name, "redid a ref change from the store's journal (it was lost, e.g. in a power cut)");
     }
     Ok(paths)
+}
+
+/// What a ref edit changes, as the journal records it: every edit the store makes checks the
+/// ref's previous value (a compare-and-swap), which the record keeps.
+fn ref_change(edit: &RefEdit) -> journal::RefChange {
+    let (expected, new) = match &edit.change {
+        Change::Update {
+            expected,
+            new: Target::Object(id),
+            ..
+        } => (expected, Some(*id)),
+        Change::Update { expected, .. } => (expected, None),
+        Change::Delete { expected, .. } => (expected, None),
+    };
+    let old = match expected {
+        PreviousValue::MustNotExist => journal::Old::Absent,
+        PreviousValue::MustExistAndMatch(Target::Object(id)) => journal::Old::At(*id),
+        _ => journal::Old::Unknown,
+    };
+    journal::RefChange {
+        name: edit.name.as_bstr().to_string(),
+        old,
+        new,
+    }
 }
 
 /// The identity ckpt writes commits and reflogs as.

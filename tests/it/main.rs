@@ -18,6 +18,7 @@ mod faults;
 mod hooks;
 mod import;
 mod inprocess;
+mod journal_damage;
 mod protocol;
 mod races;
 mod readme;

@@ -121,7 +121,8 @@ pub fn fsck(ctx: &Ctx, repair: bool) -> Result<i32, ClientError> {
     };
     let mut conn = ctx.connect()?;
     let v = ctx.with_progress(|| conn.call::<rpc::Fsck>(&params))?;
-    let damaged = v.unreadable_count > 0 || !v.damaged_packs.is_empty();
+    let damaged =
+        v.unreadable_count > 0 || !v.damaged_packs.is_empty() || !v.journal_damage.is_empty();
     if ctx.out.json(&v) {
         return Ok(if damaged && !repair { 1 } else { 0 });
     }
@@ -135,6 +136,9 @@ pub fn fsck(ctx: &Ctx, repair: bool) -> Result<i32, ClientError> {
     );
     for p in packs {
         outln!("  damaged  objects/pack/{p}.pack");
+    }
+    for d in &v.journal_damage {
+        outln!("  damaged  journal: {d}");
     }
     if v.affected_count > 0 {
         outln!(
