@@ -218,6 +218,30 @@ impl Config {
         Config::parse(&text).map_err(|message| ConfigError::Parse { path, message })
     }
 
+    /// The configuration a client uses to find the daemon: the file's, or, when it cannot be
+    /// used, the defaults with whatever `socket` and `data_dir` it still names (the client
+    /// needs nothing else, and the running daemon keeps the configuration it loaded), and the
+    /// reason it could not be used.
+    pub fn load_for_client() -> (Config, Option<ConfigError>) {
+        let error = match Config::load(None) {
+            Ok(config) => return (config, None),
+            Err(e) => e,
+        };
+        let mut config = Config::default();
+        if let ConfigError::Parse { path, .. } = &error {
+            let table = crate::safe_io::read_text(path)
+                .ok()
+                .and_then(|text| text.parse::<toml::Table>().ok());
+            let path_of = |key: &str| {
+                let table = table.as_ref()?;
+                table.get(key)?.as_str().map(PathBuf::from)
+            };
+            config.socket = path_of("socket");
+            config.data_dir = path_of("data_dir");
+        }
+        (config, Some(error))
+    }
+
     pub fn parse(text: &str) -> Result<Config, String> {
         let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
         config.validate().map_err(|e| e.to_string())?;

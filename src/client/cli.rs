@@ -46,9 +46,14 @@ pub enum Command {
         // Its own id: `-C DIR` is global and must not receive this value too.
         #[arg(id = "watch_dir", value_name = "DIR")]
         dir: Option<PathBuf>,
-        /// Also watch `/`, your home folder itself, or a folder that holds it.
+        /// Also watch `/`, a folder of the system, your home folder itself, or a folder that
+        /// holds it.
         #[arg(long)]
         force: bool,
+        /// Also watch a folder that holds a watched project or lies inside one (each keeps its
+        /// own history; a file belongs to the innermost project).
+        #[arg(long)]
+        nest: bool,
     },
     /// Forget a project; its store stays on disk.
     Unwatch {
@@ -366,10 +371,32 @@ fn man(dir: Option<PathBuf>) -> Result<i32, ClientError> {
 // A dispatch table: one arm per command, each a call into `commands`.
 fn run(cli: Cli) -> Result<i32, ClientError> {
     // `config check` reads the file it is asked about, even when the default one is broken.
-    let config = match cli.command {
-        Command::Config(_) => Config::default(),
-        _ => Config::load(None).map_err(|e| ClientError::Config(e.to_string()))?,
+    // Every other command needs only to find the daemon: a broken file is a warning.
+    let (config, config_problem) = match cli.command {
+        Command::Config(_) => (Config::default(), None),
+        _ => Config::load_for_client(),
     };
+    let config_problem = config_problem.map(|e| {
+        // One line: a parse error's excerpt of the file is for `ckpt config check`.
+        let e = e.to_string();
+        let mut lines = e
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('|'));
+        let first = lines.next().unwrap_or_default();
+        let what = match lines.next_back() {
+            Some(last) => format!("{first}: {last}"),
+            None => first.to_string(),
+        };
+        format!(
+            "{what}; the running ckptd keeps the configuration it loaded (`ckpt config check` \
+             says what is wrong, `ckpt reload` applies the fixed file)"
+        )
+    });
+    let hook = matches!(cli.command, Command::Hook(HookArgs { agent: Some(_), .. }));
+    if let Some(problem) = config_problem.as_ref().filter(|_| !hook) {
+        eprintln!("warning: {problem}");
+    }
     let paths = Paths::resolve(&config, cli.socket.as_deref())
         .map_err(|e| ClientError::Usage(e.to_string()))?;
     let cwd = std::env::current_dir()
@@ -385,10 +412,11 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
         // Starting a daemon only to stop it would be silly.
         spawn: !cli.no_spawn && !matches!(cli.command, Command::Shutdown),
         default_socket: cli.socket.is_none() && config.socket.is_none(),
+        config_problem,
     };
     let ctx = &ctx;
     match cli.command {
-        Command::Watch { dir, force } => cmd::daemon::watch(ctx, dir, force),
+        Command::Watch { dir, force, nest } => cmd::daemon::watch(ctx, dir, force, nest),
         Command::Unwatch { dir } => cmd::daemon::unwatch(ctx, dir),
         Command::Projects => cmd::daemon::projects(ctx),
         Command::Status => cmd::daemon::status(ctx),

@@ -28,6 +28,7 @@ pub mod cli;
 mod commands;
 mod output;
 mod quick;
+pub mod unrecorded;
 
 /// Writes to standard output; exits quietly (status 0) when the reader has gone away.
 pub fn write_stdout(args: std::fmt::Arguments<'_>) {

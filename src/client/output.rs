@@ -81,6 +81,11 @@ pub fn relative_time(rfc3339: &str) -> String {
     }
 }
 
+/// `n` and the noun that goes with it: "1 prompt", "2 prompts".
+pub fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `+added ~modified -deleted` of a checkpoint.
 pub fn counts(c: &Checkpoint) -> String {
     format!("+{} ~{} -{}", c.added, c.modified, c.deleted)

@@ -35,6 +35,7 @@ pub fn parse(args: &[OsString]) -> Option<Cli> {
         dialog: None,
         message_id: None,
         meta: None,
+        prompt: false,
     };
     while let Some(word) = it.next() {
         let (name, attached) = match word.split_once('=') {
@@ -60,6 +61,9 @@ pub fn parse(args: &[OsString]) -> Option<Cli> {
             }
             "--meta" if command == Some("checkpoint") => {
                 set_value(&mut checkpoint.meta, it.value(attached)?.into())?
+            }
+            "--prompt" if command == Some("checkpoint") && attached.is_none() => {
+                set_flag(&mut checkpoint.prompt)?
             }
             "checkpoint" if command.is_none() => command = Some("checkpoint"),
             "hook" if command.is_none() => {
@@ -167,6 +171,8 @@ mod tests {
             "--no-spawn --quiet --socket /s checkpoint -C /p",
             "-q checkpoint --dialog=x -m y --json",
             "checkpoint --message= ",
+            "checkpoint --prompt -m hi",
+            "--json checkpoint -m hi --prompt --dialog s",
         ];
         for line in accepted {
             let ours = parse(&words(line)).unwrap_or_else(|| panic!("not parsed: {line}"));
@@ -200,6 +206,8 @@ mod tests {
             "-m x checkpoint",
             "hook claude-code -m x",
             "checkpoint -- -m",
+            "checkpoint --prompt --prompt",
+            "checkpoint --prompt=yes",
             "list",
             "restore @",
             "--json=1 checkpoint",

@@ -90,6 +90,7 @@ macro_rules! of_project {
 of_project!(
     CheckpointParams,
     ListParams,
+    LogParams,
     ShowParams,
     DiffParams,
     RestoreParams,
@@ -157,6 +158,7 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         }
         Checkpoint::NAME => on_project::<Checkpoint>(d, params, checkpoint::checkpoint).await,
         List::NAME => on_project::<List>(d, params, checkpoint::list).await,
+        Log::NAME => on_project::<Log>(d, params, timeline::log).await,
         Show::NAME => on_project::<Show>(d, params, checkpoint::show).await,
         Diff::NAME => on_project::<Diff>(d, params, checkpoint::diff_checkpoints).await,
         Restore::NAME => on_project::<Restore>(d, params, restore::restore).await,

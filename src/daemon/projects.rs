@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::handlers::{blocking, invalid, not_a_project};
 use super::Daemon;
-use crate::engine::registry::save_registry;
+use crate::engine::registry::{dangerous_root, home_dir, save_registry};
 use crate::engine::{self, Project};
 use crate::protocol::methods::{NoParams, PathParams, WatchParams};
 use crate::protocol::results as r;
@@ -86,7 +86,7 @@ pub(super) async fn watch(
     let (root, data_dir, danger, is_dir) = blocking(move || {
         let root = std::fs::canonicalize(&root).map_err(|e| (root, e))?;
         let data_dir = std::fs::canonicalize(&data_dir).unwrap_or(data_dir);
-        let danger = dangerous_root(&root);
+        let danger = dangerous_root(&root, home_dir().as_deref());
         let is_dir = root.is_dir();
         Ok((root, data_dir, danger, is_dir))
     })
@@ -107,14 +107,20 @@ pub(super) async fn watch(
         if let Some(existing) = projects.get(&root) {
             existing.clone()
         } else {
-            if let Some(other) = projects
-                .keys()
-                .find(|r| root.starts_with(r) || r.starts_with(&root))
+            if let Some(other) = overlapping(&projects, &root)
+                .first()
+                .filter(|_| !params.nest)
             {
+                let how = match root.starts_with(other) {
+                    true => "lies inside",
+                    false => "holds",
+                };
                 return Err(RpcError::new(
                     ErrorCode::ProjectOverlap,
                     format!(
-                        "{} overlaps the watched project {}",
+                        "{} {how} the watched project {}; pass --nest (`nest`) to watch it \
+                         too (each keeps its own history; a file belongs to the innermost \
+                         project), or unwatch the other first",
                         root.display(),
                         other.display()
                     ),
@@ -122,8 +128,9 @@ pub(super) async fn watch(
             }
             if let Some(why) = danger {
                 return Err(invalid(format!(
-                    "{} is {why}: its checkpoints would copy SSH keys, other projects and \
-                     everything else there into the store; pass --force (`force`) if you mean it",
+                    "{} is {why}: its checkpoints would copy everything there (keys, other \
+                     projects, the system's files) into the store; pass --force (`force`) if \
+                     you mean it",
                     root.display()
                 )));
             }
@@ -138,6 +145,7 @@ pub(super) async fn watch(
             project
         }
     };
+    let nested = overlapping(&*daemon.projects.read().await, &project.root);
     let dialogs = project
         .run(|_, o| Ok(o.store.dialogs(&o.store.repo())?.len()))
         .await?;
@@ -145,23 +153,22 @@ pub(super) async fn watch(
         root: project.root.clone(),
         store: project.store_dir.clone(),
         dialogs,
+        nested,
     })
 }
 
-/// Why watching `root` is most likely a slip: `/`, the home folder, or a folder holding it.
-fn dangerous_root(root: &Path) -> Option<&'static str> {
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .map(|h| std::fs::canonicalize(&h).unwrap_or(h));
-    if root == Path::new("/") {
-        Some("the root of the filesystem")
-    } else if home.as_deref() == Some(root) {
-        Some("your home folder")
-    } else if home.as_deref().is_some_and(|h| h.starts_with(root)) {
-        Some("a folder that holds your home folder")
-    } else {
-        None
-    }
+/// The watched projects other than `root` that hold it or lie inside it.
+fn overlapping(
+    projects: &std::collections::BTreeMap<PathBuf, Arc<Project>>,
+    root: &Path,
+) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = projects
+        .keys()
+        .filter(|r| r.as_path() != root && (root.starts_with(r) || r.starts_with(root)))
+        .cloned()
+        .collect();
+    found.sort();
+    found
 }
 
 pub(super) async fn unwatch(

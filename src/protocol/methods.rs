@@ -32,10 +32,14 @@ pub struct PathParams {
 pub struct WatchParams {
     #[serde(with = "super::wire_path")]
     pub path: PathBuf,
-    /// Watch `/`, the home folder itself, or a folder holding it (refused otherwise: one slip
-    /// would copy SSH keys and every other project into the store).
+    /// Watch `/`, a folder of the system, the home folder itself, or a folder holding it
+    /// (refused otherwise: one slip would copy SSH keys and every other project into the store).
     #[serde(default)]
     pub force: bool,
+    /// Watch a folder that holds a watched project or lies inside one (refused otherwise):
+    /// each keeps its own history, and a path belongs to the innermost project holding it.
+    #[serde(default)]
+    pub nest: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -72,6 +76,19 @@ pub struct ListParams {
     /// Only checkpoints whose label, notes, tags or message id contain this (any case).
     #[serde(default)]
     pub grep: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogParams {
+    #[serde(with = "super::wire_path")]
+    pub project: PathBuf,
+    /// Only this dialog's prompts (default: every dialog's).
+    #[serde(default)]
+    pub dialog: Option<String>,
+    /// At most this many, the newest.
+    #[serde(default)]
+    pub limit: Option<usize>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -385,6 +402,8 @@ methods! {
     Projects = "projects", NoParams => Vec<r::ProjectInfo>;
     Checkpoint = "checkpoint", CheckpointParams => r::Checkpoint;
     List = "list", ListParams => Vec<r::Checkpoint>;
+    /// The prompts, newest first, each with what its turn changed.
+    Log = "log", LogParams => Vec<r::Turn>;
     Show = "show", ShowParams => r::Shown;
     Diff = "diff", DiffParams => r::Diffed;
     Restore = "restore", RestoreParams => r::Restored;

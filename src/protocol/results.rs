@@ -69,6 +69,28 @@ pub struct Watched {
     pub store: PathBuf,
     /// Dialogs the store holds already (a project watched again keeps its history).
     pub dialogs: usize,
+    /// Watched projects it holds or lies inside (watched with `nest`); each keeps its history.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nested: Vec<PathBuf>,
+}
+
+/// A prompt (a `message` checkpoint, taken as it arrived) and what the agent's turn on it
+/// changed: from it to the next prompt of its dialog, or to the files as they are now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Turn {
+    #[serde(flatten)]
+    pub prompt: Checkpoint,
+    pub turn: TurnChanges,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnChanges {
+    pub added: u64,
+    pub modified: u64,
+    pub deleted: u64,
+    /// The next prompt's checkpoint; none for the newest prompt (its turn is compared with
+    /// the files now: `ckpt diff @` shows it).
+    pub until: Option<CheckpointId>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

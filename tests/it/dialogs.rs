@@ -44,7 +44,7 @@ fn dialogs_have_their_own_timelines_in_one_store() {
         .iter()
         .map(|c| c["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(kinds, vec!["message", "initial"]);
+    assert_eq!(kinds, vec!["manual", "initial"]);
 
     // The default dialog is separate and needs no initial checkpoint.
     let d = env.json(&["checkpoint", "-m", "in default"]);

@@ -183,7 +183,7 @@ fn events_report_edits_by_other_processes_and_what_ckpt_does() {
 
     // What ckpt does.
     let c = env.json(&["checkpoint", "-m", "after edits"]);
-    let e = events.wait(|e| e["event"] == "checkpoint_created" && e["kind"] == "message");
+    let e = events.wait(|e| e["event"] == "checkpoint_created" && e["kind"] == "manual");
     assert_eq!(e["id"], c["id"]);
     assert_eq!(e["label"], "after edits");
     let first = env.json(&["list"]).as_array().unwrap().last().unwrap()["id"]

@@ -318,7 +318,7 @@ fn the_home_folder_and_the_root_are_never_projects() {
         assert_eq!(out.status.code(), Some(0));
         assert_eq!(stdout(&out), "");
         assert!(
-            stderr(&out).contains("not checkpointing"),
+            stderr(&out).contains("prompt not recorded"),
             "{}",
             stderr(&out)
         );

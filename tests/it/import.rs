@@ -91,7 +91,7 @@ fn checkpoints_exported_by_one_project_import_into_another() {
         assert_eq!(c["dialog"], "imported");
         assert_eq!(c["seq"], i as u64 + 1);
         assert_eq!(c["imported"]["from"], originals[i], "oldest first");
-        assert_eq!(c["imported"]["kind"], "message");
+        assert_eq!(c["imported"]["kind"], "manual");
         assert_eq!(c["imported"]["dialog"], "default");
     }
     assert_eq!(imported[1]["label"], "second");

@@ -30,3 +30,4 @@ mod roundtrip;
 mod security;
 mod service;
 mod soak;
+mod unrecorded;

@@ -106,7 +106,7 @@ fn checkpoint_tree_lists_exactly_the_project_files() {
 
     // Checkpoints are readable with plain git, and the store is sound.
     let log = env.git(&["log", "--all", "--format=%s"]);
-    assert!(log.contains("[default] #1 message: one"), "{log}");
+    assert!(log.contains("[default] #1 manual: one"), "{log}");
     env.fsck();
 }
 
@@ -368,7 +368,7 @@ fn a_restore_is_recorded_and_undo_toggles_it() {
         .iter()
         .map(|c| c["kind"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(kinds, vec!["restore", "pre-restore", "message"]);
+    assert_eq!(kinds, vec!["restore", "pre-restore", "manual"]);
     let v1_state = tree_state(&p);
 
     // Undo brings the agent's state back; undoing that undo restores v1 again.

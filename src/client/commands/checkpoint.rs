@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::Ctx;
 use crate::client::output::{counts, print_skipped};
 use crate::client::ClientError;
+use crate::model::Kind;
 use crate::protocol::methods::{rpc, CheckpointParams};
 
 #[derive(Debug, clap::Args)]
@@ -21,6 +22,10 @@ pub struct Args {
     /// JSON to keep with the checkpoint: a file, or - for stdin.
     #[arg(long, value_name = "FILE|-")]
     pub meta: Option<String>,
+    /// Record it as a user's prompt (kind `message`, what `ckpt rewind` and `ckpt log`
+    /// count), as a hook does; implied by --message-id. Without it the checkpoint is `manual`.
+    #[arg(long)]
+    pub prompt: bool,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
@@ -28,8 +33,11 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         project: ctx.project(),
         label: args.message,
         dialog: args.dialog,
+        kind: Some(match args.prompt || args.message_id.is_some() {
+            true => Kind::Message.to_string(),
+            false => Kind::Manual.to_string(),
+        }),
         message_id: args.message_id,
-        kind: None,
         meta: args.meta.map(|m| read_meta(&m)).transpose()?,
     };
     let mut conn = ctx.connect_for_checkpoint()?;

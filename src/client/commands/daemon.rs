@@ -3,21 +3,27 @@
 use std::path::PathBuf;
 
 use super::{resolve, Ctx};
-use crate::client::output::{human_bytes, table};
+use crate::client::output::{human_bytes, one_line, plural, relative_time, table};
+use crate::client::unrecorded::{self, Unrecorded};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, NoParams, PathParams, WatchParams};
 
-pub fn watch(ctx: &Ctx, dir: Option<PathBuf>, force: bool) -> Result<i32, ClientError> {
+pub fn watch(ctx: &Ctx, dir: Option<PathBuf>, force: bool, nest: bool) -> Result<i32, ClientError> {
     let path = resolve(&ctx.base, dir);
-    let w = ctx
-        .connect()?
-        .call::<rpc::Watch>(&WatchParams { path, force })?;
+    let params = WatchParams { path, force, nest };
+    let w = ctx.connect()?.call::<rpc::Watch>(&params)?;
     if !ctx.out.json_or_quiet(&w) {
         outln!(
             "watching {}\n  store {}",
             w.root.display(),
             w.store.display()
         );
+        for other in &w.nested {
+            outln!(
+                "  beside the watched project {} (each keeps its own history)",
+                other.display()
+            );
+        }
     }
     Ok(0)
 }
@@ -57,9 +63,36 @@ pub fn projects(ctx: &Ctx) -> Result<i32, ClientError> {
     Ok(0)
 }
 
+/// How far back `status` lists prompts that were not recorded.
+const UNRECORDED_DAYS: i64 = 7;
+
 pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
-    let s = ctx.connect()?.call::<rpc::Status>(&NoParams {})?;
-    if ctx.out.json(&s) {
+    // What the client knows without the daemon comes first: often why there is none.
+    let since = jiff::Timestamp::now().as_second() - UNRECORDED_DAYS * 86_400;
+    let unrecorded: Vec<Unrecorded> = unrecorded::read(&ctx.paths.data_dir)
+        .into_iter()
+        .filter(|u| {
+            u.at.parse::<jiff::Timestamp>()
+                .is_ok_and(|t| t.as_second() >= since)
+        })
+        .collect();
+    let s = match ctx
+        .connect()
+        .and_then(|mut c| c.call::<rpc::Status>(&NoParams {}))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            if !ctx.out.json {
+                local_status(ctx, &unrecorded);
+            }
+            return Err(e);
+        }
+    };
+    if ctx.out.json {
+        let mut v = serde_json::to_value(&s).expect("a status serialises");
+        v["config_problem"] = serde_json::json!(ctx.config_problem);
+        v["unrecorded"] = serde_json::json!(unrecorded);
+        ctx.out.json(&v);
         return Ok(0);
     }
     outln!(
@@ -85,9 +118,33 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
             human_bytes(p.store_bytes)
         );
     }
+    local_status(ctx, &unrecorded);
     Ok(0)
 }
 
+/// The configuration's problem and the prompts not recorded lately, for people.
+fn local_status(ctx: &Ctx, unrecorded: &[Unrecorded]) {
+    if let Some(problem) = &ctx.config_problem {
+        outln!("config   cannot be used: {problem}");
+    }
+    if unrecorded.is_empty() {
+        return;
+    }
+    outln!(
+        "{} not recorded in the last {UNRECORDED_DAYS} days (`ckpt log` lists them with the \
+         prompts):",
+        plural(unrecorded.len(), "prompt", "prompts")
+    );
+    for u in unrecorded.iter().rev().take(5) {
+        outln!(
+            "  {}  {}  {}: {}",
+            relative_time(&u.at),
+            u.agent,
+            u.cwd.display(),
+            one_line(&u.why, 160)
+        );
+    }
+}
 pub fn shutdown(ctx: &Ctx) -> Result<i32, ClientError> {
     let result = ctx.connect()?.call::<rpc::Shutdown>(&NoParams {})?;
     ctx.out.value_or(&result, "ckptd is shutting down");

@@ -39,6 +39,8 @@ pub struct Ctx {
     pub spawn: bool,
     /// The socket is only the default one (not named by --socket or the configuration).
     pub default_socket: bool,
+    /// Why the configuration file could not be used (the command goes on without it).
+    pub config_problem: Option<String>,
 }
 
 impl Ctx {

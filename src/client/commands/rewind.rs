@@ -3,9 +3,10 @@
 use super::restore::{confirmed, render, Confirm};
 use super::{skipped_status, Ctx};
 use crate::client::output::{self, one_line, relative_time};
+use crate::client::unrecorded::{self, Unrecorded};
 use crate::client::ClientError;
 use crate::model::Kind;
-use crate::protocol::methods::{rpc, ListParams, RestoreParams};
+use crate::protocol::methods::{rpc, ListParams, LogParams, RestoreParams};
 use crate::store::Checkpoint;
 
 #[derive(Debug, clap::Args)]
@@ -79,32 +80,85 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     Ok(skipped_status(&report.skipped))
 }
 
-/// The prompts as a person reads a conversation: newest first, with when and where.
+/// The prompts as a person reads a conversation: newest first, with when, where and what the
+/// agent's turn on each changed; the prompts the hook could not record among them.
 pub fn log(ctx: &Ctx, dialog: Option<String>, limit: usize) -> Result<i32, ClientError> {
-    let mut list = prompts(ctx, dialog)?;
-    list.truncate(limit);
-    if ctx.out.json(&list) {
+    let params = LogParams {
+        project: ctx.project(),
+        dialog: dialog.clone(),
+        limit: Some(limit),
+    };
+    let turns = ctx.connect()?.call::<rpc::Log>(&params)?;
+    // Not recorded: only those of this folder's agents (and, with --dialog, of that session).
+    let mut missed: Vec<Unrecorded> = unrecorded::read(&ctx.paths.data_dir)
+        .into_iter()
+        .filter(|u| u.concerns(&ctx.base))
+        .filter(|u| dialog.is_none() || u.dialog.as_deref() == dialog.as_deref())
+        .collect();
+    missed.reverse();
+    missed.truncate(limit);
+    if ctx.out.json {
+        ctx.out
+            .json(&serde_json::json!({ "prompts": turns, "unrecorded": missed }));
         return Ok(0);
     }
-    if list.is_empty() {
+    if turns.is_empty() && missed.is_empty() {
         outln!("no prompts recorded yet (see `ckpt hook install`)");
+        return Ok(0);
     }
     output::page(&ctx.out);
-    for c in &list {
+    // Newest first, the two lists merged by time.
+    let at = |t: &str| {
+        t.parse::<jiff::Timestamp>()
+            .map_or(0, |t| t.as_nanosecond())
+    };
+    let (mut turns, mut missed) = (turns.iter().peekable(), missed.iter().peekable());
+    loop {
+        let take_missed = match (turns.peek(), missed.peek()) {
+            (None, None) => break,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (Some(t), Some(u)) => at(&u.at) > at(&t.prompt.created_at),
+        };
+        if take_missed {
+            let u = missed.next().expect("peeked");
+            outln!(
+                "NOT RECORDED  {}  {}  {}",
+                relative_time(&u.at),
+                u.agent,
+                one_line(&u.why, 200)
+            );
+            print_prompt(&u.prompt);
+            continue;
+        }
+        let t = turns.next().expect("peeked");
+        let c = &t.prompt;
+        let so_far = if t.turn.until.is_none() {
+            " so far"
+        } else {
+            ""
+        };
         outln!(
-            "{}  {}  {} #{}  {}",
+            "{}  {}  {} #{}  its turn: +{} ~{} -{}{so_far}",
             c.id.short(),
             relative_time(&c.created_at),
             c.dialog,
             c.seq,
-            format_args!("+{} ~{} -{}", c.added, c.modified, c.deleted)
+            t.turn.added,
+            t.turn.modified,
+            t.turn.deleted
         );
-        for line in c.label.lines().take(3) {
-            outln!("    {line}");
-        }
-        if c.label.lines().count() > 3 {
-            outln!("    …");
-        }
+        print_prompt(&c.label);
     }
     Ok(0)
+}
+
+/// A prompt's first three lines, indented.
+fn print_prompt(text: &str) {
+    for line in text.lines().take(3) {
+        outln!("    {line}");
+    }
+    if text.lines().count() > 3 {
+        outln!("    …");
+    }
 }

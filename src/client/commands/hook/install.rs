@@ -172,6 +172,7 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> 
         let watch = WatchParams {
             path: ctx.base.clone(),
             force: false,
+            nest: false,
         };
         ctx.connect()?.call::<rpc::Watch>(&watch)?;
     }

@@ -20,7 +20,7 @@ use serde_json::Value;
 pub use agents::Agent;
 
 use super::Ctx;
-use crate::client::ClientError;
+use crate::client::{unrecorded, ClientError};
 use crate::protocol::methods::{rpc, CheckpointParams, WatchParams};
 use crate::protocol::ErrorCode;
 
@@ -41,7 +41,8 @@ pub fn answer(agent: Agent) {
     }
 }
 
-/// Runs the hook; the exit status is always 0.
+/// Runs the hook; the exit status is always 0. A prompt it cannot record is noted (see
+/// [`not_recorded`]).
 pub fn run(ctx: &Ctx, agent: Agent) -> Result<i32, ClientError> {
     let log_dir = ctx.paths.data_dir.clone();
     std::thread::spawn(move || {
@@ -54,18 +55,33 @@ pub fn run(ctx: &Ctx, agent: Agent) -> Result<i32, ClientError> {
         answer(agent);
         std::process::exit(0);
     });
-    match record(ctx, agent) {
-        Ok(Some(id)) => tracing::debug!(%id, "checkpoint recorded"),
-        Ok(None) => {}
-        Err(e) => note(&ctx.paths.data_dir, agent, &e.to_string()),
+    if let Some(problem) = &ctx.config_problem {
+        note(&ctx.paths.data_dir, agent, &format!("warning: {problem}"));
+    }
+    match read_input(agent) {
+        Err(why) => not_recorded(ctx, agent, &ctx.base, None, "", &why),
+        Ok((payload, prompt)) => {
+            let cwd = match &prompt.cwd {
+                // An empty or relative `cwd` is read against the folder the agent ran it in.
+                Some(cwd) if !cwd.as_os_str().is_empty() => ctx.base.join(cwd),
+                _ => ctx.base.clone(),
+            };
+            let session = prompt.session.clone();
+            let text = prompt.prompt.clone();
+            match record(ctx, agent, &cwd, payload, prompt) {
+                Ok(id) => tracing::debug!(%id, "checkpoint recorded"),
+                Err(e) => not_recorded(ctx, agent, &cwd, session.as_deref(), &text, &e.to_string()),
+            }
+        }
     }
     answer(agent);
     Ok(0)
 }
 
 /// Says why the hook did nothing, on stderr and in `hook.log` in the data directory (the agent
-/// may hide stderr).
+/// may hide stderr): one line, written at once.
 fn note(data_dir: &Path, agent: Agent, what: &str) {
+    let what = what.replace('\n', " ");
     eprintln!("ckpt hook {}: {what}", agent.name());
     let line = format!(
         "{} ckpt hook {}: {what}\n",
@@ -82,6 +98,7 @@ fn note(data_dir: &Path, agent: Agent, what: &str) {
             .create(true)
             .append(true)
             .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(data_dir.join("hook.log"))
     };
     if let Ok(mut file) = file {
@@ -89,30 +106,50 @@ fn note(data_dir: &Path, agent: Agent, what: &str) {
     }
 }
 
-/// Records the prompt's checkpoint; None when there is nothing to record (said why already).
-fn record(ctx: &Ctx, agent: Agent) -> Result<Option<String>, ClientError> {
+/// A prompt that was not recorded: said in `hook.log` and kept in the list `ckpt status` and
+/// `ckpt log` show (see [`unrecorded`]).
+fn not_recorded(
+    ctx: &Ctx,
+    agent: Agent,
+    cwd: &Path,
+    session: Option<&str>,
+    prompt: &str,
+    why: &str,
+) {
+    note(
+        &ctx.paths.data_dir,
+        agent,
+        &format!("prompt not recorded: {why}"),
+    );
+    let dialog = session.map(|s| dialog_name(agent, Some(s)));
+    let entry = unrecorded::Unrecorded::new(agent.name(), cwd, dialog.as_deref(), prompt, why);
+    unrecorded::add(&ctx.paths.data_dir, &entry);
+}
+
+/// The hook's input: its JSON and the prompt the agent describes in it.
+fn read_input(agent: Agent) -> Result<(Value, agents::Prompt), String> {
     let mut payload = Vec::new();
     std::io::stdin()
         .take(MAX_PAYLOAD)
         .read_to_end(&mut payload)
-        .map_err(|e| ClientError::Usage(format!("cannot read the hook's input: {e}")))?;
+        .map_err(|e| format!("cannot read the hook's input: {e}"))?;
     let payload: Value = serde_json::from_slice(&payload)
-        .map_err(|e| ClientError::Usage(format!("the hook's input is not JSON: {e}")))?;
+        .map_err(|e| format!("the hook's input is not JSON: {e}"))?;
     let prompt = agent.parse(&payload);
-    // An empty or relative `cwd` is read against the folder the agent ran the hook in.
-    let cwd = match &prompt.cwd {
-        Some(cwd) if !cwd.as_os_str().is_empty() => ctx.base.join(cwd),
-        _ => ctx.base.clone(),
-    };
-    let root = project_root(&cwd);
-    if let Some(why) = refused_root(&root, &ctx.paths.data_dir) {
-        note(
-            &ctx.paths.data_dir,
-            agent,
-            &format!("not checkpointing {}: {why}", root.display()),
-        );
-        return Ok(None);
-    }
+    Ok((payload, prompt))
+}
+
+/// Records the prompt's checkpoint in the project holding `cwd`, registering the project
+/// first where there is none: the top of the git work tree holding `cwd`, else `cwd` itself,
+/// beside any project it holds (see [`WatchParams::nest`]); the daemon refuses `/`, the home
+/// folder, folders of the system and its own data (see `engine::registry::dangerous_root`).
+fn record(
+    ctx: &Ctx,
+    agent: Agent,
+    cwd: &Path,
+    payload: Value,
+    prompt: agents::Prompt,
+) -> Result<String, ClientError> {
     let message_id = prompt
         .message_id
         .filter(|m| m.len() <= 256 && !m.contains('\n'));
@@ -128,7 +165,7 @@ fn record(ctx: &Ctx, agent: Agent) -> Result<Option<String>, ClientError> {
         }
     }
     let params = CheckpointParams {
-        project: cwd.clone(),
+        project: cwd.to_path_buf(),
         label: Some(prompt.prompt),
         dialog: Some(dialog_name(agent, prompt.session.as_deref())),
         message_id,
@@ -140,15 +177,29 @@ fn record(ctx: &Ctx, agent: Agent) -> Result<Option<String>, ClientError> {
         Err(ClientError::Rpc(e)) if e.kind() == Some(ErrorCode::NotAProject) => {
             // First use in this project: register it, then record.
             let watch = WatchParams {
-                path: root,
+                path: project_root(cwd),
                 force: false,
+                nest: true,
             };
-            conn.call::<rpc::Watch>(&watch)?;
+            let w = conn.call::<rpc::Watch>(&watch)?;
+            for other in &w.nested {
+                note(
+                    &ctx.paths.data_dir,
+                    agent,
+                    &format!(
+                        "{} is now a project of its own, beside {} (which keeps its history: \
+                         `ckpt -C {} log`)",
+                        w.root.display(),
+                        other.display(),
+                        other.display()
+                    ),
+                );
+            }
             conn.call::<rpc::Checkpoint>(&params)?
         }
         other => other?,
     };
-    Ok(Some(c.id.to_string()))
+    Ok(c.id.to_string())
 }
 
 /// The project a folder belongs to: the top of the git work tree holding it, else the folder.
@@ -158,22 +209,6 @@ fn project_root(cwd: &Path) -> PathBuf {
         .find(|dir| dir.join(".git").exists())
         .unwrap_or(&cwd)
         .to_path_buf()
-}
-
-/// Why a folder must not become a project by itself: `/`, the home folder, ckpt's data.
-fn refused_root(root: &Path, data_dir: &Path) -> Option<&'static str> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let home = home.map(|h| std::fs::canonicalize(&h).unwrap_or(h));
-    let data = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
-    if root == Path::new("/") {
-        Some("it is the root of the filesystem")
-    } else if home.as_deref() == Some(root) {
-        Some("it is the home folder (run `ckpt watch --force` there if you mean it)")
-    } else if root.starts_with(&data) {
-        Some("it is ckpt's own data directory")
-    } else {
-        None
-    }
 }
 
 /// The dialog of an agent session: its id when it is a valid dialog name, else the id with
