@@ -2,7 +2,8 @@
 # Builds the .deb, installs it with dpkg, runs the installed binaries (a daemon started from
 # /usr/bin/ckptd, a checkpoint and a restore with /usr/bin/ckpt, the units where the package
 # put them), then removes the package. Needs root and cargo-deb.
-set -euo pipefail
+set -Eeuo pipefail
+trap 'echo "packaging/ci-deb.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
 command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked --version 3.8.0
 packaging/build.sh
@@ -30,9 +31,15 @@ mkdir -p "$home/proj"
 export HOME=$home XDG_RUNTIME_DIR=$home/run XDG_DATA_HOME=$home/data XDG_CONFIG_HOME=$home/config
 /usr/bin/ckpt config check /usr/share/doc/ckpt/config.example.toml >/dev/null
 # packaging/install.sh (for source users) writes units for the ckptd on PATH; no user manager
-# here, so it only writes them: check them.
-(cd "$repo" && packaging/install.sh --no-build) | tail -n 2
-grep -qx "ExecStart=$(realpath /usr/bin/ckptd)" "$XDG_CONFIG_HOME/systemd/user/ckptd.service"
+# here, so it only writes them: check them. /usr/bin first: a ckptd installed from source
+# (~/.cargo/bin, often first on PATH) must not stand in for the package's.
+(cd "$repo" && PATH=/usr/bin:/bin:$PATH packaging/install.sh --no-build) | tail -n 2
+unit="$XDG_CONFIG_HOME/systemd/user/ckptd.service"
+want="ExecStart=$(realpath /usr/bin/ckptd)"
+grep -qx "$want" "$unit" || {
+  echo "packaging/install.sh --no-build wrote a unit for another ckptd: want $want, got $(grep '^ExecStart=' "$unit")" >&2
+  exit 1
+}
 XDG_RUNTIME_DIR=$home/run systemd-analyze verify --user "$XDG_CONFIG_HOME/systemd/user/ckptd.service" \
   "$XDG_CONFIG_HOME/systemd/user/ckptd.socket"
 /usr/bin/ckptd 2>"$home/ckptd.log" &

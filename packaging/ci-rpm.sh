@@ -4,7 +4,8 @@
 # the .deb holds, and runs the binaries rpm itself installed from it into a scratch root (the
 # package's own dependencies are Fedora's, so --nodeps), then removes it with rpm. Needs
 # cargo-generate-rpm and rpm.
-set -euo pipefail
+set -Eeuo pipefail
+trap 'echo "packaging/ci-rpm.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
 command -v cargo-generate-rpm >/dev/null 2>&1 || cargo install cargo-generate-rpm --locked --version 0.21.1
 [ -x target/release/ckpt ] && [ -f target/assets/man/ckpt.1.gz ] || packaging/build.sh
@@ -32,8 +33,10 @@ if grep -aq 'ld-linux' <(head -c 4096 "$root/usr/bin/ckpt"); then
   exit 1
 fi
 "$root/usr/bin/ckptd" --version
-[ "$(stat -c %a "$root/usr/bin/ckptd")" = 755 ]
-grep -q '^ExecStart=/usr/bin/ckptd' "$root/usr/lib/systemd/user/ckptd.service"
+[ "$(stat -c %a "$root/usr/bin/ckptd")" = 755 ] ||
+  { echo "the RPM's /usr/bin/ckptd is not mode 755" >&2; exit 1; }
+grep -q '^ExecStart=/usr/bin/ckptd' "$root/usr/lib/systemd/user/ckptd.service" ||
+  { echo "the RPM's ckptd.service does not run /usr/bin/ckptd" >&2; exit 1; }
 rpm -e --nodeps --noscripts --root "$root" ckpt 2>&1 | grep -v 'use Alien\|what you are doing' || true
 [ ! -e "$root/usr/bin/ckpt" ] || { echo "rpm -e left /usr/bin/ckpt" >&2; exit 1; }
 echo "the RPM installs, runs and uninstalls"

@@ -355,7 +355,7 @@ fn rpc_error(err: &Value) -> ClientError {
 /// The socket of the daemon that holds `data_dir`'s lock, when it is not `socket` and something
 /// answers there.
 fn running_elsewhere(socket: &Path, data_dir: &Path) -> Option<PathBuf> {
-    let record = crate::safe_io::read_small(&data_dir.join("ckptd.pid"), 4096)?;
+    let record = crate::safe_io::read_small(&data_dir.join(crate::daemon::socket::PID_FILE), 4096)?;
     let record = String::from_utf8(record).ok()?;
     let other = PathBuf::from(record.lines().nth(1)?);
     (other != socket && crate::daemon::socket::is_answering(&other)).then_some(other)

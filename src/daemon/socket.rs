@@ -38,11 +38,14 @@ pub struct DataDirLock {
     _file: File,
 }
 
-/// Takes `<data_dir>/ckptd.pid`'s lock, or says which daemon holds it. Two daemons on the same
-/// stores (one started from a shell without `XDG_RUNTIME_DIR`, whose socket path differs)
-/// would race for every ref; the socket's own lock cannot see that, this one can.
+/// Takes the data directory's lock (`ckptd.lock`), or says which daemon holds it, and records
+/// this daemon's pid and socket in `ckptd.pid` for clients that cannot find the socket. Two
+/// daemons on the same stores (one started from a shell without `XDG_RUNTIME_DIR`, whose
+/// socket path differs) would race for every ref; the socket's own lock cannot see that, this
+/// one can. Neither file is ever opened through a symlink: the lock is opened with
+/// `O_NOFOLLOW`, and the record replaces whatever has its name by a rename.
 pub fn lock_data_dir(data_dir: &Path, socket: &Path) -> Result<DataDirLock, BindError> {
-    use std::io::{Read, Seek, Write};
+    use std::os::unix::fs::OpenOptionsExt;
     let dir_err = |source| BindError::Dir {
         path: data_dir.to_path_buf(),
         source,
@@ -52,17 +55,19 @@ pub fn lock_data_dir(data_dir: &Path, socket: &Path) -> Result<DataDirLock, Bind
         .mode(0o700)
         .create(data_dir)
         .map_err(dir_err)?;
-    let path = data_dir.join("ckptd.pid");
-    let mut file = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(data_dir.join("ckptd.lock"))
         .map_err(dir_err)?;
     if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
-        let mut holder = String::new();
-        let _ = file.read_to_string(&mut holder);
+        let holder = crate::safe_io::read_small(&data_dir.join(PID_FILE), 4096)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         let mut lines = holder.lines();
         let (pid, other) = (lines.next().unwrap_or("?"), lines.next().unwrap_or("?"));
         return Err(BindError::DataDirTaken {
@@ -75,11 +80,31 @@ pub fn lock_data_dir(data_dir: &Path, socket: &Path) -> Result<DataDirLock, Bind
     file.set_permissions(std::fs::Permissions::from_mode(0o600))
         .map_err(dir_err)?;
     let record = format!("{}\n{}\n", std::process::id(), socket.display());
-    file.set_len(0)
-        .and_then(|()| file.rewind())
-        .and_then(|()| file.write_all(record.as_bytes()))
-        .map_err(dir_err)?;
+    write_replacing(&data_dir.join(PID_FILE), record.as_bytes()).map_err(dir_err)?;
     Ok(DataDirLock { _file: file })
+}
+
+/// The record of the running daemon in the data directory: its pid, then its socket.
+pub const PID_FILE: &str = "ckptd.pid";
+
+/// Writes `bytes` as the new file `path` (0600): a temporary file created exclusively beside
+/// it, renamed over whatever had the name (a symlink is replaced, never followed).
+fn write_replacing(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Holds the lock file while the daemon runs; the socket file goes with the listener.

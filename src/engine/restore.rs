@@ -65,6 +65,8 @@ pub fn restore_to(
     o.prepare(p)?;
     refuse_unmatched_paths(o, target, &paths)?;
     let current = o.write_tree()?;
+    // What the undo point cannot hold: reported as left alone (see `report_uncaptured`).
+    let uncaptured = o.index.skipped();
     let target_tree = parse_id(&target.tree)?;
     // The plan: what differs from the target (read where the current tree may still be
     // pending).
@@ -104,6 +106,7 @@ pub fn restore_to(
             (applied, Some(take_recorded(p, o, current, recorded)?))
         }
     };
+    report_uncaptured(o, uncaptured, &paths, &mut applied);
     log_applied(target, &applied, dry_run);
     // The device flushes what was written while the result is checked and recorded; the
     // flush is waited for before the reply (also when recording fails: `Flushing` waits
@@ -219,6 +222,39 @@ fn apply_recording_undo(
     // The scope returns once the recording is done (and raises its panic, if any).
     let recorded = recorded.expect("the undo point's recording ended with the scope");
     (applied, recorded)
+}
+
+/// Reports each file (among `paths`, or anywhere) that the undo point could not capture (too
+/// large, unreadable) and that is still there: the restore can neither bring it back nor
+/// delete it, so it is left as it is, and says so like every file it leaves alone.
+fn report_uncaptured(
+    o: &Opened,
+    uncaptured: Vec<SkippedFile>,
+    paths: &[BString],
+    applied: &mut Applied,
+) {
+    for skip in uncaptured {
+        let path = skip
+            .path_bytes
+            .clone()
+            .unwrap_or_else(|| skip.path.clone().into_bytes());
+        let in_scope = crate::store::diff::within(&path, paths);
+        let reported = applied
+            .skipped
+            .iter()
+            .any(|s| s.path == skip.path && s.path_bytes == skip.path_bytes);
+        let there = std::fs::symlink_metadata(rel_to_abs(o.filter.root(), &path)).is_ok();
+        if in_scope && !reported && there {
+            let why = format!(
+                "left as it is: the undo checkpoint could not capture it ({}), so the restore \
+                 neither brings it back nor deletes it",
+                skip.reason
+            );
+            applied
+                .skipped
+                .push(SkippedFile::new(&path, skip.reason_code, why));
+        }
+    }
 }
 
 /// Logs what the restore did.

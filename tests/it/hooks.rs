@@ -543,3 +543,77 @@ fn an_empty_cwd_is_the_hooks_own_folder() {
     let list = env.json(&["list", "--dialog", "s-empty"]);
     assert_eq!(list[0]["label"], "empty cwd", "{list}");
 }
+
+/// Thirty `ckpt hook install` at once, into the same settings files (a project's and the
+/// user's, for every agent): every one succeeds, each file is valid JSON holding exactly one
+/// ckpt entry, and the user's own entries are all still there.
+#[test]
+fn concurrent_installs_all_succeed_and_keep_every_entry() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let user_hook = json!({"hooks": {"UserPromptSubmit": [
+        {"hooks": [{"type": "command", "command": "echo mine"}]}]}, "theme": "dark"});
+    write(&p, ".claude/settings.local.json", &user_hook.to_string());
+    let runs: Vec<std::thread::JoinHandle<Output>> = (0..30)
+        .map(|i| {
+            let agent = AGENTS[i % AGENTS.len()].0;
+            let home = env.home.clone();
+            let p = p.clone();
+            std::thread::spawn(move || {
+                let mut cmd = Command::new(CKPT);
+                env_for(&home, &mut cmd);
+                cmd.current_dir(&p)
+                    .args(["--no-spawn", "hook", "install", agent]);
+                if i % 2 == 1 {
+                    cmd.arg("--user");
+                }
+                cmd.output().unwrap()
+            })
+        })
+        .collect();
+    for run in runs {
+        let out = run.join().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let status = env.json(&["hook", "status"]);
+    for row in status.as_array().unwrap() {
+        let file = Path::new(row["file"].as_str().unwrap());
+        let text = std::fs::read_to_string(file).unwrap();
+        let _: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(
+            text.matches(" hook ").count(),
+            1,
+            "one entry: {}",
+            file.display()
+        );
+        assert!(
+            row["state"].as_str().unwrap().starts_with("installed"),
+            "{row}"
+        );
+    }
+    let claude = std::fs::read_to_string(p.join(".claude/settings.local.json")).unwrap();
+    assert!(
+        claude.contains("echo mine") && claude.contains("\"dark\""),
+        "{claude}"
+    );
+    let leftovers: Vec<_> = walk_names(&env.home)
+        .into_iter()
+        .filter(|n| n.contains("ckpt-tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Every file name below `root`.
+fn walk_names(root: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+            if entry.file_type().unwrap().is_dir() {
+                dirs.push(entry.path());
+            }
+        }
+    }
+    names
+}

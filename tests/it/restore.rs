@@ -169,6 +169,46 @@ fn a_file_the_undo_checkpoint_cannot_hold_is_left_alone() {
     );
 }
 
+/// A file the agent created above `max_file_size` cannot be captured, so a rewind leaves it:
+/// and says so (its path, `too_large`, exit 2), in a dry run too; a restore of other paths
+/// does not mention it.
+#[test]
+fn a_rewind_reports_the_too_large_file_it_leaves() {
+    let env = TestEnv::with_config("max_file_size = 100\n");
+    let p = env.proj();
+    write(&p, "a.txt", "before\n");
+    env.watch();
+    env.json(&["checkpoint", "--prompt", "-m", "make a data file"]);
+    write(&p, "a.txt", "after\n");
+    write(&p, "data.bin", &"x".repeat(500));
+    for dry in [true, false] {
+        let mut args = vec!["--json", "rewind", "--yes"];
+        if dry {
+            args.push("--dry-run");
+        }
+        let out = env.ckpt(&args);
+        assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let skipped = report["skipped"].as_array().unwrap();
+        assert_eq!(skipped.len(), 1, "{report}");
+        assert_eq!(skipped[0]["path"], "data.bin");
+        assert_eq!(skipped[0]["reason_code"], "too_large", "{report}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(p.join("a.txt")).unwrap(),
+        "before\n"
+    );
+    assert_eq!(std::fs::read(p.join("data.bin")).unwrap().len(), 500);
+    let out = env.ckpt(&["rewind", "--yes"]);
+    assert!(stdout(&out).contains("data.bin"), "{}", stdout(&out));
+    let first = env.json(&["list"]).as_array().unwrap().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let report = env.json(&["restore", "--yes", &first, "--", "a.txt"]);
+    assert!(report["skipped"].as_array().unwrap().is_empty(), "{report}");
+}
+
 #[test]
 fn restore_selected_paths_and_dry_run() {
     let env = TestEnv::new();

@@ -263,3 +263,33 @@ fn an_export_never_overwrites_or_writes_through_a_symlink() {
     assert!(heads.status.success(), "{}", stderr(&heads));
     env.assert_serving();
 }
+
+/// The daemon's record in the data directory replaced by a symlink to someone's file: the link
+/// is replaced, the file it points to is never written; a symlink where the lock file goes is
+/// refused, with its path.
+#[test]
+fn the_pid_record_and_the_lock_are_never_written_through_a_symlink() {
+    let mut env = TestEnv::without_daemon("");
+    let data = env.data_dir();
+    std::fs::create_dir_all(&data).unwrap();
+    let precious = env.home.join("precious.txt");
+    std::fs::write(&precious, "keep me\n").unwrap();
+    std::os::unix::fs::symlink(&precious, data.join("ckptd.pid")).unwrap();
+    env.start_daemon();
+    env.assert_serving();
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me\n");
+    let record = data.join("ckptd.pid");
+    assert!(std::fs::symlink_metadata(&record).unwrap().is_file());
+    let pid = env.daemon.as_ref().unwrap().id().to_string();
+    assert!(
+        std::fs::read_to_string(&record).unwrap().starts_with(&pid),
+        "the record names the daemon"
+    );
+    env.stop_daemon();
+    let lock = data.join("ckptd.lock");
+    std::fs::remove_file(&lock).unwrap();
+    std::os::unix::fs::symlink(&precious, &lock).unwrap();
+    let err = refused_start(&env);
+    assert!(err.contains(&data.display().to_string()), "{err}");
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me\n");
+}

@@ -74,3 +74,45 @@ fn socket_activation_readiness_watchdog_and_stopping() {
     // The socket is systemd's: the daemon leaves it for the next activation.
     assert!(env.socket.exists());
 }
+
+/// A notification socket whose queue is full (systemd busy, or a stuck listener) never keeps
+/// ckptd from serving: readiness goes through once there is room, watchdog pings that cannot
+/// be sent are skipped and logged.
+#[test]
+fn a_full_notification_socket_never_blocks_the_daemon() {
+    let mut env = TestEnv::without_daemon("");
+    let notify_path = env.home.join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    // Filled until the kernel refuses one more datagram.
+    let filler = UnixDatagram::unbound().unwrap();
+    filler.set_nonblocking(true).unwrap();
+    let mut queued = 0;
+    while filler.send_to(b"FILLER=1\n", &notify_path).is_ok() {
+        queued += 1;
+    }
+    assert!(queued > 0);
+    let log = std::fs::File::create(env.home.join("ckptd.log")).unwrap();
+    let mut cmd = Command::new(CKPTD);
+    env.env(&mut cmd);
+    cmd.env("NOTIFY_SOCKET", &notify_path)
+        .env("WATCHDOG_USEC", "200000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    env.daemon = Some(cmd.spawn().unwrap());
+    // It serves although the readiness notice could not be sent.
+    env.wait_for_socket();
+    env.assert_serving();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !env.log().contains("cannot send systemd a watchdog ping") {
+        assert!(Instant::now() < deadline, "{}", env.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Room again: the readiness notice arrives (the queue read to its end).
+    notify
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut seen = Vec::new();
+    expect(&notify, "READY=1", &mut seen);
+    env.assert_serving();
+}

@@ -81,27 +81,89 @@ fn read_settings(path: &Path) -> Result<Map<String, Value>, ClientError> {
     }
 }
 
-/// Writes through a temporary file and a rename, keeping the file's permissions. A settings file
-/// that is a symlink (dotfiles kept elsewhere) stays one: its target is what gets replaced.
-fn write_settings(path: &Path, settings: &Map<String, Value>) -> Result<(), ClientError> {
-    let target = match std::fs::symlink_metadata(path) {
+/// The file a settings path names: itself, or, for a symlink (dotfiles kept elsewhere), its
+/// target, which is what gets replaced (the link stays a link).
+fn settings_target(path: &Path) -> Result<PathBuf, ClientError> {
+    match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(|e| {
             ClientError::Usage(format!("{} is a broken symlink: {e}", path.display()))
-        })?,
-        _ => path.to_path_buf(),
-    };
-    let path = target.as_path();
+        }),
+        _ => Ok(path.to_path_buf()),
+    }
+}
+
+/// How long an install waits for another ckpt editing the same folder's settings.
+const EDIT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads the settings at `path`, lets `change` edit them, and writes them back if it says it
+/// changed them; whether it did. Another `ckpt hook install|uninstall` on the same folder
+/// waits (a lock on the folder, at most [`EDIT_PATIENCE`]), so that concurrent installs each
+/// merge into what the one before wrote and every entry stays.
+fn edit_settings(
+    path: &Path,
+    mut change: impl FnMut(&mut Map<String, Value>) -> Result<bool, ClientError>,
+) -> Result<bool, ClientError> {
+    let target = settings_target(path)?;
     let io =
-        |e: std::io::Error| ClientError::Usage(format!("cannot write {}: {e}", path.display()));
-    if let Some(dir) = path.parent() {
+        |e: std::io::Error| ClientError::Usage(format!("cannot write {}: {e}", target.display()));
+    let dir = target.parent().unwrap_or(Path::new("/"));
+    if !dir.is_dir() {
+        // Nothing there yet: only an edit that adds makes the folder.
+        if !change(&mut Map::new())? {
+            return Ok(false);
+        }
         std::fs::create_dir_all(dir).map_err(io)?;
     }
+    let _lock = lock_folder(dir).map_err(io)?;
+    let mut settings = read_settings(path)?;
+    if !change(&mut settings)? {
+        return Ok(false);
+    }
+    write_settings(&target, &settings)?;
+    Ok(true)
+}
+
+/// Takes an exclusive lock on the folder `dir` (released when the descriptor closes), waiting
+/// for it at most [`EDIT_PATIENCE`].
+fn lock_folder(dir: &Path) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let deadline = std::time::Instant::now() + EDIT_PATIENCE;
+    loop {
+        match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(fd),
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(std::io::Error::other(format!(
+                    "another ckpt kept {} locked for {EDIT_PATIENCE:?}",
+                    dir.display()
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+static TEMP_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Writes `target` (not a symlink) through a temporary file and a rename, keeping the file's
+/// permissions.
+fn write_settings(target: &Path, settings: &Map<String, Value>) -> Result<(), ClientError> {
+    let path = target;
+    let io =
+        |e: std::io::Error| ClientError::Usage(format!("cannot write {}: {e}", path.display()));
     let mut text = serde_json::to_string_pretty(settings).expect("JSON values serialise");
     text.push('\n');
-    // Created exclusively after removing whatever had the name: never written through a symlink
-    // (a cloned repository could plant one beside the settings).
-    let tmp = path.with_extension("ckpt-tmp");
-    let _ = std::fs::remove_file(&tmp);
+    // A name of this process's own, created exclusively: never written through a symlink (a
+    // cloned repository could plant one beside the settings), never another writer's file.
+    let n = TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("ckpt-tmp-{}-{n}", std::process::id()));
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -137,35 +199,32 @@ fn entries(agent: Agent, settings: &mut Map<String, Value>) -> Result<&mut Vec<V
 pub fn install(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
     let path = agent.settings_file(&ctx.base, &home()?, user);
     let command = hook_command(agent)?;
-    let mut settings = read_settings(&path)?;
-    let list = entries(agent, &mut settings).map_err(|why| {
-        ClientError::Usage(format!("{}: {why}; nothing was changed", path.display()))
-    })?;
-    let ours: Vec<usize> = (0..list.len())
-        .filter(|&i| {
-            agent
-                .commands_of(&list[i])
-                .iter()
-                .any(|c| is_ours(agent, c))
-        })
-        .collect();
-    let current = ours
-        .first()
-        .is_some_and(|&i| agent.commands_of(&list[i]) == [command.clone()]);
-    let changed = if current && ours.len() == 1 {
-        false
-    } else {
+    let changed = edit_settings(&path, |settings: &mut Map<String, Value>| {
+        let list = entries(agent, settings).map_err(|why| {
+            ClientError::Usage(format!("{}: {why}; nothing was changed", path.display()))
+        })?;
+        let ours: Vec<usize> = (0..list.len())
+            .filter(|&i| {
+                agent
+                    .commands_of(&list[i])
+                    .iter()
+                    .any(|c| is_ours(agent, c))
+            })
+            .collect();
+        let current = ours
+            .first()
+            .is_some_and(|&i| agent.commands_of(&list[i]) == [command.clone()]);
+        if current && ours.len() == 1 {
+            return Ok(false);
+        }
         // Replace an older entry (another ckpt path) in place; add one otherwise.
         let at = ours.first().copied();
         for &i in ours.iter().rev() {
             list.remove(i);
         }
         list.insert(at.unwrap_or(list.len()), agent.entry(&command));
-        true
-    };
-    if changed {
-        write_settings(&path, &settings)?;
-    }
+        Ok(true)
+    })?;
     if !user {
         // Registering now makes the first prompt's checkpoint cheap (the first full read of a
         // big project happens here, not while the agent waits).
@@ -201,21 +260,20 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> 
 
 pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
     let path = agent.settings_file(&ctx.base, &home()?, user);
-    let mut settings = read_settings(&path)?;
     let mut removed = 0;
-    if let Some(list) = settings
-        .get_mut("hooks")
-        .and_then(Value::as_object_mut)
-        .and_then(|h| h.get_mut(agent.event()))
-        .and_then(Value::as_array_mut)
-    {
-        let before = list.len();
-        list.retain(|e| !agent.commands_of(e).iter().any(|c| is_ours(agent, c)));
-        removed = before - list.len();
-    }
-    if removed > 0 {
-        write_settings(&path, &settings)?;
-    }
+    edit_settings(&path, |settings| {
+        if let Some(list) = settings
+            .get_mut("hooks")
+            .and_then(Value::as_object_mut)
+            .and_then(|h| h.get_mut(agent.event()))
+            .and_then(Value::as_array_mut)
+        {
+            let before = list.len();
+            list.retain(|e| !agent.commands_of(e).iter().any(|c| is_ours(agent, c)));
+            removed = before - list.len();
+        }
+        Ok(removed > 0)
+    })?;
     let result = json!({ "agent": agent.name(), "file": path, "removed": removed });
     let text = match removed {
         0 => format!("no ckpt hook for {} in {}", agent.name(), path.display()),
