@@ -55,11 +55,25 @@ pub enum Command {
         #[arg(long)]
         nest: bool,
     },
-    /// Forget a project; its store stays on disk.
+    /// Stop watching a project; its store (its history) stays on disk.
     Unwatch {
         /// The project folder or a folder inside it (default: the current one).
         #[arg(id = "unwatch_dir", value_name = "DIR")]
         dir: Option<PathBuf>,
+    },
+    /// Delete a project's whole history (its store) and stop watching it; its files are never
+    /// touched. Asks first on a terminal; elsewhere needs --yes.
+    Forget {
+        /// The project folder or a folder inside it, or the root of a project no longer
+        /// watched (default: the current one).
+        #[arg(id = "forget_dir", value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Do not ask.
+        #[arg(short = 'y', long)]
+        yes: bool,
+        /// Only say what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// List registered projects.
     Projects,
@@ -220,6 +234,16 @@ pub enum HookCommand {
         #[arg(value_enum)]
         agent: cmd::hook::Agent,
         /// The user-level settings instead of the project's.
+        #[arg(long)]
+        user: bool,
+    },
+    /// Trust ckpt's installed hook in Codex, as Codex's `/hooks` does (Codex runs a hook only
+    /// once it is trusted).
+    Trust {
+        /// The agent (only Codex asks for trust).
+        #[arg(value_enum)]
+        agent: cmd::hook::Agent,
+        /// The hook in the user-level settings instead of the project's.
         #[arg(long)]
         user: bool,
     },
@@ -418,6 +442,7 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
     match cli.command {
         Command::Watch { dir, force, nest } => cmd::daemon::watch(ctx, dir, force, nest),
         Command::Unwatch { dir } => cmd::daemon::unwatch(ctx, dir),
+        Command::Forget { dir, yes, dry_run } => cmd::daemon::forget(ctx, dir, yes, dry_run),
         Command::Projects => cmd::daemon::projects(ctx),
         Command::Status => cmd::daemon::status(ctx),
         Command::Shutdown => cmd::daemon::shutdown(ctx),
@@ -460,17 +485,25 @@ fn run(cli: Cli) -> Result<i32, ClientError> {
             HookCommand::Uninstall { agent, user } => {
                 cmd::hook::install::uninstall(ctx, agent, user)
             }
+            HookCommand::Trust { agent, user } => cmd::hook::install::trust(ctx, agent, user),
             HookCommand::Status => cmd::hook::install::status(ctx),
         },
         Command::Hook(HookArgs {
             agent: Some(agent), ..
         }) => cmd::hook::run(ctx, agent),
         Command::Hook(_) => Err(ClientError::Usage(
-            "name an agent (`ckpt hook claude-code`) or a subcommand (install, uninstall, status)"
+            "name an agent (`ckpt hook claude-code`) or a subcommand (install, uninstall, trust, \
+             status)"
                 .into(),
         )),
         Command::Rewind(args) => cmd::rewind::rewind(ctx, args),
         Command::Reload => cmd::daemon::reload(ctx),
+        Command::Completions { .. } | Command::Man { .. } if ctx.out.json => {
+            Err(ClientError::Usage(
+                "`completions` and `man` print a script or a man page, not JSON: drop --json"
+                    .into(),
+            ))
+        }
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();

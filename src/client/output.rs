@@ -82,8 +82,9 @@ pub fn relative_time(rfc3339: &str) -> String {
 }
 
 /// `n` and the noun that goes with it: "1 prompt", "2 prompts".
-pub fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
+pub fn plural<N: Copy + std::fmt::Display + TryInto<u64>>(n: N, one: &str, many: &str) -> String {
+    let single = n.try_into().is_ok_and(|n| n == 1);
+    format!("{n} {}", if single { one } else { many })
 }
 
 /// `+added ~modified -deleted` of a checkpoint.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
-use super::projects::{projects, status, unwatch, watch};
+use super::projects::{forget, projects, status, unwatch, watch};
 use super::Daemon;
 use crate::engine::{self, checkpoint, edit, restore, timeline, Opened, Project};
 use crate::protocol::events::EventKind;
@@ -147,6 +147,7 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         Status::NAME => Ok(encode::<Status>(&status(d, parse(params)?).await?)),
         Watch::NAME => Ok(encode::<Watch>(&watch(d, parse(params)?).await?)),
         Unwatch::NAME => Ok(encode::<Unwatch>(&unwatch(d, parse(params)?).await?)),
+        Forget::NAME => Ok(encode::<Forget>(&forget(d, parse(params)?).await?)),
         Projects::NAME => Ok(encode::<Projects>(&projects(d, parse(params)?).await?)),
         Reload::NAME => {
             parse::<NoParams>(params)?;

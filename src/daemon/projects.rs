@@ -8,7 +8,7 @@ use super::handlers::{blocking, invalid, not_a_project};
 use super::Daemon;
 use crate::engine::registry::{dangerous_root, home_dir, save_registry};
 use crate::engine::{self, Project};
-use crate::protocol::methods::{NoParams, PathParams, WatchParams};
+use crate::protocol::methods::{ForgetParams, NoParams, PathParams, WatchParams};
 use crate::protocol::results as r;
 use crate::protocol::{ErrorCode, RpcError, PROTOCOL_VERSION};
 
@@ -195,6 +195,76 @@ pub(super) async fn unwatch(
     Ok(r::Unwatched {
         root,
         store: project.store_dir.clone(),
+    })
+}
+
+/// Deletes the history of the project holding `path` (or of the unwatched project rooted
+/// there): it is unwatched, its operations are stopped, and its store is removed. Nothing
+/// outside the store is touched; a store that is not a real folder of the data directory's
+/// `projects/` is refused.
+pub(super) async fn forget(
+    daemon: &Arc<Daemon>,
+    params: ForgetParams,
+) -> Result<r::Forgotten, RpcError> {
+    let path = engine::project::absolute(&params.path)?;
+    let path = blocking(move || std::fs::canonicalize(&path).unwrap_or(path)).await?;
+    let _registry = daemon.registry_lock.lock().await;
+    let watched = {
+        let projects = daemon.projects.read().await;
+        projects
+            .keys()
+            .filter(|r| path.starts_with(r))
+            .max_by_key(|r| r.as_os_str().len())
+            .cloned()
+    };
+    let root = watched.clone().unwrap_or_else(|| path.clone());
+    let store = daemon.paths.store_dir(&root);
+    let stores = daemon.paths.data_dir.join("projects");
+    let (exists, store_bytes) = {
+        let (store, stores) = (store.clone(), stores.clone());
+        blocking(move || {
+            let real = std::fs::symlink_metadata(&store).is_ok_and(|m| m.is_dir())
+                && store.parent() == Some(stores.as_path());
+            (real, crate::store::gc::dir_size(&store))
+        })
+        .await?
+    };
+    if watched.is_none() && !exists {
+        return Err(not_a_project(&path));
+    }
+    if !params.dry_run {
+        if let Some(root) = &watched {
+            let project = daemon.projects.write().await.remove(root);
+            let roots: Vec<PathBuf> = daemon.projects.read().await.keys().cloned().collect();
+            if let Err(e) = save_roots(daemon, roots).await {
+                if let Some(project) = project {
+                    daemon.projects.write().await.insert(root.clone(), project);
+                }
+                return Err(e);
+            }
+            if let Some(project) = project {
+                project.forget().await;
+            }
+        }
+        if exists {
+            let doomed = store.clone();
+            blocking(move || std::fs::remove_dir_all(&doomed))
+                .await?
+                .map_err(|e| {
+                    RpcError::new(
+                        ErrorCode::IoError,
+                        format!("cannot delete {}: {e}", store.display()),
+                    )
+                })?;
+        }
+        tracing::warn!(root = %root.display(), store = %store.display(), "forgot a project: its store was deleted");
+    }
+    Ok(r::Forgotten {
+        root,
+        store,
+        store_bytes,
+        was_watched: watched.is_some(),
+        dry_run: params.dry_run,
     })
 }
 

@@ -295,6 +295,8 @@ pub struct Project {
     upkeep_waiting: AtomicBool,
     /// Whether a task already waits to settle the index's racy entries.
     settle_waiting: AtomicBool,
+    /// Its history was deleted (`forget`): no operation runs any more.
+    forgotten: AtomicBool,
 }
 
 impl Project {
@@ -315,6 +317,7 @@ impl Project {
             ops: AtomicU64::new(0),
             upkeep_waiting: AtomicBool::new(false),
             settle_waiting: AtomicBool::new(false),
+            forgotten: AtomicBool::new(false),
         }
     }
 
@@ -500,6 +503,12 @@ impl Project {
         refuse_damage: bool,
         f: impl FnOnce(&Project, &mut Opened) -> Result<T>,
     ) -> Result<T> {
+        if self.forgotten.load(Ordering::SeqCst) {
+            return Err(Error::invalid(format!(
+                "the history of {} was deleted (`ckpt forget`)",
+                self.root.display()
+            )));
+        }
         // The root was canonical when it was watched: a symlink there now points
         // somewhere else, which is not this project. One open answers both (a folder
         // that can be read, and not through a symlink).
@@ -701,6 +710,15 @@ impl Project {
             written_root: None,
             prune_due: None,
         })
+    }
+
+    /// Stops the project for good before its store is deleted: every operation from now on is
+    /// refused, and its opened state (watcher, store handles) is dropped once the running one
+    /// is done.
+    pub async fn forget(&self) {
+        self.forgotten.store(true, Ordering::SeqCst);
+        let mut guard = self.state.clone().lock_owned().await;
+        let _ = tokio::task::spawn_blocking(move || drop(guard.take())).await;
     }
 
     /// At shutdown: saves the stat cache and settles the store's journal, if the project is open.

@@ -44,6 +44,17 @@ pub struct WatchParams {
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct ForgetParams {
+    /// The project (or a folder inside it), or the root of a project no longer watched.
+    #[serde(with = "super::wire_path")]
+    pub path: PathBuf,
+    /// Only say what would be deleted.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckpointParams {
     #[serde(with = "super::wire_path")]
     pub project: PathBuf,
@@ -399,6 +410,8 @@ methods! {
     Status = "status", NoParams => r::Status;
     Watch = "watch", WatchParams => r::Watched;
     Unwatch = "unwatch", PathParams => r::Unwatched;
+    /// Deletes a project's whole history (its store); its files are never touched.
+    Forget = "forget", ForgetParams => r::Forgotten;
     Projects = "projects", NoParams => Vec<r::ProjectInfo>;
     Checkpoint = "checkpoint", CheckpointParams => r::Checkpoint;
     List = "list", ListParams => Vec<r::Checkpoint>;

@@ -99,6 +99,18 @@ pub struct Unwatched {
     pub store: PathBuf,
 }
 
+/// `forget`: the project whose history was (or, in a dry run, would be) deleted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Forgotten {
+    pub root: PathBuf,
+    pub store: PathBuf,
+    /// The store's size on disk, deleted with it.
+    pub store_bytes: u64,
+    /// It was a watched project (no longer).
+    pub was_watched: bool,
+    pub dry_run: bool,
+}
+
 /// `show`: the checkpoint, what changed against its parent, and (when asked) its files.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Shown {

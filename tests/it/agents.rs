@@ -161,16 +161,92 @@ fn gemini_cli_turn_is_checkpointed_before_its_edits_and_rewound() {
         bin: "gemini",
         model: "gemini.py",
     };
-    turn_is_checkpointed_and_rewound(agent, |env, _, port, cmd| {
-        let settings = env.home.join("home/.gemini/settings.json");
-        std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
-        let auth = r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#;
-        std::fs::write(&settings, auth).unwrap();
-        cmd.env("GOOGLE_GEMINI_BASE_URL", format!("http://127.0.0.1:{port}"))
-            .env("GEMINI_API_KEY", "offline")
-            .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
-            .args(["--output-format", "json", "--yolo", "-p"]);
+    turn_is_checkpointed_and_rewound(agent, |env, project, port, cmd| {
+        gemini_settings(env);
+        // The folder trusted as Gemini's own dialog records it: `hook status` reads the same
+        // file, and the real Gemini runs the project's hook only if it agrees.
+        let trusted = serde_json::json!({ project.to_str().unwrap(): "TRUST_FOLDER" });
+        let file = env.home.join("home/.gemini/trustedFolders.json");
+        std::fs::write(&file, trusted.to_string()).unwrap();
+        assert_eq!(gemini_row(env, project)["gemini_folder_trust"], "trusted");
+        gemini_offline(cmd, port);
     });
+}
+
+/// Gemini's user settings: an API key as the way to sign in.
+fn gemini_settings(env: &TestEnv) {
+    let settings = env.home.join("home/.gemini/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let auth = r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#;
+    std::fs::write(&settings, auth).unwrap();
+}
+
+/// Gemini pointed at its stand-in, one headless turn (the prompt follows).
+fn gemini_offline(cmd: &mut Command, port: u16) {
+    cmd.env("GOOGLE_GEMINI_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("GEMINI_API_KEY", "offline")
+        .args(["--output-format", "json", "--yolo", "-p"]);
+}
+
+/// `ckpt hook status`'s row for Gemini's project hook.
+fn gemini_row(env: &TestEnv, project: &Path) -> serde_json::Value {
+    env.json_in(project, &["hook", "status"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["agent"] == "gemini" && r["scope"] == "project")
+        .cloned()
+        .unwrap()
+}
+
+/// `gemini --skip-trust` trusts the session only after reading its settings: it runs none of
+/// the project's hooks (so the prompt is not checkpointed, and `hook status` says why), while
+/// a user-level hook runs.
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn gemini_skip_trust_runs_only_user_level_hooks() {
+    let binary = agent_bin("gemini", "gemini");
+    let env = TestEnv::new();
+    let p = env.proj();
+    git_in_worktree(&p, &["init", "-q"]);
+    write(&p, "old.txt", "to be deleted by the agent\n");
+    write(&p, "notes.txt", "notes\n");
+    gemini_settings(&env);
+    let prompts = |env: &TestEnv| -> usize {
+        let list = env.json_in(&p, &["list", "--all-sessions"]);
+        list.as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] == "message")
+            .count()
+    };
+    let turn = |prompt: &str| {
+        let log = env.home.join("model.log");
+        let (mut server, port) = model("gemini.py", &p, &log);
+        let mut cmd = Command::new(&binary);
+        env.env(&mut cmd);
+        cmd.current_dir(&p).stdin(Stdio::null()).arg("--skip-trust");
+        gemini_offline(&mut cmd, port);
+        let out = cmd.arg(prompt).output().unwrap();
+        let _ = server.kill();
+        let _ = server.wait();
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    let out = env.ckpt_in(&p, &["hook", "install", "gemini"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let row = gemini_row(&env, &p);
+    assert_eq!(row["gemini_folder_trust"], "undecided", "{row}");
+    assert!(
+        row["state"].as_str().unwrap().contains("--skip-trust"),
+        "{row}"
+    );
+    turn("gemini: a turn with --skip-trust");
+    assert_eq!(prompts(&env), 0, "Gemini ran the project's hook");
+    let out = env.ckpt_in(&p, &["hook", "install", "gemini", "--user"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    write(&p, "old.txt", "back\n");
+    turn("gemini: again, with the hook in the user's settings");
+    assert_eq!(prompts(&env), 1, "the user-level hook did not run");
 }
 
 #[test]
@@ -194,21 +270,24 @@ fn codex_turn_is_checkpointed_before_its_edits_and_rewound() {
             project.display()
         );
         std::fs::write(codex_home.join("config.toml"), &config).unwrap();
-        // Codex runs a new hook only once trusted in /hooks; `hook status` says so, and says
-        // what /hooks records. Trusting it that way (no bypass flag) makes the real Codex run
+        // Codex runs a new hook only once trusted in /hooks; `hook status` says so, and
+        // `ckpt hook trust codex` records the trust as /hooks does: the real Codex then runs
         // the hook only if ckpt computed Codex's key and hash exactly.
-        let codex_row = |env: &TestEnv| {
-            let mut status = Command::new(env!("CARGO_BIN_EXE_ckpt"));
-            env.env(&mut status);
-            let out = status
+        let ckpt = |env: &TestEnv, args: &[&str]| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_ckpt"));
+            env.env(&mut cmd);
+            let out = cmd
                 .env("CODEX_HOME", &codex_home)
                 .current_dir(project)
-                .args(["--json", "hook", "status"])
+                .args(args)
                 .output()
                 .unwrap();
-            assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-            let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            rows.as_array()
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        };
+        let codex_row = |env: &TestEnv| {
+            ckpt(env, &["--json", "hook", "status"])
+                .as_array()
                 .unwrap()
                 .iter()
                 .find(|r| r["agent"] == "codex" && r["scope"] == "project")
@@ -217,11 +296,13 @@ fn codex_turn_is_checkpointed_before_its_edits_and_rewound() {
         };
         let row = codex_row(env);
         assert_eq!(row["codex_trust"], "untrusted", "{row}");
-        let trusted = format!(
-            "{config}\n[hooks.state.{}]\ntrusted_hash = {}\n",
-            row["codex_key"], row["codex_hash"]
+        let granted = ckpt(env, &["--json", "hook", "trust", "codex"]);
+        assert_eq!(granted["changed"], true, "{granted}");
+        let after = std::fs::read_to_string(codex_home.join("config.toml")).unwrap();
+        assert!(
+            after.starts_with(&config),
+            "the user's config stays: {after}"
         );
-        std::fs::write(codex_home.join("config.toml"), trusted).unwrap();
         let row = codex_row(env);
         assert_eq!(row["codex_trust"], "trusted", "{row}");
         cmd.env("CODEX_HOME", &codex_home)

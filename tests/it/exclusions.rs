@@ -301,10 +301,19 @@ fn oversized_and_unreadable_files_are_skipped_and_reported() {
         "{shown}"
     );
 
-    // A restore never deletes what the store could not capture.
+    // A restore never deletes what the store could not capture, and says it left it.
     let small_only = env.checkpoint("again");
     std::fs::remove_file(p.join("small.txt")).unwrap();
-    let report = env.json(&["restore", &small_only, "--yes"]);
+    let out = env.ckpt(&["--json", "restore", &small_only, "--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let left: Vec<&str> = report["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert!(left.contains(&"big.bin"), "{report}");
     assert!(
         p.join("big.bin").exists(),
         "an uncaptured file must survive a restore"

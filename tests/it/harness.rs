@@ -242,6 +242,33 @@ impl TestEnv {
         replies
     }
 
+    /// Kills a daemon a client started in the background for this environment (recorded in
+    /// its data directory), so that no test leaves a `ckptd` behind.
+    pub fn kill_spawned_daemon(&self) {
+        let Ok(record) = std::fs::read_to_string(self.data_dir().join("ckptd.pid")) else {
+            return;
+        };
+        let Some(pid) = record.lines().next().and_then(|l| l.parse::<u32>().ok()) else {
+            return;
+        };
+        let ours = std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+            let home = format!("HOME={}", self.home.join("home").display());
+            env.split(|b| *b == 0).any(|v| v == home.as_bytes())
+        });
+        if ours {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while std::path::Path::new(&format!("/proc/{pid}")).exists()
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+
     /// Asserts the daemon still answers `hello`.
     pub fn assert_serving(&self) {
         let reply = &self.raw(&[br#"{"jsonrpc":"2.0","id":99,"method":"hello"}"#])[0];
@@ -255,6 +282,7 @@ impl TestEnv {
 impl Drop for TestEnv {
     fn drop(&mut self) {
         self.kill_daemon();
+        self.kill_spawned_daemon();
         // Undo any `chattr +i` a test left, so the temp dir can be removed.
         let _ = Command::new("chattr")
             .args(["-R", "-i"])

@@ -617,3 +617,38 @@ fn walk_names(root: &Path) -> Vec<String> {
     }
     names
 }
+
+/// `ckpt hook trust codex` records the trust Codex's `/hooks` would, keeping the rest of
+/// Codex's config byte for byte; it refuses other agents and a hook that is not installed.
+#[test]
+fn hook_trust_codex_records_the_trust_and_keeps_the_config() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let codex_home = env.home.join("home/.codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let mine = "# mine\nmodel = \"o4\"\n";
+    std::fs::write(codex_home.join("config.toml"), mine).unwrap();
+    let out = env.ckpt_in(&p, &["hook", "trust", "codex"]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("hook install codex"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.ckpt_in(&p, &["hook", "trust", "gemini"]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    env.ckpt_in(&p, &["hook", "install", "codex"]);
+    let granted = env.json_in(&p, &["hook", "trust", "codex"]);
+    assert_eq!(granted["changed"], true, "{granted}");
+    // The project itself is Codex's to trust: said, not done.
+    assert_eq!(granted["codex_trust"], "project-untrusted", "{granted}");
+    let text = std::fs::read_to_string(codex_home.join("config.toml")).unwrap();
+    assert!(text.starts_with(mine), "{text}");
+    assert!(text.contains(granted["hash"].as_str().unwrap()), "{text}");
+    let again = env.json_in(&p, &["hook", "trust", "codex"]);
+    assert_eq!(again["changed"], false);
+    assert_eq!(
+        std::fs::read_to_string(codex_home.join("config.toml")).unwrap(),
+        text
+    );
+}

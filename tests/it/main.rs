@@ -19,6 +19,7 @@ mod hooks;
 mod import;
 mod inprocess;
 mod journal_damage;
+mod newcomer;
 mod protocol;
 mod races;
 mod readme;

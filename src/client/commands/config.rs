@@ -13,6 +13,13 @@ pub fn check(ctx: &Ctx, file: Option<PathBuf>) -> Result<i32, ClientError> {
         Some(f) => f.clone(),
         None => Paths::default_config_file().map_err(|e| ClientError::Config(e.to_string()))?,
     };
+    if file.is_none() && std::fs::symlink_metadata(&shown).is_err() {
+        return Err(ClientError::Config(format!(
+            "no configuration file at {}: nothing to check (every key has its default; \
+             packaging/config.example.toml shows them all)",
+            shown.display()
+        )));
+    }
     let config = Config::load(file.as_deref()).map_err(|e| ClientError::Config(e.to_string()))?;
     let paths = Paths::resolve(&config, None).map_err(|e| ClientError::Config(e.to_string()))?;
     let mut excluded: Vec<String> = BUILT_IN_EXCLUSIONS

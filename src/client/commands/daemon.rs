@@ -6,7 +6,7 @@ use super::{resolve, Ctx};
 use crate::client::output::{human_bytes, one_line, plural, relative_time, table};
 use crate::client::unrecorded::{self, Unrecorded};
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, NoParams, PathParams, WatchParams};
+use crate::protocol::methods::{rpc, ForgetParams, NoParams, PathParams, WatchParams};
 
 pub fn watch(ctx: &Ctx, dir: Option<PathBuf>, force: bool, nest: bool) -> Result<i32, ClientError> {
     let path = resolve(&ctx.base, dir);
@@ -36,6 +36,62 @@ pub fn unwatch(ctx: &Ctx, dir: Option<PathBuf>) -> Result<i32, ClientError> {
             "no longer watching {} (its store stays at {})",
             u.root.display(),
             u.store.display()
+        );
+    }
+    Ok(0)
+}
+
+/// Deletes a project's history after a confirmation (a person at a terminal) or `--yes`.
+pub fn forget(
+    ctx: &Ctx,
+    dir: Option<PathBuf>,
+    yes: bool,
+    dry_run: bool,
+) -> Result<i32, ClientError> {
+    let path = resolve(&ctx.base, dir);
+    let params = |dry_run| ForgetParams {
+        path: path.clone(),
+        dry_run,
+    };
+    let mut conn = ctx.connect()?;
+    if !yes && !dry_run {
+        if !ctx.should_confirm(false, false) {
+            return Err(ClientError::Usage(
+                "`ckpt forget` deletes every checkpoint of the project: pass --yes (there is \
+                 no terminal to ask on)"
+                    .into(),
+            ));
+        }
+        let plan = conn.call::<rpc::Forget>(&params(true))?;
+        eprint!(
+            "Delete every checkpoint of {} ({} in {})? It cannot be undone; the project's \
+             files are not touched. [y/N] ",
+            plan.root.display(),
+            human_bytes(plan.store_bytes),
+            plan.store.display()
+        );
+        let _ = std::io::Write::flush(&mut std::io::stderr());
+        let mut answer = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::stdin().lock(), &mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
+            eprintln!("forget cancelled; nothing changed");
+            return Ok(1);
+        }
+        conn = ctx.connect()?;
+    }
+    let f = conn.call::<rpc::Forget>(&params(dry_run))?;
+    if !ctx.out.json_or_quiet(&f) {
+        let verb = if f.dry_run { "would delete" } else { "deleted" };
+        outln!(
+            "{verb} the history of {} ({}, {}){}",
+            f.root.display(),
+            f.store.display(),
+            human_bytes(f.store_bytes),
+            if f.was_watched && !f.dry_run {
+                "; no longer watched"
+            } else {
+                ""
+            }
         );
     }
     Ok(0)
@@ -153,7 +209,7 @@ pub fn shutdown(ctx: &Ctx) -> Result<i32, ClientError> {
 
 pub fn reload(ctx: &Ctx) -> Result<i32, ClientError> {
     let r = ctx.connect()?.call::<rpc::Reload>(&NoParams {})?;
-    if !ctx.out.json(&r) {
+    if !ctx.out.json_or_quiet(&r) {
         outln!("configuration reloaded");
         if !r.restart_needed.is_empty() {
             outln!(

@@ -1,7 +1,7 @@
 //! `ckpt dialog new|list|fork|rm|keep`: one timeline per agent conversation.
 
 use super::Ctx;
-use crate::client::output::{one_line, relative_time, table};
+use crate::client::output::{one_line, plural, relative_time, table};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, DialogKeepParams, DialogNewParams, DialogParams, ForkParams};
 use crate::protocol::results::DialogStarted;
@@ -79,7 +79,10 @@ pub fn keep(ctx: &Ctx, name: String, count: Option<usize>) -> Result<i32, Client
         keep: count,
     };
     let k = ctx.connect()?.call::<rpc::DialogKeep>(&params)?;
-    let text = format!("dialog {name} keeps {} checkpoints", k.keep);
+    let text = format!(
+        "dialog {name} keeps {}",
+        plural(k.keep, "checkpoint", "checkpoints")
+    );
     ctx.out.value_or(&k, &text);
     Ok(0)
 }

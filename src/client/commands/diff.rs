@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::{wire_all, Ctx};
-use crate::client::output::{self, one_path};
+use crate::client::output::{self, one_path, plural};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, DiffParams};
 use crate::store::diff::FileChange;
@@ -104,7 +104,9 @@ fn stat(files: &[FileChange]) {
         outln!(" {:<width$} | {bar}", one_path(&f.path));
     }
     outln!(
-        " {} files changed, {plus} insertions(+), {minus} deletions(-)",
-        files.len()
+        " {} changed, {}(+), {}(-)",
+        plural(files.len(), "file", "files"),
+        plural(plus, "insertion", "insertions"),
+        plural(minus, "deletion", "deletions")
     );
 }

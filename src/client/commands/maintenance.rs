@@ -1,7 +1,7 @@
 //! Keeping the store in shape: `prune`, `gc`, `verify`, `fsck`, `rescan`.
 
 use super::Ctx;
-use crate::client::output::{human_bytes, one_line, relative_time};
+use crate::client::output::{human_bytes, one_line, plural, relative_time};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, FsckParams, PruneParams};
 use crate::protocol::results::GcReport;
@@ -41,8 +41,8 @@ pub fn prune(ctx: &Ctx, args: PruneArgs) -> Result<i32, ClientError> {
         "pruned"
     };
     outln!(
-        "{verb} {} checkpoints, kept {}",
-        v.report.pruned.len(),
+        "{verb} {}, kept {}",
+        plural(v.report.pruned.len(), "checkpoint", "checkpoints"),
         v.report.kept
     );
     for c in &v.report.pruned_checkpoints {
@@ -83,10 +83,10 @@ pub fn gc(ctx: &Ctx) -> Result<i32, ClientError> {
 
 fn print_gc(v: &GcReport) {
     outln!(
-        "gc: {} objects kept in one pack; removed {} loose objects and {} packs; {} -> {}",
-        v.objects,
-        v.loose_removed,
-        v.packs_removed,
+        "gc: {} kept in one pack; removed {} and {}; {} -> {}",
+        plural(v.objects, "object", "objects"),
+        plural(v.loose_removed, "loose object", "loose objects"),
+        plural(v.packs_removed, "pack", "packs"),
         human_bytes(v.bytes_before),
         human_bytes(v.bytes_after)
     );
@@ -128,11 +128,10 @@ pub fn fsck(ctx: &Ctx, repair: bool) -> Result<i32, ClientError> {
     }
     let packs = &v.damaged_packs;
     outln!(
-        "{} objects read; {} unreadable; {} damaged pack{}",
-        v.objects,
+        "{} read; {} unreadable; {}",
+        plural(v.objects, "object", "objects"),
         v.unreadable_count,
-        packs.len(),
-        if packs.len() == 1 { "" } else { "s" }
+        plural(packs.len(), "damaged pack", "damaged packs")
     );
     for p in packs {
         outln!("  damaged  objects/pack/{p}.pack");
@@ -142,24 +141,24 @@ pub fn fsck(ctx: &Ctx, repair: bool) -> Result<i32, ClientError> {
     }
     if v.affected_count > 0 {
         outln!(
-            "{} checkpoints or refs cannot be restored whole:",
-            v.affected_count
+            "{} cannot be restored whole:",
+            plural(v.affected_count, "checkpoint or ref", "checkpoints or refs")
         );
         for a in &v.affected {
             outln!(
-                "  {}  {}  ({} objects missing)",
+                "  {}  {}  ({} missing)",
                 &a.id[..a.id.len().min(12)],
                 a.ref_name,
-                a.missing
+                plural(a.missing, "object", "objects")
             );
         }
     }
     if let Some(r) = &v.repair {
         outln!(
-            "repaired: {} objects salvaged; {} packs and {} refs set aside in {}",
-            r.salvaged,
-            r.packs_set_aside.len(),
-            r.refs_set_aside.len(),
+            "repaired: {} salvaged; {} and {} set aside in {}",
+            plural(r.salvaged, "object", "objects"),
+            plural(r.packs_set_aside.len(), "pack", "packs"),
+            plural(r.refs_set_aside.len(), "ref", "refs"),
             r.damaged_dir.display()
         );
     } else if damaged {

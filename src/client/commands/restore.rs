@@ -5,7 +5,7 @@ use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
 use super::{skipped_status, wire_all, Ctx};
-use crate::client::output::{one_path, short};
+use crate::client::output::{one_path, plural, short};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, Method, RestoreParams, UndoParams};
 use crate::protocol::results::Restored;
@@ -164,9 +164,9 @@ fn confirm(plan: &Restored) -> bool {
     }
     if plan.written.len() > 50 || plan.deleted.len() > 50 {
         eprintln!(
-            "  … ({} writes and {} deletions in all)",
-            plan.written.len(),
-            plan.deleted.len()
+            "  … ({} and {} in all)",
+            plural(plan.written.len(), "write", "writes"),
+            plural(plan.deleted.len(), "deletion", "deletions")
         );
     }
     eprint!("The current state is saved first, so this can be undone. Restore? [y/N] ");

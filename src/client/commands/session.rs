@@ -2,7 +2,7 @@
 
 use super::restore::{confirmed, render, Confirm};
 use super::{skipped_status, Ctx};
-use crate::client::output::relative_time;
+use crate::client::output::{plural, relative_time};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, SessionApproveParams, SessionParams, SessionResetParams};
 
@@ -52,9 +52,9 @@ pub fn approve(
     let a = ctx.connect()?.call::<rpc::SessionApprove>(&params)?;
     if !ctx.out.json(&a) {
         outln!(
-            "approved {} ({} checkpoints in session {}); session {} started",
+            "approved {} ({} in session {}); session {} started",
             a.approved_commit.short(),
-            a.commits_approved,
+            plural(a.commits_approved, "checkpoint", "checkpoints"),
             a.session,
             a.new_session
         );

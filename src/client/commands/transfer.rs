@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::{file_path, Ctx};
-use crate::client::output::{one_line, short};
+use crate::client::output::{one_line, plural, short};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, ExportBundleParams, ExportPatchParams, ImportBundleParams};
 
@@ -36,7 +36,11 @@ pub fn export(ctx: &Ctx, args: ExportArgs) -> Result<i32, ClientError> {
             force: args.force,
         };
         let b = ctx.connect()?.call::<rpc::ExportBundle>(&params)?;
-        let text = format!("wrote {} ({} objects)", b.path.display(), b.objects);
+        let text = format!(
+            "wrote {} ({})",
+            b.path.display(),
+            plural(b.objects, "object", "objects")
+        );
         ctx.out.value_or(&b, &text);
         return Ok(0);
     }

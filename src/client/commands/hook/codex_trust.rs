@@ -166,6 +166,67 @@ pub fn read_config(codex_home: &Path) -> Result<toml::Table, String> {
         .map_err(|e| format!("{} is not valid TOML: {}", path.display(), e.message()))
 }
 
+/// What [`grant`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Granted {
+    /// It was trusted already.
+    Already,
+    /// `config.toml` now trusts it.
+    Now,
+}
+
+/// Records in Codex's `config` text (its `config.toml`, possibly empty) that `handler` is
+/// trusted, as trusting it in `/hooks` does: a new `[hooks.state."<key>"]` table at the end,
+/// or the recorded hash replaced where the entry changed since it was trusted. Everything else
+/// in the file stays byte for byte. Refuses an entry turned off in `/hooks` (the user's
+/// choice) and a file it cannot edit without rewriting it; the new text, re-read, must trust
+/// the handler.
+pub fn grant(config: &str, handler: &Handler) -> Result<(Granted, String), String> {
+    let table: toml::Table = config
+        .parse()
+        .map_err(|e: toml::de::Error| format!("it is not valid TOML: {}", e.message()))?;
+    let text = match trust(&table, handler, None) {
+        Trust::Trusted => return Ok((Granted::Already, config.to_string())),
+        Trust::Disabled => {
+            return Err("ckpt's hook is turned off in Codex's `/hooks`: turn it on there".into())
+        }
+        Trust::Untrusted => {
+            let key = toml::Value::String(handler.key()).to_string();
+            let hash = toml::Value::String(handler.hash()).to_string();
+            let mut text = config.to_string();
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!(
+                "\n# ckpt's prompt hook, trusted with `ckpt hook trust codex`\n\
+                 [hooks.state.{key}]\ntrusted_hash = {hash}\n"
+            ));
+            text
+        }
+        Trust::Changed | Trust::ProjectUntrusted => {
+            let old = table
+                .get("hooks")
+                .and_then(|h| h.get("state"))
+                .and_then(|s| s.get(handler.key()))
+                .and_then(|s| s.get("trusted_hash"))
+                .and_then(toml::Value::as_str)
+                .unwrap_or_default();
+            let quoted = toml::Value::String(old.to_string()).to_string();
+            if old.is_empty() || config.matches(&quoted).count() != 1 {
+                return Err("its entry for ckpt's hook cannot be changed in place".into());
+            }
+            config.replacen(&quoted, &toml::Value::String(handler.hash()).to_string(), 1)
+        }
+    };
+    let reread: toml::Table = text
+        .parse()
+        .map_err(|_| "ckpt's entry cannot be added without rewriting the file".to_string())?;
+    if trust(&reread, handler, None) != Trust::Trusted {
+        return Err("ckpt's entry cannot be added without rewriting the file".into());
+    }
+    Ok((Granted::Now, text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +281,31 @@ mod tests {
         assert_eq!(trust(&other, &h, Some(project)), Trust::Changed);
         let off = state(&format!("trusted_hash = \"{}\"\nenabled = false", h.hash()));
         assert_eq!(trust(&off, &h, Some(project)), Trust::Disabled);
+    }
+
+    #[test]
+    fn grant_adds_or_updates_only_ckpts_entry() {
+        let value = json!({"type": "command", "command": "/usr/bin/ckpt hook codex", "timeout": 5});
+        let h = handler(&value);
+        let mine = "# my settings\nmodel = \"o4\"  # keep this comment\n\n[projects.\"/x\"]\ntrust_level = \"trusted\"\n";
+        let (granted, text) = grant(mine, &h).unwrap();
+        assert_eq!(granted, Granted::Now);
+        assert!(text.starts_with(mine), "{text}");
+        let table: toml::Table = text.parse().unwrap();
+        assert_eq!(trust(&table, &h, None), Trust::Trusted);
+        assert_eq!(grant(&text, &h).unwrap().0, Granted::Already);
+        // The entry changed (another ckpt path): its hash is replaced, nothing else.
+        let moved = json!({"type": "command", "command": "/opt/ckpt hook codex", "timeout": 5});
+        let h2 = handler(&moved);
+        let (_, again) = grant(&text, &h2).unwrap();
+        assert!(again.starts_with(mine));
+        assert_eq!(again.len(), text.len());
+        let table: toml::Table = again.parse().unwrap();
+        assert_eq!(trust(&table, &h2, None), Trust::Trusted);
+        // Turned off by the user: left so.
+        let off = format!("{again}enabled = false\n");
+        assert!(grant(&off, &h2).unwrap_err().contains("turned off"));
+        assert!(grant("model = [", &h).is_err());
+        assert_eq!(grant("", &h).unwrap().0, Granted::Now);
     }
 }

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 
 use super::agents::{Agent, ALL};
-use super::codex_trust;
 use super::Ctx;
+use super::{codex_trust, gemini_trust};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, WatchParams};
 
@@ -155,11 +155,16 @@ static TEMP_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 /// Writes `target` (not a symlink) through a temporary file and a rename, keeping the file's
 /// permissions.
 fn write_settings(target: &Path, settings: &Map<String, Value>) -> Result<(), ClientError> {
-    let path = target;
-    let io =
-        |e: std::io::Error| ClientError::Usage(format!("cannot write {}: {e}", path.display()));
     let mut text = serde_json::to_string_pretty(settings).expect("JSON values serialise");
     text.push('\n');
+    write_text(target, &text)
+}
+
+/// Writes `text` as `path` (not a symlink) through a temporary file and a rename, keeping the
+/// file's permissions.
+fn write_text(path: &Path, text: &str) -> Result<(), ClientError> {
+    let io =
+        |e: std::io::Error| ClientError::Usage(format!("cannot write {}: {e}", path.display()));
     // A name of this process's own, created exclusively: never written through a symlink (a
     // cloned repository could plant one beside the settings), never another writer's file.
     let n = TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -287,6 +292,82 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
     Ok(0)
 }
 
+/// `ckpt hook trust codex`: records in Codex's `config.toml` that ckpt's installed hook is
+/// trusted, as trusting it in Codex's `/hooks` does (see [`codex_trust::grant`]).
+pub fn trust(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
+    if agent != Agent::Codex {
+        return Err(ClientError::Usage(format!(
+            "only Codex asks to trust a hook before running it; {} runs ckpt's hook as installed",
+            agent.name()
+        )));
+    }
+    let home = home()?;
+    let path = agent.settings_file(&ctx.base, &home, user);
+    let settings = read_settings(&path)?;
+    let Some((group, index, value)) = find_ours(agent, &settings) else {
+        return Err(ClientError::Usage(format!(
+            "no ckpt hook for codex in {}: run `ckpt hook install codex{}` first",
+            path.display(),
+            if user { " --user" } else { "" }
+        )));
+    };
+    let handler = codex_trust::Handler {
+        file: &path,
+        group,
+        index,
+        value,
+    };
+    let codex_home = codex_trust::codex_home(&home);
+    let config_path = codex_home.join("config.toml");
+    let io = |e: std::io::Error| {
+        ClientError::Usage(format!("cannot write {}: {e}", config_path.display()))
+    };
+    std::fs::create_dir_all(&codex_home).map_err(io)?;
+    let target = settings_target(&config_path)?;
+    let _lock = lock_folder(target.parent().unwrap_or(Path::new("/"))).map_err(io)?;
+    let text = match crate::safe_io::read_text(&target) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(ClientError::Usage(format!(
+                "cannot read {}: {e}",
+                target.display()
+            )))
+        }
+    };
+    let (granted, new) = codex_trust::grant(&text, &handler).map_err(|why| {
+        ClientError::Usage(format!(
+            "{}: {why}; nothing was changed (trust it in Codex's `/hooks` instead)",
+            target.display()
+        ))
+    })?;
+    if granted == codex_trust::Granted::Now {
+        write_text(&target, &new)?;
+    }
+    let config = codex_trust::read_config(&codex_home).map_err(ClientError::Usage)?;
+    let project = (!user).then_some(ctx.base.as_path());
+    let state = codex_trust::trust(&config, &handler, project);
+    let result = json!({
+        "agent": agent.name(), "file": target, "key": handler.key(), "hash": handler.hash(),
+        "changed": granted == codex_trust::Granted::Now, "codex_trust": state.code(),
+    });
+    if !ctx.out.json_or_quiet(&result) {
+        let verb = match granted {
+            codex_trust::Granted::Now => "trusted",
+            codex_trust::Granted::Already => "already trusted",
+        };
+        outln!(
+            "{verb}: ckpt's hook in {} ({})",
+            path.display(),
+            target.display()
+        );
+        if state == codex_trust::Trust::ProjectUntrusted {
+            outln!("{}", state.advice());
+        }
+    }
+    Ok(0)
+}
+
 pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
     let home = home()?;
     let codex_config = codex_trust::read_config(&codex_trust::codex_home(&home));
@@ -324,6 +405,12 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
                                 }
                                 Err(e) => state = format!("{state}; {e}"),
                             }
+                        }
+                        if agent == Agent::Gemini && !user {
+                            let dir = gemini_trust::gemini_dir(&home);
+                            let trust = gemini_trust::folder_trust(&dir, &ctx.base);
+                            row["gemini_folder_trust"] = json!(trust.code());
+                            state = format!("{state}; {}", trust.advice());
                         }
                         state
                     }

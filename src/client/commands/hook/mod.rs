@@ -8,6 +8,7 @@
 
 pub mod agents;
 mod codex_trust;
+mod gemini_trust;
 pub mod install;
 
 use std::io::{Read, Write};
