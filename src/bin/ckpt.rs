@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() {
-    std::process::exit(ckpt::client::cli::main());
+    std::process::exit(ckpt::client::main());
 }

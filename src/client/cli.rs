@@ -1,12 +1,11 @@
 //! Argument parsing, and the dispatch to the command files in `commands`.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
 use super::commands::{self as cmd, Ctx};
-use super::output::{self, Out};
+use super::output::Out;
 use super::ClientError;
 use crate::config::{Config, Paths};
 
@@ -326,58 +325,6 @@ pub enum DialogCommand {
     },
 }
 
-/// Runs the command line and returns the process exit code: 0 ok, 1 error, 2 a restore that
-/// completed but skipped files, 64 a usage error.
-pub fn main() -> i32 {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let parsed = match super::quick::parse(&args) {
-        Some(cli) => Ok(cli),
-        None => Cli::try_parse(),
-    };
-    let cli = match parsed {
-        Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => {
-            // --help, --version
-            out!("{e}");
-            return 0;
-        }
-        Err(e) => {
-            if std::env::args_os().any(|a| a == "--json") {
-                let err = ClientError::Usage(e.kind().to_string());
-                output::error(&err, true);
-            } else {
-                let _ = e.print();
-            }
-            return super::EXIT_USAGE;
-        }
-    };
-    let json = cli.json;
-    let hook = match &cli.command {
-        Command::Hook(HookArgs {
-            agent: Some(agent),
-            command: None,
-        }) => Some(*agent),
-        _ => None,
-    };
-    let code = match run(cli) {
-        Ok(code) => code,
-        // A hook never fails the agent's turn, whatever went wrong (a broken config file).
-        Err(err) if hook.is_some() => {
-            let agent = hook.expect("checked by the guard");
-            eprintln!("ckpt hook {}: {err}", agent.name());
-            cmd::hook::answer(agent);
-            0
-        }
-        Err(err) => {
-            output::error(&err, json);
-            err.exit_code()
-        }
-    };
-    let _ = std::io::stdout().flush();
-    output::finish_pager();
-    code
-}
-
 /// Man pages generated from the argument definitions.
 fn man(dir: Option<PathBuf>) -> Result<i32, ClientError> {
     let command = <Cli as clap::CommandFactory>::command();
@@ -393,7 +340,7 @@ fn man(dir: Option<PathBuf>) -> Result<i32, ClientError> {
 }
 
 // A dispatch table: one arm per command, each a call into `commands`.
-fn run(cli: Cli) -> Result<i32, ClientError> {
+pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
     // `config check` reads the file it is asked about, even when the default one is broken.
     // Every other command needs only to find the daemon: a broken file is a warning.
     let (config, config_problem) = match cli.command {

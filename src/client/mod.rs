@@ -43,6 +43,58 @@ pub fn write_stdout(args: std::fmt::Arguments<'_>) {
     }
 }
 
+/// Runs the command line and returns the process exit code: 0 ok, 1 error, 2 a restore that
+/// completed but skipped files, 64 a usage error.
+pub fn main() -> i32 {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let parsed = match quick::parse(&args) {
+        Some(cli) => Ok(cli),
+        None => <cli::Cli as clap::Parser>::try_parse(),
+    };
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
+            out!("{e}");
+            return 0;
+        }
+        Err(e) => {
+            if std::env::args_os().any(|a| a == "--json") {
+                let err = ClientError::Usage(e.kind().to_string());
+                output::error(&err, true);
+            } else {
+                let _ = e.print();
+            }
+            return EXIT_USAGE;
+        }
+    };
+    let json = cli.json;
+    let hook = match &cli.command {
+        cli::Command::Hook(cli::HookArgs {
+            agent: Some(agent),
+            command: None,
+        }) => Some(*agent),
+        _ => None,
+    };
+    let code = match cli::run(cli) {
+        Ok(code) => code,
+        // A hook never fails the agent's turn, whatever went wrong (a broken config file).
+        Err(err) if hook.is_some() => {
+            let agent = hook.expect("checked by the guard");
+            eprintln!("ckpt hook {}: {err}", agent.name());
+            commands::hook::answer(agent);
+            0
+        }
+        Err(err) => {
+            output::error(&err, json);
+            err.exit_code()
+        }
+    };
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    output::finish_pager();
+    code
+}
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -83,6 +135,26 @@ impl ClientError {
             ClientError::Usage(_) => EXIT_USAGE,
             ClientError::Config(_) => EXIT_CONFIG,
             _ => 1,
+        }
+    }
+
+    /// A hint printed under the error, by its kind.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            ClientError::NoDaemon { .. } => {
+                Some("start it with `ckptd`, or run without --no-spawn")
+            }
+            ClientError::Rpc(e) => match e.kind()? {
+                crate::protocol::ErrorCode::NotAProject => {
+                    Some("run `ckpt watch` in the project's root first, or pass -C DIR")
+                }
+                crate::protocol::ErrorCode::UnknownCheckpoint
+                | crate::protocol::ErrorCode::AmbiguousCheckpoint => {
+                    Some("`ckpt list` shows the checkpoint ids")
+                }
+                _ => None,
+            },
+            _ => None,
         }
     }
 

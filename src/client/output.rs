@@ -156,7 +156,7 @@ pub fn error(err: &ClientError, json: bool) {
         return;
     }
     eprintln!("error: {err}");
-    if let Some(hint) = super::commands::hint(err) {
+    if let Some(hint) = err.hint() {
         eprintln!("hint: {hint}");
     }
 }

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
+use super::blocking;
+use super::owner::Owner;
 use super::projects::{forget, projects, status, unwatch, watch};
 use super::Daemon;
 use crate::engine::{self, checkpoint, edit, restore, timeline, Opened, Project};
@@ -321,7 +323,7 @@ async fn subscribe(
 pub(super) async fn find_project(
     daemon: &Arc<Daemon>,
     path: &Path,
-) -> Result<Arc<Project>, RpcError> {
+) -> Result<Arc<Owner>, RpcError> {
     let path = engine::project::absolute(path)?;
     // A project's root named as it was watched (what hooks and the CLI send from the root)
     // needs no look at the disk here: every operation checks the root itself before it runs
@@ -335,7 +337,7 @@ pub(super) async fn find_project(
         Ok(real) => daemon
             .project_for(&real)
             .await
-            .ok_or_else(|| not_a_project(&real)),
+            .ok_or_else(|| RpcError::not_a_project(&real)),
         // The directory is gone: if it was (inside) a project, say so precisely.
         Err(source) => match daemon.project_for(&engine::project::normalize(&path)).await {
             Some(p) => Err(engine::Error::Unavailable {
@@ -343,32 +345,9 @@ pub(super) async fn find_project(
                 source,
             }
             .into()),
-            None => Err(not_a_project(&path)),
+            None => Err(RpcError::not_a_project(&path)),
         },
     }
-}
-
-/// Runs filesystem work off the async runtime.
-pub(super) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, RpcError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| RpcError::new(ErrorCode::Internal, format!("blocking task failed: {e}")))
-}
-
-pub(super) fn invalid(message: impl Into<String>) -> RpcError {
-    RpcError::new(ErrorCode::InvalidParams, message)
-}
-
-pub(super) fn not_a_project(path: &Path) -> RpcError {
-    RpcError::new(
-        ErrorCode::NotAProject,
-        format!(
-            "{} is not inside a watched project (run `ckpt watch` there first)",
-            path.display()
-        ),
-    )
 }
 
 #[cfg(test)]

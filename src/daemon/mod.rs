@@ -7,6 +7,7 @@
 //! different projects proceed in parallel.
 
 mod handlers;
+pub mod owner;
 mod projects;
 mod server;
 pub mod service;
@@ -21,9 +22,9 @@ use tokio::sync::RwLock;
 
 use crate::config::{Config, Paths};
 use crate::engine::registry::load_registry;
-use crate::engine::Project;
 use crate::protocol::results::Reloaded;
 pub use handlers::{check_params, PANIC_METHOD};
+pub use owner::Owner;
 pub use server::run;
 pub use socket::{bind, lock_data_dir, BindError, DataDirLock, SocketGuard};
 
@@ -33,7 +34,7 @@ pub struct Daemon {
     /// The file the configuration was read from (None: the default location).
     config_file: Option<PathBuf>,
     pub(crate) paths: Paths,
-    pub(crate) projects: RwLock<BTreeMap<PathBuf, Arc<Project>>>,
+    pub(crate) projects: RwLock<BTreeMap<PathBuf, Arc<Owner>>>,
     /// Serialises changes to the registry file.
     pub(crate) registry_lock: tokio::sync::Mutex<()>,
     pub(crate) started: Instant,
@@ -55,7 +56,7 @@ impl Daemon {
         let projects = roots
             .into_iter()
             .map(|root| {
-                let p = Project::new(root.clone(), &config, &paths);
+                let p = Owner::new(root.clone(), &config, &paths);
                 (root, Arc::new(p))
             })
             .collect();
@@ -102,7 +103,7 @@ impl Daemon {
             restart_needed.push("log_level".to_string());
         }
         *self.config.write().expect("config lock poisoned") = new.clone();
-        let projects: Vec<Arc<Project>> = self.projects.read().await.values().cloned().collect();
+        let projects: Vec<Arc<Owner>> = self.projects.read().await.values().cloned().collect();
         for project in projects {
             if let Err(e) = project.reconfigure(new.clone()).await {
                 tracing::warn!(root = %project.root.display(), error = %e, "cannot apply the new configuration");
@@ -113,7 +114,7 @@ impl Daemon {
     }
 
     /// The registered project whose root contains `path`.
-    pub(crate) async fn project_for(&self, path: &Path) -> Option<Arc<Project>> {
+    pub(crate) async fn project_for(&self, path: &Path) -> Option<Arc<Owner>> {
         let projects = self.projects.read().await;
         projects
             .iter()
@@ -129,4 +130,16 @@ pub(crate) fn test_hooks() -> bool {
     static ON: std::sync::LazyLock<bool> =
         std::sync::LazyLock::new(|| std::env::var_os("CKPTD_TEST_HOOKS").is_some_and(|v| v == "1"));
     *ON
+}
+
+/// Runs filesystem work off the async runtime.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, crate::protocol::RpcError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        crate::protocol::RpcError::new(
+            crate::protocol::ErrorCode::Internal,
+            format!("blocking task failed: {e}"),
+        )
+    })
 }

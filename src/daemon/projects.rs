@@ -4,16 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::handlers::{blocking, invalid, not_a_project};
+use super::blocking;
+use super::owner::Owner;
 use super::Daemon;
+use crate::engine;
 use crate::engine::registry::{dangerous_root, home_dir, save_registry};
-use crate::engine::{self, Project};
 use crate::protocol::methods::{ForgetParams, NoParams, PathParams, WatchParams};
 use crate::protocol::results as r;
 use crate::protocol::{ErrorCode, RpcError, PROTOCOL_VERSION};
 
 pub(super) async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<r::Status, RpcError> {
-    let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
+    let listed: Vec<Arc<Owner>> = daemon.projects.read().await.values().cloned().collect();
     let infos = project_list(&listed).await?;
     let stores: Vec<PathBuf> = listed.iter().map(|p| p.store_dir.clone()).collect();
     let sizes = blocking(move || {
@@ -51,7 +52,7 @@ pub(super) async fn status(daemon: &Arc<Daemon>, _: NoParams) -> Result<r::Statu
 }
 
 /// Each project's root, store and whether it is there; the checks run off the async runtime.
-async fn project_list(projects: &[Arc<Project>]) -> Result<Vec<r::ProjectInfo>, RpcError> {
+async fn project_list(projects: &[Arc<Owner>]) -> Result<Vec<r::ProjectInfo>, RpcError> {
     let listed: Vec<(PathBuf, PathBuf)> = projects
         .iter()
         .map(|p| (p.root.clone(), p.store_dir.clone()))
@@ -73,7 +74,7 @@ pub(super) async fn projects(
     daemon: &Arc<Daemon>,
     _: NoParams,
 ) -> Result<Vec<r::ProjectInfo>, RpcError> {
-    let listed: Vec<Arc<Project>> = daemon.projects.read().await.values().cloned().collect();
+    let listed: Vec<Arc<Owner>> = daemon.projects.read().await.values().cloned().collect();
     project_list(&listed).await
 }
 
@@ -92,13 +93,16 @@ pub(super) async fn watch(
     })
     .await?
     .map_err(|(root, e): (PathBuf, std::io::Error)| {
-        invalid(format!("cannot watch {}: {e}", root.display()))
+        RpcError::invalid(format!("cannot watch {}: {e}", root.display()))
     })?;
     if !is_dir {
-        return Err(invalid(format!("{} is not a directory", root.display())));
+        return Err(RpcError::invalid(format!(
+            "{} is not a directory",
+            root.display()
+        )));
     }
     if root.starts_with(&data_dir) {
-        return Err(invalid("cannot watch ckpt's own data directory"));
+        return Err(RpcError::invalid("cannot watch ckpt's own data directory"));
     }
     let danger = danger.filter(|_| !params.force);
     let _registry = daemon.registry_lock.lock().await;
@@ -127,14 +131,14 @@ pub(super) async fn watch(
                 ));
             }
             if let Some(why) = danger {
-                return Err(invalid(format!(
+                return Err(RpcError::invalid(format!(
                     "{} is {why}: its checkpoints would copy everything there (keys, other \
                      projects, the system's files) into the store; pass --force (`force`) if \
                      you mean it",
                     root.display()
                 )));
             }
-            let project = Arc::new(Project::new(root.clone(), &daemon.config(), &daemon.paths));
+            let project = Arc::new(Owner::new(root.clone(), &daemon.config(), &daemon.paths));
             projects.insert(root.clone(), project.clone());
             let roots: Vec<PathBuf> = projects.keys().cloned().collect();
             if let Err(e) = save_roots(daemon, roots).await {
@@ -159,7 +163,7 @@ pub(super) async fn watch(
 
 /// The watched projects other than `root` that hold it or lie inside it.
 fn overlapping(
-    projects: &std::collections::BTreeMap<PathBuf, Arc<Project>>,
+    projects: &std::collections::BTreeMap<PathBuf, Arc<Owner>>,
     root: &Path,
 ) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = projects
@@ -184,7 +188,7 @@ pub(super) async fn unwatch(
         .filter(|r| path.starts_with(r))
         .max_by_key(|r| r.as_os_str().len())
         .cloned()
-        .ok_or_else(|| not_a_project(&path))?;
+        .ok_or_else(|| RpcError::not_a_project(&path))?;
     let project = projects.remove(&root).expect("found just above");
     let roots: Vec<PathBuf> = projects.keys().cloned().collect();
     if let Err(e) = save_roots(daemon, roots).await {
@@ -230,7 +234,7 @@ pub(super) async fn forget(
         .await?
     };
     if watched.is_none() && !exists {
-        return Err(not_a_project(&path));
+        return Err(RpcError::not_a_project(&path));
     }
     if !params.dry_run {
         if let Some(root) = &watched {

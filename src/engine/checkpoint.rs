@@ -8,9 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::protocol::events::EventKind;
-
-use super::timeline::record_initial;
+use super::record::{active_session, emit_created, recent_with_message, record, record_initial};
 use super::{Error, Opened, Project, Result};
 use crate::model::{path_bytes, CheckpointId, Kind};
 use crate::protocol::methods::*;
@@ -19,9 +17,7 @@ use crate::store::checkpoint::{parse_id, validate_dialog};
 use crate::store::diff::diff;
 use crate::store::import::unsafe_paths;
 use crate::store::treediff::diff_trees;
-use crate::store::{
-    Checkpoint, CheckpointError, NewCheckpoint, Snapshot, SnapshotOptions, Store, DEFAULT_DIALOG,
-};
+use crate::store::{Checkpoint, NewCheckpoint, Snapshot, SnapshotOptions, Store, DEFAULT_DIALOG};
 
 /// Retention runs after every this many checkpoints of a dialog (walking a timeline costs a
 /// few milliseconds, so not after each one).
@@ -80,158 +76,6 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
     Ok(c)
 }
 
-/// A repeated prompt arrives right after the first, so only the newest checkpoints of its dialog
-/// are searched for its message id: the whole history would cost every prompt more than the
-/// last.
-const REPEAT_WINDOW: usize = 64;
-
-/// The message ids of a dialog's newest [`REPEAT_WINDOW`] checkpoints (newest first), as the
-/// chain from `head` gives them: a hook's search for a repeated prompt reads them once per
-/// dialog instead of 64 commits per prompt. Commits never change, so a window is exact for its
-/// head; a recorded checkpoint whose parent is the head extends it ([`note_recorded`]), any
-/// other move of the ref (a restore elsewhere, a reset, a prune, `git`) makes it read again.
-#[derive(Debug, Default)]
-pub(crate) struct RecentMessages {
-    head: Option<gix::ObjectId>,
-    newest: std::collections::VecDeque<(Option<String>, gix::ObjectId)>,
-}
-
-/// The checkpoint among the newest [`REPEAT_WINDOW`] of `dialog` that recorded `message_id`.
-fn recent_with_message(
-    o: &mut Opened,
-    dialog: &str,
-    message_id: &str,
-) -> Result<Option<Checkpoint>> {
-    let repo = o.store.repo();
-    let head = o.store.ref_target(
-        &repo,
-        &format!("{}{dialog}", crate::store::checkpoint::DIALOG_REFS),
-    )?;
-    let Some(head) = head else {
-        return Ok(None);
-    };
-    let window = o.recent_messages.entry(dialog.to_string()).or_default();
-    let fresh = window.head != Some(head);
-    if fresh {
-        *window = RecentMessages {
-            head: Some(head),
-            newest: Default::default(),
-        };
-        let mut next = Some(head);
-        while let Some(id) = next.filter(|_| window.newest.len() < REPEAT_WINDOW) {
-            // Past a retention cut the parent is gone: the window ends there.
-            let Ok(c) = o.store.checkpoint(&repo, id) else {
-                break;
-            };
-            window.newest.push_back((c.message_id.clone(), id));
-            next = c.parent.map(|p| p.object_id());
-        }
-    }
-    let found = window
-        .newest
-        .iter()
-        .find(|(m, _)| m.as_deref() == Some(message_id))
-        .map(|(_, id)| *id);
-    match found.map(|id| o.store.checkpoint(&repo, id)) {
-        Some(Ok(c)) => Ok(Some(c)),
-        // Removed since the window was read (a gc after a prune takes the oldest first, so
-        // nothing newer is gone either): read the window again, once.
-        Some(Err(_)) if !fresh => {
-            o.recent_messages.remove(dialog);
-            recent_with_message(o, dialog, message_id)
-        }
-        // Unreadable although just read: as the walk stopping there, not found.
-        Some(Err(_)) | None => Ok(None),
-    }
-}
-
-/// Extends `dialog`'s window of message ids with a checkpoint just recorded on its head.
-fn note_recorded(o: &mut Opened, c: &Checkpoint) {
-    let parent = c.parent.map(|p| p.object_id());
-    if let Some(window) = o.recent_messages.get_mut(&c.dialog) {
-        if parent.is_some() && window.head == parent {
-            window.head = Some(c.id.object_id());
-            window
-                .newest
-                .push_front((c.message_id.clone(), c.id.object_id()));
-            window.newest.truncate(REPEAT_WINDOW);
-        } else {
-            o.recent_messages.remove(&c.dialog);
-        }
-    }
-}
-
-/// Records a checkpoint of `tree` and tells the project's subscribers.
-pub(crate) fn record(
-    p: &Project,
-    o: &mut Opened,
-    tree: gix::ObjectId,
-    mut new: NewCheckpoint,
-) -> Result<Checkpoint> {
-    // The index knows what changed since the tree it wrote before this one (most often the
-    // parent's): the counts then need no read of the parent's trees.
-    if new.known_changes.is_none() {
-        new.known_changes = o.index.last_changes().filter(|k| k.new == tree);
-    }
-    let recorded = o.store.record_checkpoint(tree, o.index.skipped(), new);
-    take_recorded(p, o, tree, recorded)
-}
-
-/// The rest of [`record`] once the store has recorded a checkpoint of `tree` (or failed to):
-/// the project's caches and subscribers hear of it.
-pub(crate) fn take_recorded(
-    p: &Project,
-    o: &mut Opened,
-    tree: gix::ObjectId,
-    recorded: std::result::Result<Checkpoint, CheckpointError>,
-) -> Result<Checkpoint> {
-    let c = recorded.inspect_err(|_| o.forget_if_lost())?;
-    *p.last_recorded.lock().expect("last-recorded lock poisoned") = Some(tree);
-    note_recorded(o, &c);
-    emit_created(p, &c);
-    Ok(c)
-}
-
-/// Tells the project's subscribers about a new checkpoint.
-pub(crate) fn emit_created(p: &Project, c: &Checkpoint) {
-    p.events.emit(EventKind::CheckpointCreated {
-        id: c.id,
-        dialog: c.dialog.clone(),
-        seq: c.seq,
-        session: c.session,
-        kind: c.kind,
-        label: c.label.clone(),
-        files: c.files,
-        added: c.added,
-        modified: c.modified,
-        deleted: c.deleted,
-        skipped: c.skipped.len(),
-    });
-}
-
-/// Records an `auto` checkpoint in the default dialog if the files differ from the checkpoint
-/// recorded last; returns it, or None when nothing changed.
-pub fn record_auto(p: &Project, o: &mut Opened) -> Result<Option<Checkpoint>> {
-    let tree = o.tree_to_record(p)?;
-    let known = *p.last_recorded.lock().expect("last-recorded lock poisoned");
-    let last = match known {
-        Some(t) => Some(t),
-        None => {
-            let repo = o.store.repo();
-            let newest = o.store.list(&repo, None)?;
-            newest.first().map(|c| parse_id(&c.tree)).transpose()?
-        }
-    };
-    if last == Some(tree) {
-        return Ok(None);
-    }
-    let new = NewCheckpoint::new(DEFAULT_DIALOG, Kind::Auto, "automatic checkpoint");
-    let c = record(p, o, tree, new)?;
-    o.prune_after_reply(DEFAULT_DIALOG);
-    o.save_index(false);
-    Ok(Some(c))
-}
-
 pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<Checkpoint>> {
     let repo = o.store.repo();
     let mut all = o.store.list(&repo, params.dialog.as_deref())?;
@@ -266,11 +110,6 @@ pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<Check
         all.truncate(limit);
     }
     Ok(all)
-}
-
-/// The session a dialog whose latest checkpoint is `head` is in now.
-pub fn active_session(head: &Checkpoint) -> u64 {
-    head.session + u64::from(head.kind.ends_session())
 }
 
 pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown> {

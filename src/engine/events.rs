@@ -221,7 +221,7 @@ impl Pump {
         }
         let files = match (baseline, self.store()) {
             (Some(tree), Some(store)) => {
-                crate::store::snapshot::read_tree(&store.repo(), tree).unwrap_or_default()
+                crate::store::tree::read_tree(&store.repo(), tree).unwrap_or_default()
             }
             _ => Default::default(),
         };
@@ -420,7 +420,7 @@ impl Pump {
             return Vec::new();
         };
         let repo = store.repo();
-        let Ok(files) = crate::store::snapshot::read_tree(&repo, baseline) else {
+        let Ok(files) = crate::store::tree::read_tree(&repo, baseline) else {
             return Vec::new();
         };
         let mut prefix = rel.to_owned();

@@ -1,13 +1,16 @@
-//! The domain: everything ckpt does to a project, synchronous, behind one owner per project.
+//! The domain: everything ckpt does to a project, as plain synchronous functions.
 //!
-//! A [`Project`] owns its store, index, filter and watcher (the [`Opened`] state) behind one
-//! lock: every operation that reads or writes the project's files — checkpoints, restores,
-//! edit transactions — runs as a function of `(&Project, &mut Opened, params)` on a blocking
-//! thread with that lock held ([`Project::run`]). The daemon's handlers only decode, call, and
-//! encode.
+//! Every operation that reads or writes a project — checkpoints, restores, edit transactions —
+//! is a function of `(&Project, &mut Opened, params)`: [`Project`] is what it knows of the
+//! project, [`Opened`] its state (store, index, filter, watcher), and [`opened::operate`] runs
+//! one on it, checks first and durability after. Scheduling is not here: the daemon's owner of
+//! each project (`daemon::owner`) holds its lock and runs operations on blocking threads; its
+//! handlers only decode, call and encode. Nothing here needs a runtime.
 //!
-//! - [`checkpoint`]: recording (socket → index refresh → tree → commit → ref), looking at
-//!   checkpoints, export and import, verify and fsck.
+//! - [`project`], [`opened`]: the project and its opened state.
+//! - [`record`]: recording a checkpoint, which the operations below call down to.
+//! - [`checkpoint`]: a prompt's checkpoint, looking at checkpoints, export and import, verify
+//!   and fsck.
 //! - [`restore`]: restore, undo and reset, read top-down: pre-restore checkpoint, plan, apply
 //!   ([`worktree`]), leftovers check, restore checkpoint.
 //! - [`worktree`]: the only code that writes project files, with its path-safety rules (used by
@@ -16,25 +19,27 @@
 //!   meanwhile (exchange, check, put back).
 //! - [`flush`]: flushing what the worktree wrote, on threads kept for it.
 //! - [`workers`]: the threads kept parked for the parts of a restore that run side by side.
-//! - [`edit`]: edit transactions for agent tools.
-//! - [`timeline`]: dialogs, sessions, retention, the disk budget, gc.
+//! - [`edit`], [`transactions`]: edit transactions for agent tools, and their saved copies.
+//! - [`timeline`]: dialogs, sessions, the prompts' log, retention, the disk budget, gc.
 //! - [`events`]: live events for subscribers (fed by the watcher).
-//! - [`auto`]: automatic checkpoints after the files settle.
-//! - [`registry`]: the registered projects file.
+//! - [`registry`]: the registered projects file, and which folders may be projects.
 
-pub mod auto;
 pub mod checkpoint;
 pub mod edit;
 mod error;
 pub mod events;
 pub mod flush;
+pub mod opened;
 pub mod project;
+pub mod record;
 pub mod registry;
 pub mod replace;
 pub mod restore;
 pub mod timeline;
+pub mod transactions;
 pub mod workers;
 pub mod worktree;
 
 pub use error::{Error, Result};
-pub use project::{Opened, Project};
+pub use opened::Opened;
+pub use project::Project;

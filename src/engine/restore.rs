@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::protocol::events::EventKind;
 
-use super::checkpoint::{record, take_recorded};
+use super::record::{record, take_recorded};
 use super::worktree::{self, Applied};
 use super::{Error, Opened, Project, Result};
 use crate::filter::rel_to_abs;
@@ -238,7 +238,7 @@ fn report_uncaptured(
             .path_bytes
             .clone()
             .unwrap_or_else(|| skip.path.clone().into_bytes());
-        let in_scope = crate::store::diff::within(&path, paths);
+        let in_scope = crate::store::tree::within(&path, paths);
         let reported = applied
             .skipped
             .iter()

@@ -3,7 +3,7 @@
 
 use crate::protocol::events::EventKind;
 
-use super::checkpoint::{active_session, record};
+use super::record::{active_session, record, record_initial};
 use super::restore::restore_to;
 use super::{Error, Opened, Project, Result};
 use crate::model::{Kind, Retention};
@@ -159,22 +159,6 @@ fn made_up_dialog_name() -> String {
         now.strftime("%Y%m%d-%H%M%S"),
         (now.subsec_nanosecond() as u32 ^ std::process::id()) & 0xffff
     )
-}
-
-/// Records the `initial` checkpoint that starts `dialog`.
-pub(crate) fn record_initial(
-    p: &Project,
-    o: &mut Opened,
-    tree: gix::ObjectId,
-    dialog: &str,
-    title: &str,
-) -> Result<Checkpoint> {
-    let mut new = NewCheckpoint::new(dialog, Kind::Initial, title);
-    // A new dialog's first checkpoint counts every file as added: the index knows how many
-    // its tree holds (reading every tree took 8.6 ms at 100,000 files, on the first prompt of
-    // every agent session).
-    new.known_files = o.index.files_in(tree).map(|n| (tree, n));
-    record(p, o, tree, new)
 }
 
 pub fn dialog_list(_: &Project, o: &mut Opened, _: ProjectParams) -> Result<Vec<r::DialogInfo>> {

@@ -20,8 +20,8 @@ use gix::objs::tree::EntryKind;
 use crate::filter::{rel_to_abs, Filter};
 use crate::index::{FileIndex, IndexEntry, Stat};
 use crate::model::{SkipReason, SkippedFile};
-use crate::store::diff::within;
-use crate::store::snapshot::FileState;
+use crate::store::tree::within;
+use crate::store::tree::FileState;
 use crate::store::treediff::TreeChange;
 use crate::store::Store;
 

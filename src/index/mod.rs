@@ -12,6 +12,7 @@
 mod baseline;
 mod name;
 mod persist;
+mod racy;
 mod refresh;
 mod tree;
 
@@ -32,8 +33,9 @@ use gix::ObjectId;
 use crate::filter::{join_rel, rel_to_abs, split_parent, Filter, RulesCache, WalkEntry};
 use crate::model::{SkipReason, SkippedFile};
 use crate::store::checkpoint::KnownChanges;
-use crate::store::diff::within;
-use crate::store::snapshot::{capture, Captured, FileState, SnapshotOptions};
+use crate::store::snapshot::{capture, Captured, SnapshotOptions};
+use crate::store::tree::within;
+use crate::store::tree::FileState;
 use crate::store::{Store, StoreError};
 
 pub use persist::{load_stat_cache, save_stat_cache};

@@ -11,7 +11,7 @@ use gix::ObjectId;
 
 use super::{FileIndex, IndexEntry, Name, Stat, StatCache};
 use crate::filter::split_parent;
-use crate::store::snapshot::FileState;
+use crate::store::tree::FileState;
 
 const MAGIC: &[u8; 8] = b"CKPTIDX1";
 

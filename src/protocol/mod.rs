@@ -146,6 +146,22 @@ impl RpcError {
     pub fn kind(&self) -> Option<ErrorCode> {
         ErrorCode::from_code(self.code)
     }
+
+    /// `invalid_params`: a request that cannot be right.
+    pub fn invalid(message: impl Into<String>) -> RpcError {
+        RpcError::new(ErrorCode::InvalidParams, message)
+    }
+
+    /// `not_a_project`: `path` is in no watched project.
+    pub fn not_a_project(path: &std::path::Path) -> RpcError {
+        RpcError::new(
+            ErrorCode::NotAProject,
+            format!(
+                "{} is not inside a watched project (run `ckpt watch` there first)",
+                path.display()
+            ),
+        )
+    }
 }
 
 impl std::fmt::Display for RpcError {

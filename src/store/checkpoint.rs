@@ -10,9 +10,10 @@ use gix::bstr::{BString, ByteSlice};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use super::snapshot::{read_tree, FileState};
+use super::tree::{read_tree, FileState};
 use super::treediff::count_tree_changes;
-use super::{signature, update_edit, Store, StoreError};
+use super::txn::refs::update_edit;
+use super::{signature, Store, StoreError};
 use crate::model::{CheckpointId, Kind, SkippedFile};
 
 /// Commit header that carries a checkpoint's structured metadata.

@@ -1,11 +1,11 @@
 //! Differences between two checkpoints, or between a checkpoint and the working tree, as a
 //! list of changed paths with line counts and, when asked, a git-style unified diff.
 
-use gix::bstr::{BString, ByteSlice};
+use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
 use serde::{Deserialize, Serialize};
 
-use super::snapshot::FileState;
+use super::tree::FileState;
 use super::treediff::TreeChange;
 use super::StoreError;
 
@@ -122,16 +122,6 @@ pub fn diff(
         result.files.push(change);
     }
     Ok(result)
-}
-
-/// True when `path` is one of `paths` or lies below one of them (all paths when empty).
-pub fn within(path: &[u8], paths: &[BString]) -> bool {
-    paths.is_empty()
-        || paths.iter().any(|p| {
-            p.is_empty()
-                || path == p.as_slice()
-                || (path.starts_with(p) && path.get(p.len()) == Some(&b'/'))
-        })
 }
 
 fn mode_text(kind: EntryKind) -> String {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use gix::ObjectId;
 use serde::Serialize;
 
-use super::pack::PackWriter;
+use super::txn::pack::PackWriter;
 use super::{PackStamp, Store, StoreError};
 
 /// Affected checkpoints listed in a report (the count is always complete).
@@ -75,10 +75,10 @@ impl Store {
         }
         if !dir.join("HEAD").is_file() {
             let _ =
-                super::retention::write_atomically(&dir.join("HEAD"), b"ref: refs/heads/main\n");
+                super::txn::files::write_atomically(&dir.join("HEAD"), b"ref: refs/heads/main\n");
         }
         if !dir.join("config").is_file() {
-            let _ = super::retention::write_atomically(
+            let _ = super::txn::files::write_atomically(
                 &dir.join("config"),
                 b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n\tlogallrefupdates = always\n[gc]\n\tauto = 0\n",
             );
@@ -320,7 +320,7 @@ impl Store {
                 })?;
                 let file =
                     damaged_dir.join(format!("refs-{}.txt", jiff::Timestamp::now().as_second()));
-                super::retention::write_atomically(&file, lines.as_bytes())?;
+                super::txn::files::write_atomically(&file, lines.as_bytes())?;
             }
         }
         tracing::info!(
@@ -335,11 +335,11 @@ impl Store {
 
     /// The journal damage noted when the store was opened, and any in its live records.
     fn journal_damage(&self) -> Vec<String> {
-        let mut found = super::journal::noted_damage(self.dir());
+        let mut found = super::txn::replay::noted_damage(self.dir());
         // Under the journal's lock: no record is being written meanwhile.
         let journal = self.journal.lock().expect("journal lock poisoned");
-        if let super::journal::End::Damaged { offset, later } =
-            super::journal::read_records(self.dir()).end
+        if let super::txn::records::End::Damaged { offset, later } =
+            super::txn::records::read_records(self.dir()).end
         {
             found.push(format!(
                 "the journal's record at byte {offset} does not verify although {later} \
@@ -353,7 +353,7 @@ impl Store {
     /// Moves the note of journal damage into `damaged_dir` (beside the journal's copy): it is
     /// reported once more, by this fsck, and then no longer.
     fn set_journal_damage_aside(&self, damaged_dir: &Path) -> Result<(), StoreError> {
-        let note = self.dir().join(super::journal::DAMAGE_NOTE);
+        let note = self.dir().join(super::txn::replay::DAMAGE_NOTE);
         if std::fs::symlink_metadata(&note).is_err() {
             return Ok(());
         }

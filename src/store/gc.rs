@@ -13,8 +13,8 @@ use std::path::Path;
 use gix::ObjectId;
 use serde::Serialize;
 
-use super::pack::PackWriter;
-use super::retention::write_atomically;
+use super::txn::files::{fsync_if_present, write_atomically};
+use super::txn::pack::PackWriter;
 use super::{Store, StoreError};
 
 /// What a gc did.
@@ -162,7 +162,7 @@ impl Store {
             remove(&path)?;
             packs_removed += 1;
         }
-        super::pending::fsync_if_present(&pack_dir)?;
+        fsync_if_present(&pack_dir)?;
         self.reopen()?;
         let report = GcReport {
             objects,

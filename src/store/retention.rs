@@ -10,12 +10,12 @@
 //! and [`Store::gc`](super::Store::gc) (or `git gc`) removes their objects.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
 
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use super::checkpoint::{parse_id, Checkpoint, CheckpointError, KEPT_REFS};
+use super::txn::files::write_atomically;
 use super::{Store, StoreError};
 use crate::model::{CheckpointId, Kind, Retention};
 
@@ -259,22 +259,4 @@ fn kept_by_policy(chain: &[Checkpoint], retention: Retention) -> HashSet<Checkpo
         keep.insert(undo);
     }
     keep
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename, flushed to disk.
-pub(crate) fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let io = |source| StoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut file = std::fs::File::create(&tmp).map_err(io)?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(io)?;
-    drop(file);
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(e)
-    })
 }

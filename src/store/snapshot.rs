@@ -14,7 +14,8 @@ use gix::ObjectId;
 
 use std::os::fd::{AsFd, BorrowedFd};
 
-use super::pack::PackWriter;
+use super::tree::FileState;
+use super::txn::pack::PackWriter;
 use super::{Store, StoreError};
 use crate::filter::{split_parent, Filter, WalkEntry};
 use crate::model::{SkipReason, SkippedFile};
@@ -36,13 +37,6 @@ pub struct SnapshotOptions {
     /// Write blobs into the store (false: only compute ids, e.g. for a dry run or a diff).
     pub write: bool,
     pub max_file_size: u64,
-}
-
-/// One captured file, as it will appear in the tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileState {
-    pub kind: EntryKind,
-    pub id: ObjectId,
 }
 
 /// The state of a project at one moment: every captured path, and every skipped one.
@@ -321,29 +315,4 @@ fn is_ancestor_or_self(ancestor: &BStr, dir: &BStr) -> bool {
     ancestor.is_empty()
         || dir == ancestor
         || (dir.starts_with(ancestor) && dir.get(ancestor.len()) == Some(&b'/'))
-}
-
-/// Reads the tree `id` recursively into a flat path map (trees are descended, not listed).
-/// Entries that are not files or symlinks (submodule commits) are returned separately.
-pub fn read_tree(
-    repo: &gix::Repository,
-    id: ObjectId,
-) -> Result<BTreeMap<BString, FileState>, StoreError> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![(BString::default(), id)];
-    while let Some((prefix, tree_id)) = stack.pop() {
-        for (name, kind, oid) in super::treediff::tree_entries(repo, tree_id)? {
-            let path = crate::filter::join_rel(&prefix, &name);
-            match kind {
-                EntryKind::Tree => stack.push((path, oid)),
-                EntryKind::Blob
-                | EntryKind::BlobExecutable
-                | EntryKind::Link
-                | EntryKind::Commit => {
-                    files.insert(path, FileState { kind, id: oid });
-                }
-            }
-        }
-    }
-    Ok(files)
 }

@@ -4,11 +4,9 @@
 use std::cmp::Ordering;
 
 use gix::bstr::{BStr, BString, ByteSlice};
-use gix::objs::tree::EntryKind;
 use gix::ObjectId;
 
-use super::diff::within;
-use super::snapshot::FileState;
+use super::tree::{within, FileState};
 use super::StoreError;
 use crate::filter::join_rel;
 
@@ -66,26 +64,6 @@ fn tally(counts: &mut (u64, u64, u64), c: &TreeChange) {
         (Some(_), None) => counts.2 += 1,
         (None, None) => {}
     }
-}
-
-/// The entries (name, kind, id) of tree `id`.
-pub(crate) fn tree_entries(
-    repo: &gix::Repository,
-    id: ObjectId,
-) -> Result<Vec<(BString, EntryKind, ObjectId)>, StoreError> {
-    let tree = repo
-        .find_object(id)
-        .map_err(|e| StoreError::git("reading a tree", e))?
-        .try_into_tree()
-        .map_err(|e| StoreError::git("reading a tree", e))?;
-    let decoded = tree
-        .decode()
-        .map_err(|e| StoreError::git("decoding a tree", e))?;
-    Ok(decoded
-        .entries
-        .iter()
-        .map(|e| (e.filename.to_owned(), e.mode.kind(), e.oid.to_owned()))
-        .collect())
 }
 
 /// True when `path` is within `paths` or leads to one of them.
@@ -214,7 +192,7 @@ mod tests {
     use gix::objs::tree::{Entry, EntryKind};
 
     use super::*;
-    use crate::store::snapshot::read_tree;
+    use crate::store::tree::read_tree;
 
     /// A small deterministic generator (xorshift), so a failure names its seed.
     struct Rng(u64);

@@ -1,11 +1,13 @@
-//! The engine and the index without the socket: operations called in-process on a project's
-//! owner, in temp dirs, checked with the real git.
+//! The engine and the index without the socket or a runtime: operations are plain functions,
+//! called in-process on a project's state (`engine::opened::operate`), in temp dirs, checked
+//! with the real git.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use ckpt::config::{Config, Paths};
-use ckpt::engine::{self, Project};
+use ckpt::engine::opened::operate;
+use ckpt::engine::{self, Opened, Project};
 use ckpt::filter::Filter;
 use ckpt::index::{FileIndex, StatCache};
 use ckpt::model::{Kind, SkipReason};
@@ -16,17 +18,13 @@ use ckpt::store::{Snapshot, SnapshotOptions, Store};
 
 use crate::harness::*;
 
-fn project(env: &TestEnv) -> (Arc<Project>, tokio::runtime::Runtime) {
+/// A project and its (not yet opened) state.
+fn project(env: &TestEnv) -> (Project, Option<Opened>) {
     let paths = Paths {
         socket: env.home.join("run/unused.sock"),
         data_dir: env.home.join("data/engine"),
     };
-    let p = Arc::new(Project::new(env.proj(), &Config::default(), &paths));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    (p, rt)
+    (Project::new(env.proj(), &Config::default(), &paths), None)
 }
 
 fn checkpoint_params(root: &Path, label: &str) -> CheckpointParams {
@@ -46,11 +44,12 @@ fn checkpoint_restore_and_undo_in_process() {
     let root = env.proj();
     write(&root, "a.txt", "one\n");
     write(&root, "src/b.rs", "fn b() {}\n");
-    let (p, rt) = project(&env);
+    let (p, mut state) = project(&env);
     let params = checkpoint_params(&root, "first");
-    let c = rt
-        .block_on(p.run(move |p, o| engine::checkpoint::checkpoint(p, o, params)))
-        .unwrap();
+    let c = operate(&p, &mut state, true, |p, o| {
+        engine::checkpoint::checkpoint(p, o, params)
+    })
+    .unwrap();
     assert_eq!((c.kind, c.seq, c.files), (Kind::Message, 1, 2));
     assert_eq!(
         git_in(
@@ -68,9 +67,10 @@ fn checkpoint_restore_and_undo_in_process() {
         dry_run: false,
         dialog: None,
     };
-    let r = rt
-        .block_on(p.run(move |p, o| engine::restore::restore(p, o, params)))
-        .unwrap();
+    let r = operate(&p, &mut state, true, |p, o| {
+        engine::restore::restore(p, o, params)
+    })
+    .unwrap();
     assert_eq!(r.restored_to, c.id);
     assert_eq!(
         (r.written.len(), r.deleted.len(), r.skipped.len()),
@@ -86,8 +86,10 @@ fn checkpoint_restore_and_undo_in_process() {
         dialog: None,
         dry_run: false,
     };
-    rt.block_on(p.run(move |p, o| engine::restore::undo(p, o, undo)))
-        .unwrap();
+    operate(&p, &mut state, true, |p, o| {
+        engine::restore::undo(p, o, undo)
+    })
+    .unwrap();
     assert_eq!(
         std::fs::read_to_string(root.join("a.txt")).unwrap(),
         "two\n"
@@ -103,14 +105,15 @@ fn edit_abort_writes_through_the_same_rules_as_a_restore() {
     write(&root, "a.txt", "saved\n");
     std::fs::create_dir(root.join("dir")).unwrap();
     write(&root, "dir/b.txt", "saved b\n");
-    let (p, rt) = project(&env);
+    let (p, mut state) = project(&env);
     let begin = EditBeginParams {
         project: root.clone(),
         paths: vec![root.join("a.txt"), root.join("dir/b.txt")],
     };
-    let tx = rt
-        .block_on(p.run(move |p, o| engine::edit::edit_begin(p, o, begin)))
-        .unwrap();
+    let tx = operate(&p, &mut state, true, |p, o| {
+        engine::edit::edit_begin(p, o, begin)
+    })
+    .unwrap();
     write(&root, "a.txt", "clobbered\n");
     // The folder becomes a symlink to somewhere outside: never written through.
     let outside = env.home.join("outside");
@@ -121,9 +124,10 @@ fn edit_abort_writes_through_the_same_rules_as_a_restore() {
         project: root.clone(),
         token: tx.token,
     };
-    let a = rt
-        .block_on(p.run(move |p, o| engine::edit::edit_abort(p, o, abort)))
-        .unwrap();
+    let a = operate(&p, &mut state, true, |p, o| {
+        engine::edit::edit_abort(p, o, abort)
+    })
+    .unwrap();
     assert_eq!(a.restored, vec!["a.txt".to_string()]);
     assert_eq!(a.skipped.len(), 1, "{:?}", a.skipped);
     assert_eq!(a.skipped[0].reason_code, SkipReason::ParentNotFolder);

@@ -16,6 +16,7 @@ mod exactness;
 mod exclusions;
 mod faults;
 mod hooks;
+mod house;
 mod import;
 mod inprocess;
 mod journal_damage;

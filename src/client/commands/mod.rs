@@ -27,7 +27,6 @@ use super::{ClientError, Connection};
 use crate::config::Paths;
 use crate::model::CheckpointId;
 use crate::protocol::methods::{rpc, NoParams, ProjectParams};
-use crate::protocol::ErrorCode;
 
 /// What every command knows: how to reach the daemon, where it runs, how to print.
 pub struct Ctx {
@@ -203,22 +202,5 @@ pub fn file_path(base: &Path, file: &Path) -> PathBuf {
             Err(_) => joined,
         },
         _ => joined.canonicalize().unwrap_or(joined),
-    }
-}
-
-/// A hint printed under an error, by error kind.
-pub fn hint(err: &ClientError) -> Option<&'static str> {
-    match err {
-        ClientError::NoDaemon { .. } => Some("start it with `ckptd`, or run without --no-spawn"),
-        ClientError::Rpc(e) => match e.kind()? {
-            ErrorCode::NotAProject => {
-                Some("run `ckpt watch` in the project's root first, or pass -C DIR")
-            }
-            ErrorCode::UnknownCheckpoint | ErrorCode::AmbiguousCheckpoint => {
-                Some("`ckpt list` shows the checkpoint ids")
-            }
-            _ => None,
-        },
-        _ => None,
     }
 }

@@ -259,9 +259,9 @@ impl Store {
             .into_iter()
             .flatten()
         {
-            super::pending::fsync_if_present(path)?;
+            super::txn::files::fsync_if_present(path)?;
         }
-        super::pending::fsync_if_present(&pack_dir)?;
+        super::txn::files::fsync_if_present(&pack_dir)?;
         // Refs must name objects the store has now.
         let repo = self.repo();
         let unknown: HashSet<ObjectId> = header

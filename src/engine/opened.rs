@@ -1,0 +1,456 @@
+//! A project's opened state ([`Opened`]): its store, filter, index and watcher, made on first
+//! use and kept; and [`operate`], how every operation runs on it — the root and the store
+//! checked, the operation run, what it left pending made durable. Plain synchronous code: the
+//! daemon's owner of each project (`daemon::owner`) calls it on a blocking thread with the
+//! project's lock held, and a test can call it directly.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::events::start_pump;
+use super::{Error, Project, Result};
+use crate::filter::Filter;
+use crate::index::{
+    load_stat_cache, save_stat_cache, stat_cache_path, FileIndex, RefreshOutcome, StatCache,
+};
+use crate::model::WatchMode;
+use crate::store::{SnapshotOptions, Store};
+use crate::watch::{Changes, ProjectWatcher, Tap};
+
+/// Watcher notes buffered for the event pump before they are dropped (and reported lost).
+const TAP_QUEUE: usize = 65_536;
+/// The store's folder where the watcher's sync cookie lives (see [`crate::watch`]).
+const SYNC_DIR: &str = "ckpt-sync";
+/// The stat cache is written at most this often (and at shutdown): it only saves re-hashing.
+const SAVE_INTERVAL: Duration = Duration::from_secs(300);
+/// Keeps the tree the saved stat cache describes reachable.
+const INDEX_REF: &str = "refs/ckpt/index";
+
+/// The message ids of a dialog's newest checkpoints (newest first), as the chain from `head`
+/// gives them: a hook's search for a repeated prompt reads them once per dialog (see
+/// `record::recent_with_message`).
+#[derive(Debug, Default)]
+pub struct RecentMessages {
+    pub(crate) head: Option<gix::ObjectId>,
+    pub(crate) newest: std::collections::VecDeque<(Option<String>, gix::ObjectId)>,
+}
+
+/// The opened state of a project; created on first use and kept.
+pub struct Opened {
+    pub store: Store,
+    pub filter: Filter,
+    pub index: FileIndex,
+    watcher: Option<ProjectWatcher>,
+    last_saved: Option<Instant>,
+    /// The stat cache is due: it is written after the reply (see [`Opened::save_index`]).
+    save_due: bool,
+    /// Each dialog's newest message ids, for a hook's search for a repeated prompt.
+    pub(crate) recent_messages: std::collections::HashMap<String, RecentMessages>,
+    /// The tree the index wrote during the current operation (cleared when one begins): it is
+    /// in the store, pending or in a pack published since, which the store's handles find
+    /// only by listing the pack folder again (see [`Opened::prepare`]).
+    written_root: Option<gix::ObjectId>,
+    /// A dialog whose retention is due (its 10th checkpoint was just recorded): it runs after
+    /// the reply, before the project's lock is let go (see [`Opened::prune_after_reply`]).
+    prune_due: Option<String>,
+}
+
+impl Opened {
+    /// Brings the index up to date with the disk: syncs with the watcher (every write that
+    /// completed before now is seen) and refreshes what changed, or verifies everything by stat
+    /// when the watcher cannot vouch for the dirty set.
+    pub fn prepare(&mut self, project: &Project) -> Result<RefreshOutcome> {
+        // Objects lost since (a failed write) take what the index vouches for with them.
+        self.forget_if_lost();
+        if let Some(root) = self.index.last_root() {
+            // A tree written during this operation needs no look: it is there (a handle that
+            // has not loaded the pack it went into since would list the pack folder to find
+            // it, e.g. after a restore's undo point).
+            if self.written_root != Some(root) && !self.store.repo().has_object(root) {
+                // Someone removed objects the index vouches for (e.g. `git gc` after a dialog
+                // was removed): forget every cached id and hash everything again.
+                tracing::warn!(root = %project.root.display(), tree = %root, "the store lost the index's tree; re-reading the whole project");
+                self.index =
+                    FileIndex::with_stat_cache(StatCache::default(), project.progress.clone());
+                // Fresh handles: an index of a pack someone deleted must not vouch for objects.
+                self.store.reopen()?;
+            }
+        }
+        let changes = match &self.watcher {
+            Some(w) => w.sync(),
+            None => Changes {
+                rescan: Some("not watching".into()),
+                ..Changes::default()
+            },
+        };
+        tracing::debug!(dirty = changes.paths.len(), rescan = ?changes.rescan, "synced with the watcher");
+        if let Some(why) = &changes.rescan {
+            if self.index.is_verified() {
+                tracing::info!(root = %project.root.display(), reason = %why, "verifying the whole project by stat");
+            }
+            self.index.invalidate_all();
+        }
+        let options = SnapshotOptions {
+            write: true,
+            max_file_size: project.max_file_size(),
+        };
+        let watcher = &mut self.watcher;
+        let mut on_dir = |dir: &Path| {
+            if let Some(w) = watcher.as_mut() {
+                w.watch_dir(dir);
+            }
+        };
+        let outcome = match self.index.refresh(
+            &self.store,
+            &self.filter,
+            changes.paths,
+            options,
+            &mut on_dir,
+        ) {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // The dirty paths are consumed and part of the index may describe reads whose
+                // objects never reached the store: the next attempt verifies everything by
+                // stat, which re-reads every file the index does not vouch for.
+                self.index.invalidate_all();
+                tracing::error!(root = %project.root.display(), error = %e, "reading changes failed; the next checkpoint verifies every file");
+                return Err(e.into());
+            }
+        };
+        let mode = match self
+            .watcher
+            .as_ref()
+            .map_or(WatchMode::Polling, ProjectWatcher::mode)
+        {
+            // Says what to raise and by how much, now that the walk counted the folders.
+            WatchMode::Degraded(why) if why == crate::watch::WATCH_LIMIT => {
+                WatchMode::Degraded(crate::watch::watch_limit_advice(self.index.folder_count()))
+            }
+            mode => mode,
+        };
+        *project.mode.lock().expect("mode lock poisoned") = mode;
+        if outcome.full {
+            tracing::info!(root = %project.root.display(), hashed = outcome.hashed, "verified the whole project");
+        }
+        Ok(outcome)
+    }
+
+    /// The tree of the project as it is now (after [`Opened::prepare`]), its new objects still
+    /// pending: for a caller that records a checkpoint of it, which flushes them all as one pack.
+    pub fn tree_to_record(&mut self, project: &Project) -> Result<gix::ObjectId> {
+        self.prepare(project)?;
+        let tree = self.write_tree()?;
+        project.events.set_baseline(tree);
+        Ok(tree)
+    }
+
+    /// Writes the index's tree (pending) as it is, without refreshing it first.
+    pub fn write_tree(&mut self) -> Result<gix::ObjectId> {
+        let tree = self.index.write_tree(&self.store)?;
+        self.written_root = Some(tree);
+        Ok(tree)
+    }
+
+    /// The tree of the project as it is now, written to the store (durable, readable by every
+    /// handle).
+    pub fn current_tree(&mut self, project: &Project) -> Result<gix::ObjectId> {
+        let tree = self.tree_to_record(project)?;
+        self.flush()?;
+        Ok(tree)
+    }
+
+    /// Settles the index's racy entries whose window has passed (see
+    /// [`FileIndex::settle_racy`]); nothing is written, a failure only leaves them racy.
+    pub fn settle_racy(&mut self, project: &Project) {
+        let root = project.root.as_path();
+        match self
+            .index
+            .settle_racy(&self.store, root, project.max_file_size())
+        {
+            Ok(n) => tracing::debug!(settled = n, "racy entries settled"),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot settle racy entries; the next refresh reads them")
+            }
+        }
+    }
+
+    /// Makes the operation's pending objects durable. If they were lost instead (a failed
+    /// flush), the index forgets everything it knew, since it may name them: the next
+    /// checkpoint reads every file again.
+    pub fn flush(&mut self) -> Result<()> {
+        let result = self.store.flush_objects();
+        self.forget_if_lost();
+        Ok(result?)
+    }
+
+    /// After a failed flush: forget what the index cached (see [`Opened::flush`]).
+    pub fn forget_if_lost(&mut self) {
+        if self.store.take_lost() {
+            tracing::error!(store = %self.store.dir().display(), "new objects could not be written; the next checkpoint reads every file again");
+            self.index = FileIndex::with_stat_cache(StatCache::default(), self.index.progress());
+        }
+    }
+
+    /// Applies `dialog`'s retention once the reply is sent, with the project still locked: the
+    /// checkpoint that made it due does not wait for it, and the next operation sees the
+    /// dialog pruned.
+    pub fn prune_after_reply(&mut self, dialog: &str) {
+        self.prune_due = Some(dialog.to_string());
+    }
+
+    /// Asks for a full verify at the next checkpoint, exactly as a watcher overflow does.
+    pub fn force_rescan(&mut self, why: &str) {
+        match &mut self.watcher {
+            Some(w) => w.force_rescan(why),
+            None => self.index.invalidate_all(),
+        }
+    }
+
+    /// Writes the stat cache now, or (`now` false) marks it to be written after the reply if
+    /// it is due: at 100,000 files it takes tens of milliseconds no one should wait for.
+    pub fn save_index(&mut self, now: bool) {
+        if !now {
+            self.save_due |= self.last_saved.is_none_or(|t| t.elapsed() >= SAVE_INTERVAL);
+            return;
+        }
+        self.save_due = false;
+        self.protect_index_objects();
+        let path = stat_cache_path(self.store.dir());
+        match save_stat_cache(&self.index, &path) {
+            Ok(()) => self.last_saved = Some(Instant::now()),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot save the stat cache")
+            }
+        }
+    }
+}
+
+/// What an operation leaves to do once its reply is sent (see [`Opened::leftovers`]).
+pub struct Leftovers {
+    /// Small packs must be merged now.
+    pub urgent: bool,
+    /// Upkeep is due once the project is quiet.
+    pub later: bool,
+    /// Loads the pack the operation wrote into the store's handles.
+    pub load: Option<Box<dyn FnOnce() + Send>>,
+    /// Makes the next publish's spare files.
+    pub spares: Option<Box<dyn FnOnce() + Send>>,
+    /// The files the operation replaced, freed when dropped.
+    pub retired: crate::safe_io::Retired,
+    /// When the index's racy entries come due.
+    pub settle: Option<i64>,
+}
+
+impl Opened {
+    /// Opens the state of `project`: its store (created if new), filter, stat cache and
+    /// watcher, with the event pump that feeds its subscribers.
+    pub fn open(project: &Project) -> Result<Opened> {
+        Store::remove_stale_files(&project.store_dir, project.started);
+        if std::fs::symlink_metadata(&project.store_dir)
+            .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o077 != 0)
+        {
+            tracing::info!(store = %project.store_dir.display(), "making the store private to this user");
+            crate::safe_io::make_private(&project.store_dir, true);
+        }
+        let store = Store::open_or_init(&project.store_dir, &project.root)?;
+        // The data directory is never part of a project, even when it lives inside one.
+        let hard = vec![project.data_dir.clone(), project.store_dir.clone()];
+        let exclusions = project.config().exclusions;
+        let filter = Filter::new(&project.root, &exclusions, hard.clone())?;
+        let mut stale = load_stat_cache(&stat_cache_path(store.dir()));
+        let repo = store.repo();
+        if let Ok(Some(tree)) = store.ref_target(&repo, INDEX_REF) {
+            if !repo.has_object(tree) {
+                tracing::warn!(store = %store.dir().display(), "the stat cache names objects the store lost; ignoring it");
+                stale = StatCache::default();
+            }
+        }
+        drop(repo);
+        let index = FileIndex::with_stat_cache(stale, project.progress.clone());
+        let (tap_tx, tap_rx) = crate::watch::queue::bounded(TAP_QUEUE);
+        let tap = Tap {
+            tx: tap_tx,
+            lost: Arc::default(),
+        };
+        let lost = tap.lost.clone();
+        let cookie_dir = store.dir().join(SYNC_DIR);
+        let watcher = match ProjectWatcher::start_with(&project.root, &cookie_dir, Some(tap)) {
+            Ok(w) => {
+                let pump_filter = Filter::new(&project.root, &exclusions, hard.clone())?;
+                start_pump(
+                    project.events.clone(),
+                    tap_rx,
+                    lost,
+                    pump_filter,
+                    project.store_dir.clone(),
+                    project.max_file_size(),
+                    w.handle(),
+                );
+                Some(w)
+            }
+            Err(e) => {
+                tracing::warn!(root = %project.root.display(), error = %e, "cannot watch; checkpoints verify by stat");
+                None
+            }
+        };
+        Ok(Opened {
+            store,
+            filter,
+            index,
+            watcher,
+            last_saved: None,
+            save_due: false,
+            recent_messages: Default::default(),
+            written_root: None,
+            prune_due: None,
+        })
+    }
+
+    /// Follows the project's new exclusions or `max_file_size` exactly: a new filter, and a
+    /// full verify by stat at the next checkpoint.
+    pub fn follow_rules(&mut self, project: &Project) -> Result<()> {
+        let hard = vec![project.data_dir.clone(), project.store_dir.clone()];
+        self.filter = Filter::new(&project.root, &project.config().exclusions, hard)?;
+        self.force_rescan("the configuration changed");
+        Ok(())
+    }
+
+    /// The dialog whose retention is due after the reply, if any (see
+    /// [`Opened::prune_after_reply`]).
+    pub fn take_prune_due(&mut self) -> Option<String> {
+        self.prune_due.take()
+    }
+
+    /// What the operation just run leaves for after its reply.
+    pub fn leftovers(&mut self) -> Leftovers {
+        Leftovers {
+            urgent: self.store.must_merge(),
+            later: self.save_due || self.store.needs_merge(),
+            load: self.store.pack_loader().map(|l| Box::new(l) as Box<_>),
+            spares: self.store.spare_maker().map(|m| Box::new(m) as Box<_>),
+            retired: self.store.take_retired(),
+            settle: self.index.settle_due(),
+        }
+    }
+
+    /// The upkeep operations leave for a quiet moment: the stat cache when it is due, and
+    /// merging the store's small packs (one per checkpoint) when their turn comes.
+    pub fn upkeep(&mut self) {
+        if self.save_due {
+            self.save_index(true);
+        }
+        if self.store.needs_merge() {
+            if let Err(e) = self.store.consolidate_packs() {
+                tracing::warn!(store = %self.store.dir().display(), error = %e, "cannot merge small packs");
+            }
+        }
+        drop(self.store.take_retired());
+    }
+
+    /// At shutdown: saves the stat cache and settles the store's journal.
+    pub fn close(&mut self) {
+        self.save_index(true);
+        // Everything the journal holds is flushed where it belongs: the next daemon has
+        // nothing to redo (and a ref someone changes in between is not set back).
+        if let Err(e) = self.store.retire_journal() {
+            tracing::warn!(store = %self.store.dir().display(), error = %e, "cannot settle the store's journal");
+        }
+    }
+}
+
+impl Opened {
+    /// Points `refs/ckpt/index` at the index's last written tree, so that no gc (ckpt's or
+    /// git's) removes an object the saved stat cache names.
+    pub fn protect_index_objects(&self) {
+        let Some(tree) = self.index.last_root() else {
+            return;
+        };
+        let repo = self.store.repo();
+        let result = self
+            .store
+            .ref_target(&repo, INDEX_REF)
+            .and_then(|old| match old {
+                Some(old) if old == tree => Ok(()),
+                old => self
+                    .store
+                    .update_ref(&repo, INDEX_REF, old, tree, "ckpt: index"),
+            });
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "cannot record the index's tree");
+        }
+    }
+}
+
+/// Runs `f` on `project`'s state (opened first if it is not, or again if its store vanished),
+/// after checking that the root is still the folder watched and, with `refuse_damage`, that
+/// the store is not damaged; whatever `f` left pending is made durable (or forgotten) before
+/// it returns.
+pub fn operate<T>(
+    project: &Project,
+    guard: &mut Option<Opened>,
+    refuse_damage: bool,
+    f: impl FnOnce(&Project, &mut Opened) -> Result<T>,
+) -> Result<T> {
+    // The root was canonical when it was watched: a symlink there now points
+    // somewhere else, which is not this project. One open answers both (a folder
+    // that can be read, and not through a symlink).
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if let Err(e) = rustix::fs::open(&project.root, flags, Mode::empty()) {
+        let root = project.root.clone();
+        if std::fs::symlink_metadata(&root).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::RootReplaced { root });
+        }
+        let source = std::io::Error::from(e);
+        return Err(Error::Unavailable { root, source });
+    }
+    if guard.is_some() && std::fs::symlink_metadata(&project.store_dir).is_err() {
+        // Gone whole (deleted under the daemon): start a new store, never write into
+        // a half-made folder. Everything is read again into it.
+        tracing::error!(store = %project.store_dir.display(), "the store vanished; creating it afresh (earlier checkpoints are gone)");
+        *guard = None;
+    }
+    if guard.is_none() {
+        if !refuse_damage {
+            Store::repair_layout(&project.store_dir);
+        }
+        *guard = Some(Opened::open(project)?);
+        if project
+            .config()
+            .auto_checkpoint_for(&project.root)
+            .is_some()
+        {
+            // Watches are placed by a walk: do it now, not at the first checkpoint.
+            let opened = guard.as_mut().expect("opened just above");
+            if let Err(e) = opened.prepare(project) {
+                tracing::warn!(root = %project.root.display(), error = %e, "cannot read the project");
+            }
+        }
+    }
+    let opened = guard.as_mut().expect("opened just above");
+    let damage = opened.store.damage();
+    if !damage.is_empty() || opened.store.take_packs_vanished() {
+        // Nothing may read through mappings made before the damage (a pack cut short
+        // under a mapping raises SIGBUS), or trust the index of a pack someone else's
+        // `git gc` removed: fresh handles see the disk as it is.
+        if let Err(e) = opened.store.reopen() {
+            // The damage itself is reported below (or repaired by fsck).
+            tracing::warn!(store = %project.store_dir.display(), error = %e, "cannot reopen the store");
+        }
+    }
+    if refuse_damage && !damage.is_empty() {
+        tracing::error!(store = %project.store_dir.display(), damage = ?damage, "refusing to use a damaged store");
+        let store = project.store_dir.clone();
+        return Err(Error::Damaged { store, damage });
+    }
+    // What the index wrote before is looked for again (someone may have removed it
+    // since).
+    opened.written_root = None;
+    let result = f(project, opened);
+    // Whatever the operation left pending is made durable (or forgotten) before the
+    // project is free again.
+    let flushed = opened.flush();
+    let value = result?;
+    flushed.map(|()| value)
+}

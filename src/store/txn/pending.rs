@@ -1,0 +1,173 @@
+//! The pending batch: an operation's new objects — blobs in a pack being written by the
+//! capture workers, trees, commits and metadata in the memory of one repository handle (which
+//! can read them back) — until [`Store::write_pending`] completes them as one pack, journaled
+//! with the operation's ref changes (see [`super`]).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::journal::JOURNALED_PACK_BYTES;
+use super::pack::PackWriter;
+use super::staged::Finished;
+use super::MAX_SMALL_PACKS;
+use crate::store::{Store, StoreError};
+
+/// The objects of the current operation, not yet durable.
+#[derive(Default)]
+pub(crate) struct Pending {
+    /// Blobs from the capture workers.
+    blobs: Option<Arc<PackWriter>>,
+    /// Trees, commits and metadata, readable through this handle before they are flushed.
+    repo: Option<gix::Repository>,
+}
+
+impl Store {
+    /// The pack this operation's blobs go into (shared by the capture workers).
+    pub(crate) fn pending_blobs(&self) -> Result<Arc<PackWriter>, StoreError> {
+        let mut pending = self.pending.lock().expect("pending lock poisoned");
+        if let Some(pack) = &pending.blobs {
+            return Ok(pack.clone());
+        }
+        let pack = Arc::new(PackWriter::quick(self.dir())?);
+        pending.blobs = Some(pack.clone());
+        Ok(pack)
+    }
+
+    /// Runs `f` with the handle whose memory holds this operation's trees and commits: what it
+    /// writes is pending, and it reads both pending and stored objects.
+    pub(crate) fn with_pending<T>(&self, f: impl FnOnce(&gix::Repository) -> T) -> T {
+        let mut pending = self.pending.lock().expect("pending lock poisoned");
+        let repo = pending
+            .repo
+            .get_or_insert_with(|| self.own_repo().with_object_memory());
+        f(repo)
+    }
+
+    /// Makes every pending object durable: one pack, fsynced with its folder, which
+    /// the store's handles then load. On failure the pending objects are dropped and
+    /// [`Store::take_lost`] says so once (whoever cached their ids must forget them).
+    pub fn flush_objects(&self) -> Result<(), StoreError> {
+        if self.write_pending()? {
+            self.commit_staged()?;
+            if let Some(load) = self.pack_loader() {
+                load();
+            }
+        }
+        Ok(())
+    }
+
+    /// The work of making the store's handles load the pack written last (listing the pack
+    /// folder, reading the new index, mapping the pack: the next operation often reads the
+    /// commit just written, a restore to it say), when they have not: the caller chooses
+    /// when, e.g. after its reply. A handle that misses an object does the same by itself, so
+    /// running it late, twice or never changes no result, only who waits for it.
+    pub fn pack_loader(&self) -> Option<impl FnOnce() + Send + 'static> {
+        let probe = self
+            .unloaded
+            .lock()
+            .expect("unloaded lock poisoned")
+            .take()?;
+        let repo = self.thread_safe().clone();
+        Some(move || {
+            let _ = repo.to_thread_local().try_find_header(probe);
+        })
+    }
+
+    /// A pack written outside the journal is readable: count it, and probe it later.
+    pub(crate) fn published(&self, probe: gix::ObjectId) {
+        *self.unloaded.lock().expect("unloaded lock poisoned") = Some(probe);
+        self.small_packs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Completes the pending objects as one pack, leaving it for [`Store::pack_loader`]; says
+    /// whether there was one. A pack small enough is *staged*: it becomes durable, with the
+    /// operation's ref changes, in one journal record ([`Store::move_refs`],
+    /// [`Store::commit_staged`]); a larger one is flushed here.
+    pub(crate) fn write_pending(&self) -> Result<bool, StoreError> {
+        let (blobs, memory) = {
+            let mut pending = self.pending.lock().expect("pending lock poisoned");
+            let memory = pending
+                .repo
+                .as_ref()
+                .and_then(|r| r.objects.reset_object_memory());
+            (pending.blobs.take(), memory)
+        };
+        // Only objects the store lacked are in memory: they were all written through
+        // `write_object` or `write_blob`, which skip one the store has (a tree written again,
+        // unchanged). They go in a fixed order, trees before the commits that name them: a
+        // pack cut short keeps a commit only with everything it names in this pack.
+        let mut new: Vec<_> = memory.iter().flat_map(|m| m.iter()).collect();
+        new.sort_by_key(|(id, (kind, _))| {
+            let rank = match kind {
+                gix::objs::Kind::Blob => 0,
+                gix::objs::Kind::Tree => 1,
+                gix::objs::Kind::Tag => 2,
+                gix::objs::Kind::Commit => 3,
+            };
+            (rank, **id)
+        });
+        if blobs.is_none() && new.is_empty() {
+            return Ok(false);
+        }
+        let result = (|| {
+            let pack = match blobs {
+                Some(pack) => Arc::try_unwrap(pack).map_err(|_| {
+                    StoreError::Concurrent("a capture still writes to the pending pack".into())
+                })?,
+                None => PackWriter::quick(self.dir())?,
+            };
+            for (id, (kind, data)) in &new {
+                if let Err(e) = pack.add(**id, *kind, data) {
+                    pack.discard();
+                    return Err(e);
+                }
+            }
+            let probe = pack.first_id();
+            match pack.finish_staged()? {
+                Finished::Empty => Ok(false),
+                Finished::Staged(pack) if pack.pack.len() <= JOURNALED_PACK_BYTES => {
+                    self.journal
+                        .lock()
+                        .expect("journal lock poisoned")
+                        .stage(pack);
+                    Ok(true)
+                }
+                Finished::Staged(pack) => {
+                    let dir = self.dir().join("objects").join("pack");
+                    pack.publish(&dir, true)
+                        .map_err(|source| StoreError::Io { path: dir, source })?;
+                    self.checked_whole(&pack.name);
+                    self.published(pack.first);
+                    Ok(true)
+                }
+                Finished::Published => {
+                    if let Some(id) = probe {
+                        self.published(id);
+                    }
+                    Ok(true)
+                }
+            }
+        })();
+        if result.is_err() {
+            self.lost.store(true, Ordering::SeqCst);
+        }
+        result
+    }
+
+    /// Whether enough small packs accumulated to merge them ([`Store::consolidate_packs`])
+    /// when the project is quiet.
+    pub fn needs_merge(&self) -> bool {
+        self.small_packs.load(Ordering::Relaxed) > MAX_SMALL_PACKS
+    }
+
+    /// Whether so many accumulated (a long busy spell) that they are merged without waiting
+    /// for quiet: every lookup visits every pack.
+    pub fn must_merge(&self) -> bool {
+        self.small_packs.load(Ordering::Relaxed) > 4 * MAX_SMALL_PACKS
+    }
+
+    /// Whether pending objects were dropped since the last call (a failed flush).
+    pub fn take_lost(&self) -> bool {
+        self.lost.swap(false, Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,396 @@
+//! The house rules, checked on the source itself: no file in `src/` over 600 lines, and no
+//! import circle between files. A file's imports are the `crate::…`, `super::…` and `self::…`
+//! paths it names (in `use` lines or inline); each resolves to the file of the deepest module
+//! it names, and a name a module only re-exports (`pub use child::Name`) resolves to the file
+//! that defines it. A circle is reported with the files on it and one use that closes it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const MAX_LINES: usize = 600;
+
+/// A module's path (`["store", "journal"]`) and its file.
+type Modules = BTreeMap<Vec<String>, PathBuf>;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every library source file (the binaries are crates of their own).
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "bin") {
+                files(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn module_of(file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src()).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap();
+    match last.as_str() {
+        "lib.rs" | "mod.rs" => {}
+        name => parts.push(name.trim_end_matches(".rs").to_string()),
+    }
+    parts
+}
+
+/// The source without comments, string literals (so a path in prose is not an import) and
+/// unit-test modules (`#[cfg(test)] mod …`, which may use what they test from anywhere).
+fn code_of(text: &str) -> String {
+    let code = code_without_prose(text);
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = rest[at + "#[cfg(test)]".len()..].trim_start();
+        if !(after.starts_with("mod ") || after.starts_with("pub(crate) mod ")) {
+            out.push_str("#[cfg(test)]");
+            rest = &rest[at + "#[cfg(test)]".len()..];
+            continue;
+        }
+        // Past the module's closing brace.
+        let open = rest[at..].find('{').map(|i| at + i);
+        let Some(open) = open else { break };
+        let mut depth = 0;
+        let mut end = rest.len();
+        for (i, c) in rest[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn code_without_prose(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(b"//") {
+            while i < bytes.len() && bytes[i] != b'\n' {
+                i += 1;
+            }
+        } else if bytes[i..].starts_with(b"/*") {
+            while i < bytes.len() && !bytes[i..].starts_with(b"*/") {
+                i += 1;
+            }
+            i += 2;
+        } else if bytes[i] == b'"' && !(i > 0 && bytes[i - 1] == b'\'') {
+            let raw = i > 0 && (bytes[i - 1] == b'r' || bytes[i - 1] == b'#');
+            i += 1;
+            while i < bytes.len() && bytes[i] != b'"' {
+                if bytes[i] == b'\\' && !raw {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else {
+            out.push(bytes[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Every path the code names that starts with `crate`, `super` or `self`, made absolute, one
+/// per name brought in (`use a::{b, c::d}` gives `a::b` and `a::c::d`).
+fn paths_in(code: &str, here: &[String]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let words: Vec<char> = code.chars().collect();
+    let mut i = 0;
+    while i < words.len() {
+        let starts = ["crate::", "super::", "self::"]
+            .iter()
+            .find(|p| words[i..].iter().take(p.len()).copied().eq(p.chars()));
+        let boundary = i == 0
+            || !(words[i - 1].is_alphanumeric() || words[i - 1] == '_' || words[i - 1] == ':');
+        let Some(_) = starts.filter(|_| boundary) else {
+            i += 1;
+            continue;
+        };
+        // The path up to the end of its `use` tree or expression.
+        let mut j = i;
+        let mut depth = 0;
+        while j < words.len() {
+            let c = words[j];
+            if c == '{' {
+                depth += 1;
+            } else if c == '}' {
+                if depth == 0 {
+                    break;
+                }
+                depth -= 1;
+            } else if depth == 0 && !(c.is_alphanumeric() || c == '_' || c == ':') {
+                break;
+            }
+            j += 1;
+        }
+        let text: String = words[i..j].iter().collect();
+        for path in expand(&text) {
+            out.push(absolute(&path, here));
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// `a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e`.
+fn expand(text: &str) -> Vec<String> {
+    let Some(open) = text.find('{') else {
+        return vec![text.trim_end_matches("::").to_string()];
+    };
+    let prefix = &text[..open];
+    let inner = &text[open + 1..text.rfind('}').unwrap_or(text.len())];
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (k, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&inner[start..k]);
+                start = k + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[start..]);
+    parts
+        .into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .flat_map(|p| {
+            let p = p.split(" as ").next().unwrap().trim();
+            match p {
+                "self" => vec![prefix.trim_end_matches("::").to_string()],
+                _ => expand(&format!("{prefix}{p}")),
+            }
+        })
+        .collect()
+}
+
+fn absolute(path: &str, here: &[String]) -> Vec<String> {
+    let mut segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+    let mut base: Vec<String> = match segs.first() {
+        Some(&"crate") => {
+            segs.remove(0);
+            Vec::new()
+        }
+        _ => here.to_vec(),
+    };
+    while let Some(&first) = segs.first() {
+        match first {
+            "super" => {
+                base.pop();
+                segs.remove(0);
+            }
+            "self" => {
+                segs.remove(0);
+            }
+            _ => break,
+        }
+    }
+    base.extend(segs.iter().map(|s| s.to_string()));
+    base
+}
+
+/// The file defining what `path` names: the deepest module on it, through re-exports.
+fn resolve(
+    path: &[String],
+    modules: &Modules,
+    reexports: &Reexports,
+    seen: usize,
+) -> Option<PathBuf> {
+    let depth = (0..=path.len())
+        .rev()
+        .find(|&n| modules.contains_key(&path[..n]))?;
+    let module = &path[..depth];
+    if let (Some(name), true) = (path.get(depth), seen < 8) {
+        if let Some(target) = reexports.get(module).and_then(|r| r.get(name)) {
+            let mut next = target.clone();
+            next.extend(path[depth + 1..].iter().cloned());
+            if next != path {
+                return resolve(&next, modules, reexports, seen + 1);
+            }
+        }
+    }
+    modules.get(module).cloned()
+}
+
+/// Per module, the names it re-exports (`pub use x::Name` / `pub(crate) use`) and the path
+/// each stands for.
+type Reexports = BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>>;
+
+fn reexports_of(code: &str, here: &[String]) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for stmt in code.split(';') {
+        let stmt = stmt.trim();
+        let Some(rest) = stmt
+            .strip_prefix("pub use ")
+            .or_else(|| stmt.strip_prefix("pub(crate) use "))
+            .or_else(|| stmt.strip_prefix("pub(super) use "))
+        else {
+            continue;
+        };
+        let rest: String = rest.split_whitespace().collect::<Vec<_>>().join(" ");
+        let rest = if rest.starts_with("crate::")
+            || rest.starts_with("super::")
+            || rest.starts_with("self::")
+        {
+            rest
+        } else {
+            format!("self::{rest}")
+        };
+        for path in expand(&rest.replace(", ", ",").replace(" ,", ",")) {
+            let (path, alias) = match path.split_once(" as ") {
+                Some((p, a)) => (p.to_string(), a.trim().to_string()),
+                None => (path.clone(), path.rsplit("::").next().unwrap().to_string()),
+            };
+            out.insert(alias, absolute(&path, here));
+        }
+    }
+    out
+}
+
+/// The circles of `edges` (strongly connected components of more than one file).
+fn circles(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
+    // Tarjan's algorithm, iterative enough for a few hundred files by recursion.
+    struct State<'a> {
+        edges: &'a BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+        index: BTreeMap<&'a PathBuf, usize>,
+        low: BTreeMap<&'a PathBuf, usize>,
+        stack: Vec<&'a PathBuf>,
+        on_stack: BTreeSet<&'a PathBuf>,
+        next: usize,
+        found: Vec<Vec<PathBuf>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a PathBuf) {
+        s.index.insert(v, s.next);
+        s.low.insert(v, s.next);
+        s.next += 1;
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        let edges = s.edges;
+        for w in edges.get(v).into_iter().flatten() {
+            let w = edges.get_key_value(w).map(|(k, _)| k).unwrap_or(w);
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let low = s.low[w].min(s.low[v]);
+                s.low.insert(v, low);
+            } else if s.on_stack.contains(w) {
+                let low = s.index[w].min(s.low[v]);
+                s.low.insert(v, low);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut component = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                component.push(w.clone());
+                if w == v {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                component.sort();
+                s.found.push(component);
+            }
+        }
+    }
+    let mut s = State {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        next: 0,
+        found: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !s.index.contains_key(v) {
+            visit(&mut s, v);
+        }
+    }
+    s.found
+}
+
+#[test]
+fn no_source_file_is_over_600_lines_and_no_files_import_each_other_in_a_circle() {
+    let mut all = Vec::new();
+    files(&src(), &mut all);
+    all.sort();
+    let long: Vec<String> = all
+        .iter()
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).unwrap().lines().count();
+            (lines > MAX_LINES).then(|| format!("{} ({lines} lines)", f.display()))
+        })
+        .collect();
+    let modules: Modules = all.iter().map(|f| (module_of(f), f.clone())).collect();
+    let codes: BTreeMap<PathBuf, String> = all
+        .iter()
+        .map(|f| (f.clone(), code_of(&std::fs::read_to_string(f).unwrap())))
+        .collect();
+    let reexports: Reexports = all
+        .iter()
+        .map(|f| (module_of(f), reexports_of(&codes[f], &module_of(f))))
+        .collect();
+    let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+    let mut why: BTreeMap<(PathBuf, PathBuf), String> = BTreeMap::new();
+    for f in &all {
+        let here = module_of(f);
+        for path in paths_in(&codes[f], &here) {
+            let Some(target) = resolve(&path, &modules, &reexports, 0) else {
+                continue;
+            };
+            if &target != f {
+                edges.entry(f.clone()).or_default().insert(target.clone());
+                why.entry((f.clone(), target)).or_insert(path.join("::"));
+            }
+        }
+    }
+    let found = circles(&edges);
+    let name = |p: &PathBuf| p.strip_prefix(src()).unwrap().display().to_string();
+    let mut report = String::new();
+    for circle in &found {
+        report.push_str(&format!(
+            "circle: {}\n",
+            circle.iter().map(name).collect::<Vec<_>>().join(" ⇄ ")
+        ));
+        for a in circle {
+            for b in circle {
+                if let Some(path) = why.get(&(a.clone(), b.clone())) {
+                    report.push_str(&format!("  {} uses {} ({path})\n", name(a), name(b)));
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty() && found.is_empty(),
+        "files over {MAX_LINES} lines: {long:?}\n{} import circles:\n{report}",
+        found.len()
+    );
+}
