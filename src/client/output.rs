@@ -207,7 +207,7 @@ pub fn coloured_patch(patch: &str) -> String {
     out
 }
 
-static PAGER: std::sync::Mutex<Option<std::process::Child>> = std::sync::Mutex::new(None);
+static PAGER: parking_lot::Mutex<Option<std::process::Child>> = parking_lot::Mutex::new(None);
 
 /// Sends what follows on stdout through a pager, like git: only when stdout is a terminal
 /// (never when piped or with `--json`); `$PAGER`, else `less` (with `LESS=FRX` unless set: quit
@@ -233,12 +233,12 @@ pub fn page(out: &Out) {
         return;
     }
     drop(stdin);
-    *PAGER.lock().expect("pager lock poisoned") = Some(child);
+    *PAGER.lock() = Some(child);
 }
 
 /// Ends the output going to the pager and waits until the person quits it.
 pub fn finish_pager() {
-    let Some(mut child) = PAGER.lock().expect("pager lock poisoned").take() else {
+    let Some(mut child) = PAGER.lock().take() else {
         return;
     };
     use std::io::Write;

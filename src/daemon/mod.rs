@@ -30,7 +30,7 @@ pub use socket::{bind, lock_data_dir, BindError, DataDirLock, SocketGuard};
 
 /// State shared by every connection.
 pub struct Daemon {
-    config: std::sync::RwLock<Config>,
+    config: parking_lot::RwLock<Config>,
     /// The file the configuration was read from (None: the default location).
     config_file: Option<PathBuf>,
     pub(crate) paths: Paths,
@@ -61,7 +61,7 @@ impl Daemon {
             })
             .collect();
         Daemon {
-            config: std::sync::RwLock::new(config),
+            config: parking_lot::RwLock::new(config),
             config_file: None,
             paths,
             projects: RwLock::new(projects),
@@ -79,7 +79,7 @@ impl Daemon {
 
     /// The configuration in effect.
     pub fn config(&self) -> Config {
-        self.config.read().expect("config lock poisoned").clone()
+        self.config.read().clone()
     }
 
     /// Re-reads the configuration file (SIGHUP, `ckpt reload`). An invalid file is an error and
@@ -102,7 +102,7 @@ impl Daemon {
         if new.log_level != old.log_level {
             restart_needed.push("log_level".to_string());
         }
-        *self.config.write().expect("config lock poisoned") = new.clone();
+        *self.config.write() = new.clone();
         let projects: Vec<Arc<Owner>> = self.projects.read().await.values().cloned().collect();
         for project in projects {
             if let Err(e) = project.reconfigure(new.clone()).await {

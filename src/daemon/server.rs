@@ -12,7 +12,9 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use interprocess::local_socket::tokio::{Listener, Stream};
@@ -83,8 +85,8 @@ struct Slot {
 }
 
 impl Connections {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Slot>> {
-        self.open.lock().expect("connection table poisoned")
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<u64, Slot>> {
+        self.open.lock()
     }
 
     fn register(&self) -> (u64, Arc<Notify>) {

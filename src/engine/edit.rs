@@ -14,7 +14,6 @@ pub fn edit_begin(p: &Project, _: &mut Opened, params: EditBeginParams) -> Resul
     let token = p
         .edits
         .lock()
-        .expect("edits lock poisoned")
         .begin(&p.root, &paths)
         .map_err(Error::InvalidParams)?;
     Ok(r::EditBegun {
@@ -24,12 +23,7 @@ pub fn edit_begin(p: &Project, _: &mut Opened, params: EditBeginParams) -> Resul
 }
 
 pub fn edit_commit(p: &Project, _: &mut Opened, params: EditParams) -> Result<r::EditCommitted> {
-    if !p
-        .edits
-        .lock()
-        .expect("edits lock poisoned")
-        .commit(&params.token)
-    {
+    if !p.edits.lock().commit(&params.token) {
         return Err(Error::UnknownEdit(params.token));
     }
     Ok(r::EditCommitted {
@@ -41,11 +35,7 @@ pub fn edit_commit(p: &Project, _: &mut Opened, params: EditParams) -> Result<r:
 /// Puts every saved path back, through the same writer and rules as a restore. The index
 /// learns of the writes from the watcher (or the next stat verify), like any other edit.
 pub fn edit_abort(p: &Project, _: &mut Opened, params: EditParams) -> Result<r::EditAborted> {
-    let outcome = p
-        .edits
-        .lock()
-        .expect("edits lock poisoned")
-        .abort(&p.root, &params.token);
+    let outcome = p.edits.lock().abort(&p.root, &params.token);
     let (restored, skipped) = outcome.ok_or_else(|| Error::UnknownEdit(params.token.clone()))?;
     Ok(r::EditAborted {
         token: params.token,

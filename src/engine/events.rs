@@ -15,7 +15,9 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -66,13 +68,12 @@ impl Events {
 
     /// Records that the project may have changed now.
     pub fn note_change(&self) {
-        *self.last_change.lock().expect("last-change lock poisoned") =
-            Some(std::time::Instant::now());
+        *self.last_change.lock() = Some(std::time::Instant::now());
     }
 
     /// When the watcher last reported a change in the project.
     pub fn last_change(&self) -> Option<std::time::Instant> {
-        *self.last_change.lock().expect("last-change lock poisoned")
+        *self.last_change.lock()
     }
 
     /// Publishes an event; never waits.
@@ -105,11 +106,11 @@ impl Events {
 
     /// Records the tree of the latest checkpoint.
     pub fn set_baseline(&self, tree: ObjectId) {
-        *self.baseline.lock().expect("baseline lock poisoned") = Some(tree);
+        *self.baseline.lock() = Some(tree);
     }
 
     fn baseline(&self) -> Option<ObjectId> {
-        *self.baseline.lock().expect("baseline lock poisoned")
+        *self.baseline.lock()
     }
 }
 

@@ -15,7 +15,9 @@ use std::collections::BTreeSet;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::{Condvar, Mutex};
 use std::time::Duration;
 
 use gix::bstr::BString;
@@ -151,8 +153,8 @@ impl Batch {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// Submits `job` once the batch is done (now, if it is).
@@ -185,14 +187,11 @@ impl Batch {
         let flushers = Flushers::get();
         loop {
             let finished = flushers.map(|f| f.finished.load(Ordering::Relaxed));
-            let state = self.lock();
+            let mut state = self.lock();
             if state.left == 0 {
                 return;
             }
-            let (state, waited) = self
-                .done
-                .wait_timeout(state, STALLED)
-                .unwrap_or_else(PoisonError::into_inner);
+            let waited = self.done.wait_for(&mut state, STALLED);
             let stalled = waited.timed_out() && state.left > 0;
             drop(state);
             if let (true, Some(flushers), Some(finished)) = (stalled, flushers, finished) {
@@ -284,8 +283,7 @@ impl Flushing {
                     let waiting = waiting.clone();
                     b.then(Box::new(move || {
                         let go = {
-                            let mut waiting =
-                                waiting.lock().unwrap_or_else(PoisonError::into_inner);
+                            let mut waiting = waiting.lock();
                             waiting.0 -= 1;
                             match waiting.0 {
                                 0 => waiting.1.take(),
@@ -384,7 +382,7 @@ mod tests {
         let log = log.clone();
         Box::new(move || {
             let _ = go.recv_timeout(Duration::from_secs(10));
-            log.lock().unwrap().push(name);
+            log.lock().push(name);
         })
     }
 
@@ -409,16 +407,13 @@ mod tests {
         let after = Flushing::after(vec![first, second], vec![job("c", &log, c)]);
         release_c.send(()).unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        assert!(
-            log.lock().unwrap().is_empty(),
-            "nothing may run before its batch"
-        );
+        assert!(log.lock().is_empty(), "nothing may run before its batch");
         release_b.send(()).unwrap();
         std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(*log.lock().unwrap(), ["b"], "c waits for a too");
+        assert_eq!(*log.lock(), ["b"], "c waits for a too");
         release_a.send(()).unwrap();
         assert!(done_within_bound(after));
-        assert_eq!(*log.lock().unwrap(), ["b", "a", "c"]);
+        assert_eq!(*log.lock(), ["b", "a", "c"]);
     }
 
     #[test]
@@ -432,13 +427,13 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         release.send(()).unwrap();
         assert!(done_within_bound(after));
-        assert_eq!(*log.lock().unwrap(), ["slow", "then"]);
+        assert_eq!(*log.lock(), ["slow", "then"]);
         // Dropping one waits too.
         let (release, go) = mpsc::channel();
         let dropped = Flushing::start(vec![job("dropped", &log, go)]);
         release.send(()).unwrap();
         drop(dropped);
-        assert_eq!(log.lock().unwrap().last(), Some(&"dropped"));
+        assert_eq!(log.lock().last(), Some(&"dropped"));
         // Nothing to do is done.
         assert!(done_within_bound(Flushing::after(Vec::new(), Vec::new())));
         let nothing_before = Flushing::after(vec![Flushing::start(Vec::new())], Vec::new());
@@ -453,8 +448,8 @@ mod tests {
         let stuck_job = |released: Arc<(Mutex<bool>, Condvar)>| -> Job {
             Box::new(move || {
                 let (lock, cv) = &*released;
-                let guard = lock.lock().unwrap();
-                let _ = cv.wait_timeout_while(guard, Duration::from_secs(30), |r| !*r);
+                let mut guard = lock.lock();
+                let _ = cv.wait_while_for(&mut guard, |r| !*r, Duration::from_secs(30));
             })
         };
         let jobs = (0..THREADS + 3).map(|_| stuck_job(released.clone()));
@@ -468,7 +463,7 @@ mod tests {
         );
         assert!(rx.try_recv().is_ok());
         let (lock, cv) = &*released;
-        *lock.lock().unwrap() = true;
+        *lock.lock() = true;
         cv.notify_all();
         assert!(done_within_bound(stuck));
     }

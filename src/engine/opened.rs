@@ -129,7 +129,7 @@ impl Opened {
             }
             mode => mode,
         };
-        *project.mode.lock().expect("mode lock poisoned") = mode;
+        *project.mode.lock() = mode;
         if outcome.full {
             tracing::info!(root = %project.root.display(), hashed = outcome.hashed, "verified the whole project");
         }

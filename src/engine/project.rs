@@ -25,18 +25,18 @@ pub static DAEMON_STARTED: std::sync::LazyLock<std::time::SystemTime> =
 pub struct Project {
     pub root: PathBuf,
     pub store_dir: PathBuf,
-    config: std::sync::RwLock<Config>,
+    config: parking_lot::RwLock<Config>,
     pub(crate) data_dir: PathBuf,
     /// How changes are found (read without the lock).
-    pub mode: std::sync::Mutex<WatchMode>,
+    pub mode: parking_lot::Mutex<WatchMode>,
     /// How far a long refresh has come (read without the lock).
     pub progress: Arc<Progress>,
     /// Open edit transactions.
-    pub edits: std::sync::Mutex<super::transactions::Edits>,
+    pub edits: parking_lot::Mutex<super::transactions::Edits>,
     /// Live events for subscribers.
     pub events: Arc<Events>,
     /// The tree of the checkpoint recorded last (by this daemon), if any.
-    pub last_recorded: std::sync::Mutex<Option<gix::ObjectId>>,
+    pub last_recorded: parking_lot::Mutex<Option<gix::ObjectId>>,
     /// When this daemon started: lock files in the store older than that are stale.
     pub(crate) started: std::time::SystemTime,
 }
@@ -47,13 +47,13 @@ impl Project {
         Project {
             store_dir: paths.store_dir(&root),
             root,
-            config: std::sync::RwLock::new(config.clone()),
+            config: parking_lot::RwLock::new(config.clone()),
             data_dir: paths.data_dir.clone(),
-            mode: std::sync::Mutex::new(WatchMode::NotOpened),
+            mode: parking_lot::Mutex::new(WatchMode::NotOpened),
             progress: Arc::default(),
-            edits: std::sync::Mutex::default(),
+            edits: parking_lot::Mutex::default(),
             events: Arc::new(Events::new(root_for_events)),
-            last_recorded: std::sync::Mutex::new(None),
+            last_recorded: parking_lot::Mutex::new(None),
             started: *DAEMON_STARTED,
         }
     }
@@ -78,7 +78,7 @@ impl Project {
 
     /// The configuration in effect (replaced by a reload).
     pub fn config(&self) -> Config {
-        self.config.read().expect("config lock poisoned").clone()
+        self.config.read().clone()
     }
 
     /// Applies a reloaded configuration (retention, the disk budget and `max_file_size` apply
@@ -86,16 +86,13 @@ impl Project {
     /// exclusions or `max_file_size`): then the opened state must follow them
     /// ([`Opened::follow_rules`](super::Opened::follow_rules)).
     pub fn set_config(&self, config: Config) -> bool {
-        let old = std::mem::replace(
-            &mut *self.config.write().expect("config lock poisoned"),
-            config.clone(),
-        );
+        let old = std::mem::replace(&mut *self.config.write(), config.clone());
         old.exclusions != config.exclusions || old.max_file_size() != config.max_file_size()
     }
 
     /// How the project finds changes now.
     pub fn mode(&self) -> WatchMode {
-        self.mode.lock().expect("mode lock poisoned").clone()
+        self.mode.lock().clone()
     }
 
     /// Converts request paths (absolute, or relative to the root) into tree paths; a path

@@ -109,7 +109,7 @@ pub(crate) fn take_recorded(
     recorded: std::result::Result<Checkpoint, CheckpointError>,
 ) -> Result<Checkpoint> {
     let c = recorded.inspect_err(|_| o.forget_if_lost())?;
-    *p.last_recorded.lock().expect("last-recorded lock poisoned") = Some(tree);
+    *p.last_recorded.lock() = Some(tree);
     note_recorded(o, &c);
     emit_created(p, &c);
     Ok(c)
@@ -136,7 +136,7 @@ pub(crate) fn emit_created(p: &Project, c: &Checkpoint) {
 /// recorded last; returns it, or None when nothing changed.
 pub fn record_auto(p: &Project, o: &mut Opened) -> Result<Option<Checkpoint>> {
     let tree = o.tree_to_record(p)?;
-    let known = *p.last_recorded.lock().expect("last-recorded lock poisoned");
+    let known = *p.last_recorded.lock();
     let last = match known {
         Some(t) => Some(t),
         None => {

@@ -62,24 +62,17 @@ pub fn in_parallel<T: Sync, R: Send>(
             done.push((at, f(item)));
         }
     };
-    let helped = std::sync::Mutex::new(Vec::new());
+    let helped = parking_lot::Mutex::new(Vec::new());
     let mut results: Vec<(usize, R)> = pool.in_place_scope(|scope| {
         for _ in 1..threads.min(items.len()) {
             scope.spawn(|_| {
                 let done = work();
-                helped
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .extend(done);
+                helped.lock().extend(done);
             });
         }
         work()
     });
-    results.extend(
-        helped
-            .into_inner()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
+    results.extend(helped.into_inner());
     results.sort_by_key(|(at, _)| *at);
     results.into_iter().map(|(_, r)| r).collect()
 }

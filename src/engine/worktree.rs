@@ -86,7 +86,7 @@ pub fn apply(
 /// daemon removes) go ahead meanwhile; the first deletion, new folder, second name of a
 /// replaced file or rename waits for it, and where it fails nothing in the project changes.
 pub struct Gate<'a> {
-    wait: std::sync::Mutex<Option<Box<dyn FnOnce() -> bool + Send + 'a>>>,
+    wait: parking_lot::Mutex<Option<Box<dyn FnOnce() -> bool + Send + 'a>>>,
     passed: std::sync::OnceLock<bool>,
 }
 
@@ -94,7 +94,7 @@ impl<'a> Gate<'a> {
     /// A gate that is open: nothing to wait for.
     pub fn open() -> Gate<'a> {
         Gate {
-            wait: std::sync::Mutex::new(None),
+            wait: parking_lot::Mutex::new(None),
             passed: std::sync::OnceLock::from(true),
         }
     }
@@ -103,7 +103,7 @@ impl<'a> Gate<'a> {
     /// reaches the gate; the others wait for its answer).
     pub fn after(wait: impl FnOnce() -> bool + Send + 'a) -> Gate<'a> {
         Gate {
-            wait: std::sync::Mutex::new(Some(Box::new(wait))),
+            wait: parking_lot::Mutex::new(Some(Box::new(wait))),
             passed: std::sync::OnceLock::new(),
         }
     }
@@ -111,7 +111,7 @@ impl<'a> Gate<'a> {
     /// Waits for the gate; whether the project may change.
     pub fn pass(&self) -> bool {
         *self.passed.get_or_init(|| {
-            let wait = self.wait.lock().expect("gate lock poisoned").take();
+            let wait = self.wait.lock().take();
             wait.is_none_or(|wait| wait())
         })
     }

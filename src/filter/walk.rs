@@ -5,10 +5,10 @@
 //! watch there first, so nothing created in it afterwards goes unnoticed), and the result is
 //! the same set of entries.
 
+use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex};
 
 use gix::bstr::BString;
 
@@ -35,22 +35,18 @@ struct Queue {
 
 impl Queue {
     fn push(&self, item: Folder) {
-        self.items
-            .lock()
-            .expect("walk queue poisoned")
-            .0
-            .push_back(item);
+        self.items.lock().0.push_back(item);
         self.ready.notify_one();
     }
 
     fn close(&self) {
-        self.items.lock().expect("walk queue poisoned").1 = true;
+        self.items.lock().1 = true;
         self.ready.notify_all();
     }
 
     /// The next folder, or None once the queue is closed and empty.
     fn pop(&self) -> Option<Folder> {
-        let mut items = self.items.lock().expect("walk queue poisoned");
+        let mut items = self.items.lock();
         loop {
             if let Some(item) = items.0.pop_front() {
                 return Some(item);
@@ -58,7 +54,7 @@ impl Queue {
             if items.1 {
                 return None;
             }
-            items = self.ready.wait(items).expect("walk queue poisoned");
+            self.ready.wait(&mut items);
         }
     }
 }

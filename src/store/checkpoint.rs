@@ -230,10 +230,7 @@ impl Store {
             self.with_pending(|repo| self.write_commit(repo, &ref_name, tree, skipped, &new))?;
         // Read back while it is still in memory: the new pack is not loaded yet.
         let checkpoint = self.with_pending(|repo| self.checkpoint(repo, id))?;
-        *self
-            .last_recorded
-            .lock()
-            .expect("last-recorded lock poisoned") = Some(checkpoint.clone());
+        *self.last_recorded.lock() = Some(checkpoint.clone());
         // The new pack is loaded later (see `Store::pack_loader`): after the reply.
         self.write_pending()?;
         let repo = self.repo();
@@ -334,10 +331,7 @@ impl Store {
         repo: &gix::Repository,
         id: ObjectId,
     ) -> Result<Checkpoint, CheckpointError> {
-        let last = self
-            .last_recorded
-            .lock()
-            .expect("last-recorded lock poisoned");
+        let last = self.last_recorded.lock();
         match last.as_ref().filter(|c| c.id.object_id() == id) {
             Some(c) => Ok(c.clone()),
             None => {

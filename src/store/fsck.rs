@@ -163,7 +163,7 @@ impl Store {
                 .ok()
                 .map(|m| stamp_of(&m))
         };
-        let mut checked = self.checked_packs.lock().expect("pack cache poisoned");
+        let mut checked = self.checked_packs.lock();
         let mut damaged = Vec::new();
         // Whether `stem` has an index (is a pack); damage goes to `damaged`.
         let mut check = |stem: &str, checked: &mut HashMap<String, PackStamp>| {
@@ -237,10 +237,7 @@ impl Store {
         };
         let key = (stamp("idx"), stamp("pack"));
         if key.0.is_some() && key.1.is_some() {
-            self.checked_packs
-                .lock()
-                .expect("pack cache poisoned")
-                .insert(name.to_string(), key);
+            self.checked_packs.lock().insert(name.to_string(), key);
         }
     }
 
@@ -337,7 +334,7 @@ impl Store {
     fn journal_damage(&self) -> Vec<String> {
         let mut found = super::txn::replay::noted_damage(self.dir());
         // Under the journal's lock: no record is being written meanwhile.
-        let journal = self.journal.lock().expect("journal lock poisoned");
+        let journal = self.journal.lock();
         if let super::txn::records::End::Damaged { offset, later } =
             super::txn::records::read_records(self.dir()).end
         {

@@ -106,9 +106,9 @@ pub struct Store {
     dir: PathBuf,
     repo: gix::ThreadSafeRepository,
     /// Packs found whole, with the stat of their index and data file when checked.
-    checked_packs: std::sync::Mutex<std::collections::HashMap<String, PackStamp>>,
+    checked_packs: parking_lot::Mutex<std::collections::HashMap<String, PackStamp>>,
     /// The current operation's objects, not yet durable.
-    pending: std::sync::Mutex<pending::Pending>,
+    pending: parking_lot::Mutex<pending::Pending>,
     /// Set when pending objects were dropped by a failed flush.
     lost: std::sync::atomic::AtomicBool,
     /// Set when packs this handle checked disappeared (see [`Store::take_packs_vanished`]).
@@ -117,15 +117,15 @@ pub struct Store {
     small_packs: std::sync::atomic::AtomicUsize,
     /// An object of the pack written last, when the handles have not loaded that pack yet
     /// (see [`Store::pack_loader`]).
-    unloaded: std::sync::Mutex<Option<gix::ObjectId>>,
+    unloaded: parking_lot::Mutex<Option<gix::ObjectId>>,
     /// The store's journal (shared by every handle of the store in this process).
-    journal: std::sync::Arc<std::sync::Mutex<journal::Journal>>,
+    journal: std::sync::Arc<parking_lot::Mutex<journal::Journal>>,
     /// Second names of the files the last operations replaced (see [`Store::retire`]).
-    retired: std::sync::Mutex<Retired>,
+    retired: parking_lot::Mutex<Retired>,
     /// The checkpoint recorded last, as read back (see `Store::checkpoint_or_last`).
-    last_recorded: std::sync::Mutex<Option<Checkpoint>>,
+    last_recorded: parking_lot::Mutex<Option<Checkpoint>>,
     /// Handles not in use (see [`Store::repo`]).
-    idle_repos: std::sync::Arc<std::sync::Mutex<Vec<gix::Repository>>>,
+    idle_repos: std::sync::Arc<parking_lot::Mutex<Vec<gix::Repository>>>,
     /// Files made ahead of time for the next publish (see [`Store::spare_maker`]).
     spares: std::sync::Arc<spares::Spares>,
     /// What changed in the store's folders since the last check (see [`Store::damage`]);
@@ -139,7 +139,7 @@ const IDLE_REPOS: usize = 2;
 /// A handle from [`Store::repo`]; given back to its store when dropped.
 pub struct Repo {
     repo: Option<gix::Repository>,
-    idle: std::sync::Arc<std::sync::Mutex<Vec<gix::Repository>>>,
+    idle: std::sync::Arc<parking_lot::Mutex<Vec<gix::Repository>>>,
 }
 
 impl std::ops::Deref for Repo {
@@ -157,10 +157,9 @@ impl Drop for Repo {
         let Some(repo) = self.repo.take() else {
             return;
         };
-        if let Ok(mut idle) = self.idle.lock() {
-            if idle.len() < IDLE_REPOS {
-                idle.push(repo);
-            }
+        let mut idle = self.idle.lock();
+        if idle.len() < IDLE_REPOS {
+            idle.push(repo);
         }
     }
 }
@@ -342,7 +341,7 @@ impl Store {
     /// whole store reopen), so the trees the operation before read or wrote are not inflated
     /// again.
     pub fn repo(&self) -> Repo {
-        let pooled = self.idle_repos.lock().expect("repo pool poisoned").pop();
+        let pooled = self.idle_repos.lock().pop();
         let repo = pooled.unwrap_or_else(|| self.own_repo());
         Repo {
             repo: Some(repo),
@@ -368,10 +367,7 @@ impl Store {
     /// name can be made, the rename pays as before.
     pub fn retire(&self, path: &Path) {
         if let Some(alias) = self.trash_name() {
-            self.retired
-                .lock()
-                .expect("retired lock poisoned")
-                .keep(path, alias);
+            self.retired.lock().keep(path, alias);
         }
     }
 
@@ -379,12 +375,9 @@ impl Store {
     /// blocks after the reply where it can: it is moved into [`TRASH_DIR`] (same filesystem),
     /// else removed now. A folder that cannot be moved stays where it is.
     pub fn discard(&self, path: &Path) {
-        let moved = self.trash_name().is_some_and(|alias| {
-            self.retired
-                .lock()
-                .expect("retired lock poisoned")
-                .take(path, alias)
-        });
+        let moved = self
+            .trash_name()
+            .is_some_and(|alias| self.retired.lock().take(path, alias));
         if !moved {
             if let Err(e) = std::fs::remove_file(path) {
                 tracing::warn!(path = %path.display(), error = %e, "cannot remove a file a restore replaced");
@@ -417,7 +410,7 @@ impl Store {
     /// The second names of the files replaced since the last call, to drop (which removes
     /// them) after the reply.
     pub fn take_retired(&self) -> Retired {
-        std::mem::take(&mut *self.retired.lock().expect("retired lock poisoned"))
+        std::mem::take(&mut *self.retired.lock())
     }
 }
 

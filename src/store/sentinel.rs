@@ -18,7 +18,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
+
+use parking_lot::Mutex;
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
@@ -105,7 +107,7 @@ impl Inbox {
         // A pack is also damaged in place: written, cut short, its times or mode changed.
         let packs = common | WatchFlags::MODIFY | WatchFlags::ATTRIB | WatchFlags::CLOSE_WRITE;
         let pack_dir = dir.join("objects").join("pack");
-        let mut watches = sentinel.watches.lock().expect("sentinel lock poisoned");
+        let mut watches = sentinel.watches.lock();
         for (path, flags, folder) in [
             (dir, common, Folder::Store),
             (&*pack_dir, packs, Folder::Packs),
@@ -114,7 +116,7 @@ impl Inbox {
                 Ok(wd) => wd,
                 Err(e) => {
                     tracing::debug!(path = %path.display(), error = %e, "cannot watch a store's folder");
-                    self.seen.lock().expect("inbox lock poisoned").all = true;
+                    self.seen.lock().all = true;
                     return false;
                 }
             };
@@ -134,20 +136,20 @@ impl Inbox {
         if let Some(sentinel) = sentinel() {
             sentinel.drain();
         }
-        std::mem::take(&mut *self.seen.lock().expect("inbox lock poisoned"))
+        std::mem::take(&mut *self.seen.lock())
     }
 
     /// Asks for a full check at the next [`Inbox::take`] (e.g. while damage is known: it is
     /// reported again every time).
     pub fn ask_all(&self) {
-        self.seen.lock().expect("inbox lock poisoned").all = true;
+        self.seen.lock().all = true;
     }
 }
 
 impl Sentinel {
     /// Reads every queued event into the inboxes it concerns.
     fn drain(&self) {
-        let mut watches = self.watches.lock().expect("sentinel lock poisoned");
+        let mut watches = self.watches.lock();
         let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
         let mut reader = inotify::Reader::new(&self.fd, &mut buf);
         loop {
@@ -179,7 +181,7 @@ impl Sentinel {
                 let Some(inbox) = inbox.upgrade() else {
                     continue;
                 };
-                let mut seen = inbox.seen.lock().expect("inbox lock poisoned");
+                let mut seen = inbox.seen.lock();
                 match (&name, folder) {
                     _ if gone || moved => seen.all = true,
                     (Some(name), Folder::Packs) => {

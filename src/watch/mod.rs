@@ -17,7 +17,9 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
 use std::time::Duration;
 
 use gix::bstr::BString;
@@ -162,11 +164,7 @@ impl ProjectWatcher {
         if self.degraded.is_some() {
             return;
         }
-        let result = self
-            .watcher
-            .lock()
-            .expect("watcher lock poisoned")
-            .watch_with(dir, one_folder());
+        let result = self.watcher.lock().watch_with(dir, one_folder());
         if result.is_ok() && dir == self.shared.root {
             self.root_watched = true;
         }
@@ -234,7 +232,7 @@ impl ProjectWatcher {
         let n = COOKIES.fetch_add(1, Ordering::Relaxed);
         let name = OsString::from(format!("{COOKIE_PREFIX}{n}"));
         let path = self.shared.cookie_dir.join(&name);
-        let mut cookie = self.cookie.lock().expect("cookie lock poisoned");
+        let mut cookie = self.cookie.lock();
         let renamed = cookie
             .take()
             .is_some_and(|from| std::fs::rename(from, &path).is_ok());
@@ -257,12 +255,7 @@ impl ProjectWatcher {
                 let _ = std::fs::remove_file(&path);
                 return Err("the watcher did not deliver the sync cookie in time".to_string());
             }
-            dirty = self
-                .shared
-                .arrived
-                .wait_timeout(dirty, left)
-                .expect("dirty-set lock poisoned")
-                .0;
+            self.shared.arrived.wait_for(&mut dirty, left);
         }
     }
 
@@ -284,7 +277,7 @@ impl ProjectWatcher {
         for entry in std::fs::read_dir(dir)?.flatten() {
             let _ = std::fs::remove_file(entry.path());
         }
-        let mut watcher = self.watcher.lock().expect("watcher lock poisoned");
+        let mut watcher = self.watcher.lock();
         let _ = watcher.unwatch(dir);
         watcher
             .watch_with(dir, one_folder())
@@ -312,21 +305,19 @@ pub struct WatchHandle(std::sync::Weak<Mutex<notify::RecommendedWatcher>>);
 impl WatchHandle {
     pub fn watch(&self, dir: &Path) {
         if let Some(watcher) = self.0.upgrade() {
-            if let Ok(mut w) = watcher.lock() {
-                let _ = w.watch_with(dir, one_folder());
-            }
+            let _ = watcher.lock().watch_with(dir, one_folder());
         }
     }
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Dirty> {
-        self.dirty.lock().expect("dirty-set lock poisoned")
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Dirty> {
+        self.dirty.lock()
     }
 
     /// Passes `note` to the tap without ever blocking the watcher.
     fn note(&self, note: WatchNote) {
-        let tap = self.tap.lock().expect("tap lock poisoned");
+        let tap = self.tap.lock();
         if let Some(tap) = tap.as_ref() {
             if let Err(queue::SendError::Full(_)) = tap.tx.try_send(note) {
                 tap.lost.store(true, Ordering::SeqCst);

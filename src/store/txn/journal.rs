@@ -34,7 +34,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 use super::files::fsync_if_present;
 use super::records::{read_records, End, Journaled, Record, JOURNAL_FILE, RING_BYTES};
@@ -288,7 +290,7 @@ pub(crate) fn open<T>(
         message: e.to_string(),
     })?;
     let identity = (meta.dev(), meta.ino(), meta.created().ok());
-    let mut registry = registry().lock().expect("journal registry poisoned");
+    let mut registry = registry().lock();
     if let Some((id, journal)) = registry.get(dir) {
         if *id == identity {
             let journal = journal.clone();

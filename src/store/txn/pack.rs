@@ -17,10 +17,10 @@
 //! 100,000-file first checkpoint, see `docs/design.md`), and an operation's pack is built in
 //! memory and journaled before any file exists, which no gix writer does.
 
+use parking_lot::Mutex;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use gix::ObjectId;
 
@@ -252,7 +252,7 @@ impl PackWriter {
     /// publishes it: see [`StagedPack::publish`]); a larger one is flushed and published as
     /// [`PackWriter::finish`] does.
     pub(crate) fn finish_staged(self) -> Result<Finished, StoreError> {
-        let state = self.state.into_inner().expect("pack lock poisoned");
+        let state = self.state.into_inner();
         if state.broken || state.entries.is_empty() || !matches!(state.sink, Sink::Memory(_)) {
             let result = Self::complete(&self.dir, &self.tmp, state);
             if result.is_err() {
@@ -285,7 +285,7 @@ impl PackWriter {
 
     /// Like [`PackWriter::finish`], also returning the pack's name (`pack-<checksum>`).
     pub fn finish_named(self) -> Result<(usize, Option<String>), StoreError> {
-        let state = self.state.into_inner().expect("pack lock poisoned");
+        let state = self.state.into_inner();
         let count = state.entries.len();
         let tmp = self.tmp.clone();
         let result = Self::complete(&self.dir, &tmp, state);
@@ -346,8 +346,8 @@ impl PackWriter {
         Ok(Some(name))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().expect("pack lock poisoned")
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     fn io(&self, source: std::io::Error) -> StoreError {
@@ -369,7 +369,7 @@ impl PackWriter {
         dest: &Path,
         replace: bool,
     ) -> Result<usize, StoreError> {
-        let state = self.state.into_inner().expect("pack lock poisoned");
+        let state = self.state.into_inner();
         let count = state.entries.len();
         let tmp = self.tmp.clone();
         let out_tmp = dest.with_file_name(format!(

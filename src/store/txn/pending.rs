@@ -24,7 +24,7 @@ pub(crate) struct Pending {
 impl Store {
     /// The pack this operation's blobs go into (shared by the capture workers).
     pub(crate) fn pending_blobs(&self) -> Result<Arc<PackWriter>, StoreError> {
-        let mut pending = self.pending.lock().expect("pending lock poisoned");
+        let mut pending = self.pending.lock();
         if let Some(pack) = &pending.blobs {
             return Ok(pack.clone());
         }
@@ -36,7 +36,7 @@ impl Store {
     /// Runs `f` with the handle whose memory holds this operation's trees and commits: what it
     /// writes is pending, and it reads both pending and stored objects.
     pub(crate) fn with_pending<T>(&self, f: impl FnOnce(&gix::Repository) -> T) -> T {
-        let mut pending = self.pending.lock().expect("pending lock poisoned");
+        let mut pending = self.pending.lock();
         let repo = pending
             .repo
             .get_or_insert_with(|| self.own_repo().with_object_memory());
@@ -62,11 +62,7 @@ impl Store {
     /// when, e.g. after its reply. A handle that misses an object does the same by itself, so
     /// running it late, twice or never changes no result, only who waits for it.
     pub fn pack_loader(&self) -> Option<impl FnOnce() + Send + 'static> {
-        let probe = self
-            .unloaded
-            .lock()
-            .expect("unloaded lock poisoned")
-            .take()?;
+        let probe = self.unloaded.lock().take()?;
         let repo = self.thread_safe().clone();
         Some(move || {
             let _ = repo.to_thread_local().try_find_header(probe);
@@ -75,7 +71,7 @@ impl Store {
 
     /// A pack written outside the journal is readable: count it, and probe it later.
     pub(crate) fn published(&self, probe: gix::ObjectId) {
-        *self.unloaded.lock().expect("unloaded lock poisoned") = Some(probe);
+        *self.unloaded.lock() = Some(probe);
         self.small_packs.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -85,7 +81,7 @@ impl Store {
     /// [`Store::commit_staged`]); a larger one is flushed here.
     pub(crate) fn write_pending(&self) -> Result<bool, StoreError> {
         let (blobs, memory) = {
-            let mut pending = self.pending.lock().expect("pending lock poisoned");
+            let mut pending = self.pending.lock();
             let memory = pending
                 .repo
                 .as_ref()
@@ -126,10 +122,7 @@ impl Store {
             match pack.finish_staged()? {
                 Finished::Empty => Ok(false),
                 Finished::Staged(pack) if pack.pack.len() <= JOURNALED_PACK_BYTES => {
-                    self.journal
-                        .lock()
-                        .expect("journal lock poisoned")
-                        .stage(pack);
+                    self.journal.lock().stage(pack);
                     Ok(true)
                 }
                 Finished::Staged(pack) => {

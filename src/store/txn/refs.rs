@@ -60,7 +60,7 @@ impl Store {
         edits: Vec<RefEdit>,
         doing: &str,
     ) -> Result<(), StoreError> {
-        let mut journal = self.journal.lock().expect("journal lock poisoned");
+        let mut journal = self.journal.lock();
         journal.recover()?;
         let changes: Vec<RefChange> = edits.iter().map(ref_change).collect();
         let mut packs = Some(journal.take_staged());
@@ -100,7 +100,7 @@ impl Store {
 
     /// Makes the staged pack durable (one journal record) and readable; whether there was one.
     pub(crate) fn commit_staged(&self) -> Result<bool, StoreError> {
-        let mut journal = self.journal.lock().expect("journal lock poisoned");
+        let mut journal = self.journal.lock();
         if !journal.has_staged() {
             return Ok(false);
         }
@@ -141,7 +141,7 @@ impl Store {
                 });
             }
             self.checked_whole(&p.name);
-            *self.unloaded.lock().expect("unloaded lock poisoned") = Some(p.first);
+            *self.unloaded.lock() = Some(p.first);
             self.small_packs
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -152,7 +152,7 @@ impl Store {
     /// are removed, so that no record names one (a redo would write it again).
     pub(crate) fn retire_journal(&self) -> Result<(), StoreError> {
         self.commit_staged()?;
-        self.journal.lock().expect("journal lock poisoned").retire()
+        self.journal.lock().retire()
     }
 
     /// What settling a change of ref `name` flushes: the ref, its folders up to the store, and

@@ -1,8 +1,8 @@
 //! Empty files made ahead of time that the next publish writes its pack and index into.
 
+use parking_lot::Mutex;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use super::files::{create_private, unique};
 
@@ -27,7 +27,7 @@ const SPARES: usize = 4;
 impl Spares {
     /// Two spare files (for a pack and its index), if there are two.
     pub(crate) fn take_pair(&self) -> Option<[Spare; 2]> {
-        let mut ready = self.0.lock().expect("spares lock poisoned");
+        let mut ready = self.0.lock();
         if ready.len() < 2 {
             return None;
         }
@@ -37,10 +37,7 @@ impl Spares {
 
     /// Drops (and removes) every spare file.
     pub(crate) fn clear(&self) {
-        let mut ready = self
-            .0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut ready = self.0.lock();
         let all = std::mem::take(&mut *ready);
         drop(ready);
         for spare in all {
@@ -50,7 +47,7 @@ impl Spares {
 
     /// Whether fewer than [`SPARES`] are ready.
     pub(crate) fn short(&self) -> bool {
-        self.0.lock().expect("spares lock poisoned").len() < SPARES
+        self.0.lock().len() < SPARES
     }
 
     /// Makes spare files in `folder` (a real folder of the store) until a publish has enough.
@@ -58,11 +55,7 @@ impl Spares {
         while self.short() {
             let path = folder.join(format!("spare-{}-{}", std::process::id(), unique()));
             match create_private(&path) {
-                Ok(file) => self
-                    .0
-                    .lock()
-                    .expect("spares lock poisoned")
-                    .push(Spare { path, file }),
+                Ok(file) => self.0.lock().push(Spare { path, file }),
                 Err(e) => {
                     tracing::debug!(path = %path.display(), error = %e, "cannot make a spare file");
                     return;
