@@ -516,31 +516,103 @@ fn crafted_bundles_with_unsafe_paths_are_refused_at_import() {
 }
 
 /// A pack entry that declares an enormous object (the fuzzer's find: the reader allocated
-/// what the header claimed, ~83 GB, and the daemon died) is refused before anything is
-/// allocated, and the daemon keeps serving.
+/// what the header claimed, ~83 GB, and the daemon died), and a delta whose result declares
+/// one, are refused before anything of that size is allocated, and the daemon keeps serving.
 #[test]
 fn a_bundle_declaring_an_enormous_object_is_refused() {
     let env = TestEnv::new();
     write(&env.proj(), "a.txt", "a\n");
     env.watch();
-    let mut data = format!("# v2 git bundle\n{} refs/heads/x\n\n", "1".repeat(40)).into_bytes();
-    data.extend_from_slice(b"PACK\0\0\0\x02\0\0\0\x01");
-    // A blob of 0x1380008000 bytes: type 3, size in 4 + 7-bit groups.
-    let mut size: u64 = 0x13_8000_8000;
-    let mut b = 0x30 | (size & 0x0f) as u8;
+    let header = format!("# v2 git bundle\n{} refs/heads/x\n\n", "1".repeat(40)).into_bytes();
+    const HUGE: u64 = 0x13_8000_8000;
+    // A blob that declares HUGE bytes and holds none.
+    let mut pack = b"PACK\0\0\0\x02\0\0\0\x01".to_vec();
+    entry_head(&mut pack, 3, HUGE);
+    pack.extend_from_slice(&stored_zlib(b""));
+    // A blob of one byte, then a delta on it that makes a HUGE object of it.
+    let mut delta_pack = b"PACK\0\0\0\x02\0\0\0\x02".to_vec();
+    entry_head(&mut delta_pack, 3, 1);
+    delta_pack.extend_from_slice(&stored_zlib(b"a"));
+    let base_at = 12u64;
+    let delta_at = delta_pack.len() as u64;
+    let mut delta = Vec::new();
+    varint(&mut delta, 1);
+    varint(&mut delta, HUGE);
+    delta.extend_from_slice(&[0x01, b'x']);
+    entry_head(&mut delta_pack, 6, delta.len() as u64);
+    delta_pack.push((delta_at - base_at) as u8); // a one-byte offset (< 128)
+    delta_pack.extend_from_slice(&stored_zlib(&delta));
+    for (name, mut pack) in [("enormous", pack), ("enormous-delta", delta_pack)] {
+        pack.extend_from_slice(&sha1(&pack));
+        let mut data = header.clone();
+        data.extend_from_slice(&pack);
+        let bundle = env.home.join(format!("{name}.bundle"));
+        std::fs::write(&bundle, data).unwrap();
+        let out = env.ckpt(&["import", "--bundle", bundle.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert!(stderr(&out).contains("pack"), "{name}: {}", stderr(&out));
+        env.assert_serving();
+    }
+    // The daemon never held anything near that size.
+    let pid = env.daemon.as_ref().unwrap().id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap();
+    assert!(peak_kb < 1 << 20, "peak RSS {peak_kb} kB");
+}
+
+/// A pack entry's type-and-size header.
+fn entry_head(out: &mut Vec<u8>, kind: u8, mut size: u64) {
+    let mut b = (kind << 4) | (size & 0x0f) as u8;
     size >>= 4;
     while size != 0 {
-        data.push(b | 0x80);
+        out.push(b | 0x80);
         b = (size & 0x7f) as u8;
         size >>= 7;
     }
-    data.push(b);
-    data.extend_from_slice(&[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]);
-    data.extend_from_slice(&[0u8; 20]);
-    let bundle = env.home.join("enormous.bundle");
-    std::fs::write(&bundle, data).unwrap();
-    let out = env.ckpt(&["import", "--bundle", bundle.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("declares"), "{}", stderr(&out));
-    env.assert_serving();
+    out.push(b);
+}
+
+/// A delta's size: 7 bits at a time, least significant first.
+fn varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8 & 0x7f) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// `data` as a zlib stream of one stored block.
+fn stored_zlib(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x78, 0x01, 0x01];
+    let len = data.len() as u16;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&(!len).to_le_bytes());
+    out.extend_from_slice(data);
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in data {
+        a = (a + u32::from(x)) % 65521;
+        b = (b + a) % 65521;
+    }
+    out.extend_from_slice(&((b << 16) | a).to_be_bytes());
+    out
+}
+
+/// The SHA-1 of `data`, by `sha1sum`.
+fn sha1(data: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("sha1sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let hex = String::from_utf8(out.stdout).unwrap();
+    (0..20)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
 }

@@ -6,6 +6,8 @@
 //! indexed into `objects/pack` by gix-pack, which resolves its deltas (including ones against
 //! objects this store already has, as `git bundle` writes for incremental bundles) and checks its
 //! checksum; a pack that is damaged or that needs objects nobody has leaves nothing behind.
+//! The bundle is untrusted input: gix-pack allocates no entry's declared size up front and
+//! at most [`MAX_BUNDLE_OBJECT_BYTES`] for any one object (its `alloc_limit_bytes`).
 //! Turning the bundle's commits into checkpoints is up to the caller.
 
 use std::collections::HashSet;
@@ -16,12 +18,14 @@ use std::sync::atomic::AtomicBool;
 use gix::ObjectId;
 
 mod candidates;
-mod scan;
 
 use super::error_chain;
 use super::{Store, StoreError};
 pub use candidates::{unsafe_paths, Candidate, NotImported};
-pub use scan::{scan_pack, MAX_BUNDLE_OBJECT_BYTES};
+/// Largest object a bundle may hold (ckpt never captures files larger than `max_file_size`;
+/// this leaves room for a larger setting): gix-pack refuses to allocate more for one object
+/// while it indexes the bundle's pack, whatever size an entry declares.
+pub const MAX_BUNDLE_OBJECT_BYTES: u64 = 1 << 30;
 
 /// Longest header accepted (git writes a line per ref; this allows ~100,000 refs).
 const MAX_HEADER_BYTES: usize = 16 * 1024 * 1024;
@@ -216,8 +220,6 @@ impl Store {
                 reason: "it names no commits".into(),
             });
         }
-        let offset = std::io::Seek::stream_position(&mut reader).map_err(read_err)?;
-        scan_pack(path, offset, MAX_BUNDLE_OBJECT_BYTES).map_err(ImportError::Pack)?;
         let repo = self.repo();
         let missing: Vec<ObjectId> = header
             .prerequisites
@@ -232,6 +234,8 @@ impl Store {
         })?;
         let options = gix_pack::bundle::write::Options {
             thread_limit: Some(2),
+            // An entry's declared size is never trusted for an allocation past this.
+            alloc_limit_bytes: Some(MAX_BUNDLE_OBJECT_BYTES as usize),
             ..Default::default()
         };
         let outcome = gix_pack::Bundle::write_to_directory(

@@ -1,6 +1,7 @@
-//! Pack entries as ckpt writes and reads them: the type-and-size header, a zlib stream
+//! Pack entries as ckpt writes them: the type-and-size header (gix-pack's), a zlib stream
 //! compressed at the fastest level or made of stored blocks (no compression, no table to
-//! clear: an operation's few small objects), and reading such a stream back without inflating.
+//! clear: an operation's few small objects), and reading such a stream back without inflating
+//! (merging small packs compresses what an operation stored).
 
 thread_local! {
     /// Each thread's compressor, reset for every object: setting one up allocates and clears
@@ -113,38 +114,19 @@ pub(crate) fn read_stored(stream: &[u8]) -> Stored {
     }
 }
 
-/// Where the zlib stream of a pack entry starts (after its type-and-size header).
-pub(crate) fn entry_data_start(raw: &[u8]) -> Option<usize> {
-    raw.iter().position(|b| b & 0x80 == 0).map(|i| i + 1)
-}
-
-/// The kind of a whole object from the first byte of its pack entry; None for a delta.
-pub(crate) fn entry_kind(first: u8) -> Option<gix::objs::Kind> {
-    match (first >> 4) & 7 {
-        1 => Some(gix::objs::Kind::Commit),
-        2 => Some(gix::objs::Kind::Tree),
-        3 => Some(gix::objs::Kind::Blob),
-        4 => Some(gix::objs::Kind::Tag),
-        _ => None,
-    }
-}
-
-/// The pack entry header: type and size, 4 then 7 bits at a time.
+/// Appends the pack entry header of an object of `kind` and `size` bytes to `out` (gix-pack's
+/// encoding).
 pub(crate) fn entry_header(kind: gix::objs::Kind, size: usize, out: &mut Vec<u8>) {
-    let t: u8 = match kind {
-        gix::objs::Kind::Commit => 1,
-        gix::objs::Kind::Tree => 2,
-        gix::objs::Kind::Blob => 3,
-        gix::objs::Kind::Tag => 4,
+    use gix_pack::data::entry::Header;
+    let header = match kind {
+        gix::objs::Kind::Commit => Header::Commit,
+        gix::objs::Kind::Tree => Header::Tree,
+        gix::objs::Kind::Blob => Header::Blob,
+        gix::objs::Kind::Tag => Header::Tag,
     };
-    let mut byte = (t << 4) | (size & 0x0f) as u8;
-    let mut rest = size >> 4;
-    while rest != 0 {
-        out.push(byte | 0x80);
-        byte = (rest & 0x7f) as u8;
-        rest >>= 7;
-    }
-    out.push(byte);
+    header
+        .write_to(size as u64, out)
+        .expect("writing into a Vec cannot fail");
 }
 
 #[cfg(test)]

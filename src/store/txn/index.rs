@@ -8,7 +8,6 @@ use std::path::Path;
 
 use gix::ObjectId;
 
-use super::entry::entry_kind;
 use super::files::{create_private, sha1, unique};
 use super::SMALL_PACK_BYTES;
 use crate::store::StoreError;
@@ -138,64 +137,43 @@ fn index_matches(idx: &[u8], pack: &[u8]) -> bool {
         && sha1(body).is_ok_and(|sum| sum.as_bytes() == own_sum)
 }
 
-/// The version 2 index of `pack`, a pack of whole objects (what [`PackWriter`] writes), from
-/// the pack alone: each entry is inflated to find where it ends and which object it is. None
-/// when the pack does not verify (its checksum, an entry cut short or not whole, a delta).
+/// The version 2 index of `pack`, from the pack alone, as gix-pack builds one (its entries
+/// inflated to find where each ends and which object it is, deltas resolved). None when the
+/// pack does not verify: its header, its checksum, an entry cut short or not whole.
 pub(crate) fn index_from_pack(pack: &[u8]) -> Option<Vec<u8>> {
-    use gix::zlib::{Decompress, FlushDecompress, Status};
-    if pack.len() < 32 || !pack.starts_with(b"PACK\0\0\0\x02") {
-        return None;
-    }
-    let end = pack.len() - 20;
-    let sum = ObjectId::try_from(&pack[end..]).ok()?;
-    if sha1(&pack[..end]).ok()? != sum {
-        return None;
-    }
-    let count = u32::from_be_bytes(pack[8..12].try_into().ok()?);
-    let mut entries = Vec::with_capacity(count.min(1 << 20) as usize);
-    let mut inflate = Decompress::new();
-    let mut data = Vec::new();
-    let mut offset = 12;
-    for _ in 0..count {
-        let start = offset;
-        let mut byte = *pack.get(offset)?;
-        let kind = entry_kind(byte)?;
-        let mut size = u64::from(byte & 0x0f);
-        let mut shift = 4;
-        while byte & 0x80 != 0 {
-            offset += 1;
-            byte = *pack.get(offset)?;
-            if shift > 57 {
-                return None;
-            }
-            size |= u64::from(byte & 0x7f) << shift;
-            shift += 7;
-        }
-        offset += 1;
-        // One byte of room past the size: a stream that holds more does not end.
-        data.clear();
-        data.resize(usize::try_from(size).ok()?.checked_add(1)?, 0);
-        inflate.reset();
-        let status = inflate
-            .decompress(pack.get(offset..end)?, &mut data, FlushDecompress::Finish)
-            .ok()?;
-        if status != Status::StreamEnd || inflate.total_out() != size {
-            return None;
-        }
-        offset += usize::try_from(inflate.total_in()).ok()?;
-        data.truncate(size as usize);
-        let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, kind, &data).ok()?;
-        entries.push(Written {
-            id,
-            offset: start as u64,
-            crc32: crc32fast::hash(&pack[start..offset]),
-        });
-    }
-    if offset != end {
-        return None;
-    }
-    entries.sort_unstable_by_key(|e| e.id);
-    index_bytes(&entries, sum).ok()
+    use gix_pack::data::input::{BytesToEntriesIter, EntryDataMode, Mode};
+    let entries = BytesToEntriesIter::new_from_header(
+        pack,
+        Mode::Verify,
+        EntryDataMode::Crc32,
+        gix::hash::Kind::Sha1,
+    )
+    .ok()?;
+    let mut entries = entries.peekable();
+    entries.peek()?;
+    let owned = pack.to_vec();
+    let resolver = move || Ok((entry_bytes, owned));
+    let mut out = Vec::with_capacity(8 + 1024 + pack.len() / 16);
+    let outcome = gix_pack::index::write_data_iter_to_stream(
+        gix_pack::index::Version::V2,
+        resolver,
+        &mut entries,
+        Some(1),
+        &mut gix::progress::Discard,
+        &mut out,
+        &std::sync::atomic::AtomicBool::new(false),
+        gix::hash::Kind::Sha1,
+        Some(crate::store::import::MAX_BUNDLE_OBJECT_BYTES as usize),
+        gix_pack::data::Version::V2,
+    )
+    .ok()?;
+    // The pack's checksum is verified by the iterator; what it read must be the whole pack.
+    (outcome.data_hash.as_bytes() == &pack[pack.len().checked_sub(20)?..]).then_some(out)
+}
+
+/// The bytes of an entry of the pack in memory (for gix-pack's index writer).
+fn entry_bytes(range: gix_pack::data::EntryRange, pack: &Vec<u8>) -> Option<&[u8]> {
+    pack.get(usize::try_from(range.start).ok()?..usize::try_from(range.end).ok()?)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use super::entry::{entry_data_start, entry_kind, read_stored, Stored};
+use super::entry::{read_stored, Stored};
 use super::files::fsync_if_present;
 use super::pack::PackWriter;
 use super::SMALL_PACK_BYTES;
@@ -103,13 +103,15 @@ fn copy_pack(
             .get(start..end)
             .filter(|raw| !raw.is_empty())
             .ok_or_else(|| damaged("an entry lies outside the pack"))?;
-        match (entry_kind(raw[0]), entry.crc32) {
+        let decoded = gix_pack::data::Entry::from_bytes(raw, 0, gix::hash::Kind::Sha1)
+            .map_err(|_| damaged("an entry's header cannot be read"))?;
+        match (decoded.header.as_kind(), entry.crc32) {
             (Some(kind), Some(crc)) => {
                 if crc32fast::hash(raw) != crc {
                     return Err(damaged("an entry does not match its CRC-32"));
                 }
                 // An operation's pack holds its entries uncompressed: compressed here.
-                let start = entry_data_start(raw).unwrap_or(raw.len());
+                let start = decoded.header_size().min(raw.len());
                 match read_stored(&raw[start..]) {
                     Stored::Data(data) => {
                         let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, kind, &data)
