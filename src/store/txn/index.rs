@@ -171,7 +171,9 @@ pub(crate) fn index_from_pack(pack: &[u8]) -> Option<Vec<u8>> {
     (outcome.data_hash.as_bytes() == &pack[pack.len().checked_sub(20)?..]).then_some(out)
 }
 
-/// The bytes of an entry of the pack in memory (for gix-pack's index writer).
+/// The bytes of an entry of the pack in memory (for gix-pack's index writer, which hands the
+/// pack over as the resolver's own `&R`).
+#[allow(clippy::ptr_arg)]
 fn entry_bytes(range: gix_pack::data::EntryRange, pack: &Vec<u8>) -> Option<&[u8]> {
     pack.get(usize::try_from(range.start).ok()?..usize::try_from(range.end).ok()?)
 }
