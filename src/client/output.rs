@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::ClientError;
 use crate::model::SkippedFile;
-use crate::store::Checkpoint;
+use crate::protocol::results::Checkpoint;
 
 pub struct Out {
     pub json: bool,

@@ -17,13 +17,13 @@ use crate::store::checkpoint::{parse_id, validate_dialog};
 use crate::store::diff::diff;
 use crate::store::import::unsafe_paths;
 use crate::store::treediff::diff_trees;
-use crate::store::{Checkpoint, NewCheckpoint, Snapshot, SnapshotOptions, Store, DEFAULT_DIALOG};
+use crate::store::{NewCheckpoint, Snapshot, SnapshotOptions, Store, DEFAULT_DIALOG};
 
 /// Retention runs after every this many checkpoints of a dialog (walking a timeline costs a
 /// few milliseconds, so not after each one).
 const AUTO_PRUNE_EVERY: u64 = 10;
 
-pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Result<Checkpoint> {
+pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Result<r::Checkpoint> {
     let kind = match params.kind.as_deref() {
         None => Kind::Message,
         Some(k) => k
@@ -60,7 +60,7 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
         // after a timeout): the checkpoint of that message is the one already recorded.
         if let Some(c) = recent_with_message(o, &new.dialog, message_id)? {
             tracing::info!(id = %c.id, message_id, "message already checkpointed");
-            return Ok(c);
+            return Ok(c.into());
         }
     }
     // The tree's new objects and the commit become one pack, flushed once.
@@ -73,10 +73,10 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
         o.prune_after_reply(&c.dialog);
     }
     o.save_index(false);
-    Ok(c)
+    Ok(c.into())
 }
 
-pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<Checkpoint>> {
+pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Checkpoint>> {
     let repo = o.store.repo();
     let mut all = o.store.list(&repo, params.dialog.as_deref())?;
     if !params.all_sessions {
@@ -109,7 +109,7 @@ pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<Check
     if let Some(limit) = params.limit {
         all.truncate(limit);
     }
-    Ok(all)
+    Ok(r::checkpoints(all))
 }
 
 pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown> {
@@ -140,8 +140,8 @@ pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown>
         None
     };
     Ok(r::Shown {
-        checkpoint: c,
-        changes,
+        checkpoint: c.into(),
+        changes: changes.into_iter().map(Into::into).collect(),
         file_list,
     })
 }
@@ -166,7 +166,7 @@ pub fn diff_checkpoints(p: &Project, o: &mut Opened, params: DiffParams) -> Resu
     let changed = diff_trees(&repo, Some(old_tree), Some(new_tree), &paths)?;
     let diff = diff(&repo, &changed, params.patch, params.counts)?;
     Ok(r::Diffed {
-        diff,
+        diff: diff.into(),
         from: from.id,
         to,
     })
@@ -283,8 +283,8 @@ pub fn import_bundle(
             path: path.clone(),
             dialog: (!imported.is_empty()).then_some(dialog),
             objects: objects.objects,
-            imported,
-            not_imported,
+            imported: r::checkpoints(imported),
+            not_imported: not_imported.into_iter().map(Into::into).collect(),
         })
     })();
     // The new checkpoints' refs reach what matters now; gc may drop the rest.
@@ -370,5 +370,5 @@ pub fn fsck(_: &Project, o: &mut Opened, params: FsckParams) -> Result<r::FsckRe
         let repo = o.store.repo();
         o.index.forget_objects(&report.unreadable_ids, &repo);
     }
-    Ok(report)
+    Ok(report.into())
 }

@@ -122,7 +122,7 @@ pub fn dialog_fork(p: &Project, o: &mut Opened, params: ForkParams) -> Result<r:
     o.store.set_approved(&o.store.repo(), &initial)?;
     Ok(r::DialogStarted {
         dialog,
-        initial,
+        initial: initial.into(),
         forked_from: Some(from.id),
     })
 }
@@ -140,7 +140,7 @@ pub fn dialog_new(
     let initial = record_initial(p, o, tree, &dialog, title)?;
     Ok(r::DialogStarted {
         dialog,
-        initial,
+        initial: initial.into(),
         forked_from: None,
     })
 }
@@ -235,7 +235,7 @@ pub fn prune(p: &Project, o: &mut Opened, params: PruneParams) -> Result<r::Prun
         .prune(&repo, params.dialog.as_deref(), &retention, params.dry_run)?;
     drop(repo);
     let mut pruned = r::Pruned {
-        report,
+        report: report.into(),
         gc: None,
         budget: None,
     };
@@ -257,7 +257,7 @@ fn collect_garbage(p: &Project, o: &mut Opened) -> Result<r::GcReport> {
     let tree = o.current_tree(p)?;
     let report = o.store.gc(&[tree])?;
     o.save_index(true);
-    Ok(report)
+    Ok(report.into())
 }
 
 /// Prunes `dialog` with its configured retention after a checkpoint, then holds the store to
@@ -328,7 +328,7 @@ fn enforce_budget(p: &Project, o: &mut Opened) -> Result<Option<r::Budget>> {
         max_store_bytes: budget,
         bytes_before: before,
         bytes_after: after,
-        pruned,
+        pruned: pruned.into_iter().map(Into::into).collect(),
     }))
 }
 
@@ -367,7 +367,7 @@ pub fn log(p: &Project, o: &mut Opened, params: LogParams) -> Result<Vec<r::Turn
         let (added, modified, deleted) = count_changes(&changes);
         next.insert(prompt.dialog.clone(), (tree, prompt.id));
         turns.push(r::Turn {
-            prompt,
+            prompt: prompt.into(),
             turn: r::TurnChanges {
                 added,
                 modified,

@@ -2,10 +2,12 @@
 //! socket. Requests may be pipelined; responses carry the request's id and may come back in any
 //! order. Lines longer than the daemon's cap are refused before anything is parsed.
 
+pub mod checkpoints;
 pub mod events;
 pub mod framing;
 pub mod methods;
 pub mod results;
+pub mod upkeep;
 pub mod wire_path;
 
 use serde::{Deserialize, Serialize};

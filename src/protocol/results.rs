@@ -7,13 +7,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use super::checkpoints::{checkpoints, ChangeStatus, Checkpoint, DiffResult, FileChange};
+pub use super::upkeep::{FsckReport, GcReport, NotImported, PruneReport, PrunedCheckpoint};
 use crate::model::{path_bytes, CheckpointId, SkippedFile, WatchMode};
-pub use crate::store::diff::{ChangeStatus, DiffResult, FileChange};
-pub use crate::store::fsck::FsckReport;
-pub use crate::store::gc::GcReport;
-pub use crate::store::import::NotImported;
-pub use crate::store::retention::{PruneReport, PrunedCheckpoint};
-pub use crate::store::Checkpoint;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Hello {

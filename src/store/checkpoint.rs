@@ -112,7 +112,7 @@ pub struct Imported {
 }
 
 /// A checkpoint as read back from the store.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Checkpoint {
     pub id: CheckpointId,
     pub parent: Option<CheckpointId>,
@@ -131,21 +131,15 @@ pub struct Checkpoint {
     pub deleted: u64,
     pub skipped: Vec<SkippedFile>,
     /// Names given with `tag`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     /// Text attached with `note` (several notes, one per line).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
     /// For a `restore` checkpoint: what it restored to and how to undo it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreLink>,
     /// For an `imported` checkpoint: its origin.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported: Option<Imported>,
     /// Client metadata (JSON), when asked for and present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
-    #[serde(skip)]
     meta_blob: Option<ObjectId>,
 }
 

@@ -3,15 +3,13 @@
 
 use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
-use serde::{Deserialize, Serialize};
 
 use super::tree::FileState;
 use super::treediff::TreeChange;
 use super::StoreError;
 
 /// How a path changed.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeStatus {
     Added,
     Modified,
@@ -22,27 +20,23 @@ pub enum ChangeStatus {
     TypeChanged,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct FileChange {
     /// The tree path (lossy when it is not UTF-8; see `path_bytes`).
     pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_bytes: Option<Vec<u8>>,
     pub status: ChangeStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub old_mode: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_mode: Option<String>,
     pub binary: bool,
     pub lines_added: u64,
     pub lines_removed: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default)]
 pub struct DiffResult {
     pub files: Vec<FileChange>,
     /// The unified diff, when asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<String>,
 }
 

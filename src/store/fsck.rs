@@ -13,7 +13,6 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
-use serde::Serialize;
 
 use super::txn::pack::PackWriter;
 use super::{PackStamp, Store, StoreError};
@@ -22,7 +21,7 @@ use super::{PackStamp, Store, StoreError};
 const MAX_LISTED: usize = 100;
 
 /// What `fsck` found (and, with `repair`, did).
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default)]
 pub struct FsckReport {
     /// Objects read (every object some ref reaches).
     pub objects: usize,
@@ -35,18 +34,15 @@ pub struct FsckReport {
     pub affected: Vec<Affected>,
     /// Damage found in the store's journal (when the store was opened, or now), in words:
     /// records that do not verify where a power cut cannot explain it.
-    #[serde(default)]
     pub journal_damage: Vec<String>,
     pub affected_count: usize,
     /// With `repair`: objects salvaged from damaged packs, refs set aside, where things went.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair: Option<Repair>,
     /// Every unreadable object (the daemon reads again the files that named one).
-    #[serde(skip)]
     pub unreadable_ids: HashSet<ObjectId>,
 }
 
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Affected {
     pub id: String,
     /// The ref through which it was reached.
@@ -55,7 +51,7 @@ pub struct Affected {
     pub missing: usize,
 }
 
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Repair {
     pub salvaged: usize,
     pub packs_set_aside: Vec<String>,

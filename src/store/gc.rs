@@ -11,14 +11,13 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use gix::ObjectId;
-use serde::Serialize;
 
 use super::txn::files::{fsync_if_present, write_atomically};
 use super::txn::pack::PackWriter;
 use super::{Store, StoreError};
 
 /// What a gc did.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone)]
 pub struct GcReport {
     /// Objects kept (all now in one pack).
     pub objects: usize,

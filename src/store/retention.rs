@@ -20,7 +20,7 @@ use super::{Store, StoreError};
 use crate::model::{CheckpointId, Kind, Retention};
 
 /// What a prune did (or, with `dry_run`, would do).
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone)]
 pub struct PruneReport {
     /// Checkpoints cut from their timelines (their objects go at the next gc).
     pub pruned: Vec<CheckpointId>,
@@ -31,7 +31,7 @@ pub struct PruneReport {
     pub dry_run: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct PrunedCheckpoint {
     pub id: CheckpointId,
     pub dialog: String,

@@ -6,7 +6,7 @@ use super::{wire_all, Ctx};
 use crate::client::output::{self, one_path, plural};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, DiffParams};
-use crate::store::diff::FileChange;
+use crate::protocol::results::FileChange;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -5,7 +5,7 @@ use crate::client::output::{self, counts, one_line, relative_time, table};
 use crate::client::ClientError;
 use crate::model::Kind;
 use crate::protocol::methods::{rpc, ListParams};
-use crate::store::Checkpoint;
+use crate::protocol::results::Checkpoint;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -7,7 +7,7 @@ use crate::client::unrecorded::{self, Unrecorded};
 use crate::client::ClientError;
 use crate::model::Kind;
 use crate::protocol::methods::{rpc, ListParams, LogParams, RestoreParams};
-use crate::store::Checkpoint;
+use crate::protocol::results::Checkpoint;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -4,7 +4,7 @@ use super::Ctx;
 use crate::client::output::{self, counts, one_line, one_path, relative_time, short};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, ShowParams};
-use crate::store::diff::ChangeStatus;
+use crate::protocol::results::ChangeStatus;
 
 pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result<i32, ClientError> {
     let params = ShowParams {

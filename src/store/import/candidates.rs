@@ -23,7 +23,7 @@ pub struct Candidate {
 }
 
 /// A ref of a bundle that will not become a checkpoint, and why.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone)]
 pub struct NotImported {
     pub from: String,
     pub ref_name: String,

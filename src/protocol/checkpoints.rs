@@ -1,0 +1,177 @@
+//! A checkpoint as the wire carries it, and what looking at checkpoints returns (file changes,
+//! diffs). The protocol's own types, converted from the store's at the edge: the store can
+//! change its types without changing what clients read.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{CheckpointId, Kind, SkippedFile};
+use crate::store;
+
+/// A checkpoint (see `docs/reference.md`, "Wire protocol").
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub id: CheckpointId,
+    pub parent: Option<CheckpointId>,
+    pub tree: String,
+    pub dialog: String,
+    pub seq: u64,
+    /// The session of the dialog this checkpoint belongs to (1, 2, ...).
+    pub session: u64,
+    pub kind: Kind,
+    pub label: String,
+    pub message_id: Option<String>,
+    pub created_at: String,
+    pub files: u64,
+    pub added: u64,
+    pub modified: u64,
+    pub deleted: u64,
+    pub skipped: Vec<SkippedFile>,
+    /// Names given with `tag`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Text attached with `note` (several notes, one per line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    /// For a `restore` checkpoint: what it restored to and how to undo it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreLink>,
+    /// For an `imported` checkpoint: its origin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported: Option<Imported>,
+    /// Client metadata (JSON), when asked for and present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
+}
+
+/// What a `restore` checkpoint links: the checkpoint restored to, and the `pre-restore`
+/// checkpoint that undoes it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RestoreLink {
+    pub restored_to: CheckpointId,
+    pub undo: CheckpointId,
+}
+
+/// Where an `imported` checkpoint came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Imported {
+    /// The commit in the bundle.
+    pub from: String,
+    /// The original checkpoint's kind, or `commit`.
+    pub kind: String,
+    /// When the original was recorded (committed).
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialog: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ref_name: Option<String>,
+}
+
+impl From<store::Checkpoint> for Checkpoint {
+    fn from(c: store::Checkpoint) -> Checkpoint {
+        Checkpoint {
+            id: c.id,
+            parent: c.parent,
+            tree: c.tree,
+            dialog: c.dialog,
+            seq: c.seq,
+            session: c.session,
+            kind: c.kind,
+            label: c.label,
+            message_id: c.message_id,
+            created_at: c.created_at,
+            files: c.files,
+            added: c.added,
+            modified: c.modified,
+            deleted: c.deleted,
+            skipped: c.skipped,
+            tags: c.tags,
+            notes: c.notes,
+            restore: c.restore.map(|r| RestoreLink {
+                restored_to: r.restored_to,
+                undo: r.undo,
+            }),
+            imported: c.imported.map(|i| Imported {
+                from: i.from,
+                kind: i.kind,
+                created_at: i.created_at,
+                dialog: i.dialog,
+                ref_name: i.ref_name,
+            }),
+            meta: c.meta,
+        }
+    }
+}
+
+/// The checkpoints, as the wire carries them.
+pub fn checkpoints(list: Vec<store::Checkpoint>) -> Vec<Checkpoint> {
+    list.into_iter().map(Checkpoint::from).collect()
+}
+
+/// How a path changed.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeStatus {
+    Added,
+    Modified,
+    Deleted,
+    /// Only the executable bit changed.
+    ModeChanged,
+    /// File became symlink or the other way round.
+    TypeChanged,
+}
+
+/// One changed path, with its line counts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileChange {
+    /// The tree path (lossy when it is not UTF-8; see `path_bytes`).
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_bytes: Option<Vec<u8>>,
+    pub status: ChangeStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_mode: Option<String>,
+    pub binary: bool,
+    pub lines_added: u64,
+    pub lines_removed: u64,
+}
+
+/// The changed paths, and the unified diff when asked for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DiffResult {
+    pub files: Vec<FileChange>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+}
+
+impl From<store::diff::FileChange> for FileChange {
+    fn from(f: store::diff::FileChange) -> FileChange {
+        use store::diff::ChangeStatus as S;
+        FileChange {
+            path: f.path,
+            path_bytes: f.path_bytes,
+            status: match f.status {
+                S::Added => ChangeStatus::Added,
+                S::Modified => ChangeStatus::Modified,
+                S::Deleted => ChangeStatus::Deleted,
+                S::ModeChanged => ChangeStatus::ModeChanged,
+                S::TypeChanged => ChangeStatus::TypeChanged,
+            },
+            old_mode: f.old_mode,
+            new_mode: f.new_mode,
+            binary: f.binary,
+            lines_added: f.lines_added,
+            lines_removed: f.lines_removed,
+        }
+    }
+}
+
+impl From<store::diff::DiffResult> for DiffResult {
+    fn from(d: store::diff::DiffResult) -> DiffResult {
+        DiffResult {
+            files: d.files.into_iter().map(FileChange::from).collect(),
+            patch: d.patch,
+        }
+    }
+}
