@@ -82,28 +82,7 @@ pub(super) async fn watch(
     daemon: &Arc<Daemon>,
     params: WatchParams,
 ) -> Result<r::Watched, RpcError> {
-    let root = engine::project::absolute(&params.path)?;
-    let data_dir = daemon.paths.data_dir.clone();
-    let (root, data_dir, danger, is_dir) = blocking(move || {
-        let root = std::fs::canonicalize(&root).map_err(|e| (root, e))?;
-        let data_dir = std::fs::canonicalize(&data_dir).unwrap_or(data_dir);
-        let danger = dangerous_root(&root, home_dir().as_deref());
-        let is_dir = root.is_dir();
-        Ok((root, data_dir, danger, is_dir))
-    })
-    .await?
-    .map_err(|(root, e): (PathBuf, std::io::Error)| {
-        RpcError::invalid(format!("cannot watch {}: {e}", root.display()))
-    })?;
-    if !is_dir {
-        return Err(RpcError::invalid(format!(
-            "{} is not a directory",
-            root.display()
-        )));
-    }
-    if root.starts_with(&data_dir) {
-        return Err(RpcError::invalid("cannot watch ckpt's own data directory"));
-    }
+    let (root, danger) = candidate_root(daemon, &params.path).await?;
     let danger = danger.filter(|_| !params.force);
     let _registry = daemon.registry_lock.lock().await;
     let project = {
@@ -159,6 +138,37 @@ pub(super) async fn watch(
         dialogs,
         nested,
     })
+}
+
+/// The folder `path` names, canonical, if it can be a project at all (a folder, not ckpt's
+/// data), and why watching it is most likely a slip, if it is (see [`dangerous_root`]).
+async fn candidate_root(
+    daemon: &Arc<Daemon>,
+    path: &Path,
+) -> Result<(PathBuf, Option<&'static str>), RpcError> {
+    let root = engine::project::absolute(path)?;
+    let data_dir = daemon.paths.data_dir.clone();
+    let (root, data_dir, danger, is_dir) = blocking(move || {
+        let root = std::fs::canonicalize(&root).map_err(|e| (root, e))?;
+        let data_dir = std::fs::canonicalize(&data_dir).unwrap_or(data_dir);
+        let danger = dangerous_root(&root, home_dir().as_deref());
+        let is_dir = root.is_dir();
+        Ok((root, data_dir, danger, is_dir))
+    })
+    .await?
+    .map_err(|(root, e): (PathBuf, std::io::Error)| {
+        RpcError::invalid(format!("cannot watch {}: {e}", root.display()))
+    })?;
+    if !is_dir {
+        return Err(RpcError::invalid(format!(
+            "{} is not a directory",
+            root.display()
+        )));
+    }
+    if root.starts_with(&data_dir) {
+        return Err(RpcError::invalid("cannot watch ckpt's own data directory"));
+    }
+    Ok((root, danger))
 }
 
 /// The watched projects other than `root` that hold it or lie inside it.

@@ -232,16 +232,8 @@ async fn serve(
     connections: Arc<Connections>,
 ) {
     let peer = stream.peer_creds().ok().and_then(|c| c.euid());
-    let (read_half, mut write_half) = tokio::io::split(stream);
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
-    let writer = tokio::spawn(async move {
-        while let Some(line) = rx.recv().await {
-            if write_half.write_all(&line).await.is_err() || write_half.flush().await.is_err() {
-                break;
-            }
-        }
-        let _ = write_half.shutdown().await;
-    });
+    let (read_half, write_half) = tokio::io::split(stream);
+    let (tx, writer) = spawn_writer(write_half);
 
     if peer != Some(daemon.uid) {
         tracing::warn!(peer_uid = ?peer, "refusing a connection from another user");
@@ -262,19 +254,7 @@ async fn serve(
         closed: closed_rx,
         subscribed: Default::default(),
     });
-    // The reader is never cancelled in the middle of a line; it ends with the connection.
-    let limit = daemon.config().max_request_bytes();
-    let (frames_tx, mut frames) = mpsc::channel(1);
-    let reader = tokio::spawn(async move {
-        let mut reader = BufReader::new(read_half);
-        loop {
-            let frame = read_frame(&mut reader, limit, LINE_TIMEOUT).await;
-            let last = !matches!(frame, Ok(Some(_)));
-            if frames_tx.send(frame).await.is_err() || last {
-                break;
-            }
-        }
-    });
+    let (mut frames, reader) = spawn_reader(read_half, daemon.config().max_request_bytes());
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let mut requests = JoinSet::new();
     let fail = |err: RpcError| {
@@ -332,25 +312,10 @@ async fn serve(
                     drop(permit);
                 });
             }
-            Some(Err(FrameError::TooLarge { limit })) => {
-                fail(RpcError::new(
-                    ErrorCode::RequestTooLarge,
-                    format!("request line exceeds {limit} bytes; the connection is closed"),
-                ))
-                .await;
-                break;
-            }
-            Some(Err(e @ FrameError::Stalled(_))) => {
-                tracing::debug!(error = %e, "closing a stalled connection");
-                fail(RpcError::new(
-                    ErrorCode::InvalidRequest,
-                    format!("{e}; the connection is closed"),
-                ))
-                .await;
-                break;
-            }
-            Some(Err(FrameError::Io(e))) => {
-                tracing::debug!(error = %e, "connection read failed");
+            Some(Err(e)) => {
+                if let Some(err) = closing_error(e) {
+                    fail(err).await;
+                }
                 break;
             }
         }
@@ -366,6 +331,69 @@ async fn serve(
         _ = writer => {}
         _ = stop.wait_for(|s| *s) => {
             let _ = closed_tx.send(true);
+        }
+    }
+}
+
+/// The task that writes a connection's lines, in order, until every sender is gone or a write
+/// fails; and the sender of those lines.
+fn spawn_writer<W>(mut write_half: W) -> (mpsc::Sender<Vec<u8>>, tokio::task::JoinHandle<()>)
+where
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+    let writer = tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            if write_half.write_all(&line).await.is_err() || write_half.flush().await.is_err() {
+                break;
+            }
+        }
+        let _ = write_half.shutdown().await;
+    });
+    (tx, writer)
+}
+
+/// One request line read from a connection (None: the connection ended), or why none could be.
+type Frame = Result<Option<Vec<u8>>, FrameError>;
+
+/// The task that reads a connection's request lines (at most `limit` bytes each, each finished
+/// within [`LINE_TIMEOUT`]), never cancelled in the middle of one; it ends with the connection
+/// or its first error, which it passes on too.
+fn spawn_reader<R>(read_half: R, limit: u64) -> (mpsc::Receiver<Frame>, tokio::task::JoinHandle<()>)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    let (frames_tx, frames) = mpsc::channel(1);
+    let reader = tokio::spawn(async move {
+        let mut reader = BufReader::new(read_half);
+        loop {
+            let frame = read_frame(&mut reader, limit, LINE_TIMEOUT).await;
+            let last = !matches!(frame, Ok(Some(_)));
+            if frames_tx.send(frame).await.is_err() || last {
+                break;
+            }
+        }
+    });
+    (frames, reader)
+}
+
+/// What a client is told when its connection is closed for a read error, if anything.
+fn closing_error(e: FrameError) -> Option<RpcError> {
+    match e {
+        FrameError::TooLarge { limit } => Some(RpcError::new(
+            ErrorCode::RequestTooLarge,
+            format!("request line exceeds {limit} bytes; the connection is closed"),
+        )),
+        e @ FrameError::Stalled(_) => {
+            tracing::debug!(error = %e, "closing a stalled connection");
+            Some(RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("{e}; the connection is closed"),
+            ))
+        }
+        FrameError::Io(e) => {
+            tracing::debug!(error = %e, "connection read failed");
+            None
         }
     }
 }

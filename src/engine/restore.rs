@@ -86,21 +86,7 @@ pub fn restore_to(
         }
     });
     let (mut applied, undo) = match dry_run {
-        true => {
-            let repo = o.store.repo();
-            let gate = worktree::Gate::open();
-            let applied = worktree::apply(
-                &repo,
-                &o.store,
-                &o.filter,
-                &mut o.index,
-                target_tree,
-                &plan,
-                true,
-                &gate,
-            );
-            (applied, None)
-        }
+        true => (look_at_plan(o, target_tree, &plan), None),
         false => {
             let (applied, recorded) = apply_recording_undo(o, target, current, target_tree, &plan);
             (applied, Some(take_recorded(p, o, current, recorded)?))
@@ -118,27 +104,13 @@ pub fn restore_to(
     });
     let mut recorded = None;
     if let Some(undo) = &undo {
-        let now = report_leftovers(p, o, target, &paths, started, &mut applied);
-        // Written just now: as racy as a file just read (the result records what was written),
-        // whether or not the rest of the restore succeeds.
-        o.index.mark_written(&applied.written);
-        let now = now?;
         let scope = Scope {
-            paths: paths.len(),
+            paths,
             known,
+            started,
+            end_kind,
         };
-        let id = record_result(p, o, target, undo, now, end_kind, scope)?;
-        recorded = Some(id);
-        p.events.emit(EventKind::Restored {
-            kind: end_kind,
-            restored_to: target.id,
-            dialog: target.dialog.clone(),
-            undo_checkpoint: undo.id,
-            restore_checkpoint: recorded,
-            written: applied.written.len(),
-            deleted: applied.deleted.len(),
-            skipped: applied.skipped.clone(),
-        });
+        recorded = Some(check_and_record(p, o, target, undo, scope, &mut applied)?);
     }
     if let Some(flushing) = flushing {
         flushing.wait();
@@ -158,6 +130,53 @@ pub fn restore_to(
         restore_checkpoint: recorded,
         meta: with_meta.meta.unwrap_or(Value::Null),
     })
+}
+
+/// What applying `plan` would do, changing nothing (a dry run).
+fn look_at_plan(o: &mut Opened, target_tree: gix::ObjectId, plan: &[TreeChange]) -> Applied {
+    let repo = o.store.repo();
+    let gate = worktree::Gate::open();
+    worktree::apply(
+        &repo,
+        &o.store,
+        &o.filter,
+        &mut o.index,
+        target_tree,
+        plan,
+        true,
+        &gate,
+    )
+}
+
+/// After the files were written: reports what still differs from the target (see
+/// [`report_leftovers`]), records the result as a checkpoint that names the target and the
+/// undo point, and tells the subscribers; returns the result's id.
+fn check_and_record(
+    p: &Project,
+    o: &mut Opened,
+    target: &Checkpoint,
+    undo: &Checkpoint,
+    scope: Scope,
+    applied: &mut Applied,
+) -> Result<CheckpointId> {
+    let now = report_leftovers(p, o, target, &scope.paths, scope.started, applied);
+    // Written just now: as racy as a file just read (the result records what was written),
+    // whether or not the rest of the restore succeeds.
+    o.index.mark_written(&applied.written);
+    let now = now?;
+    let end_kind = scope.end_kind;
+    let id = record_result(p, o, target, undo, now, scope)?;
+    p.events.emit(EventKind::Restored {
+        kind: end_kind,
+        restored_to: target.id,
+        dialog: target.dialog.clone(),
+        undo_checkpoint: undo.id,
+        restore_checkpoint: Some(id),
+        written: applied.written.len(),
+        deleted: applied.deleted.len(),
+        skipped: applied.skipped.clone(),
+    });
+    Ok(id)
 }
 
 /// Now, by the kernel's coarse clock: file timestamps come from it, and it lags the precise
@@ -272,11 +291,14 @@ fn log_applied(target: &Checkpoint, applied: &Applied, dry_run: bool) {
     );
 }
 
-/// What a restore covered: how many paths it was limited to (0: all of them) and, for a whole
-/// restore, how the target differs from the undo point (its plan).
+/// What a restore covered: the paths it was limited to (none: all of them) and, for a whole
+/// restore, how the target differs from the undo point (its plan); when it started, and the
+/// kind of checkpoint that records its result.
 struct Scope {
-    paths: usize,
+    paths: Vec<BString>,
     known: Option<KnownChanges>,
+    started: i64,
+    end_kind: Kind,
 }
 
 /// Records the state the restore left (`now`) as a checkpoint of `end_kind` that names the
@@ -287,11 +309,15 @@ fn record_result(
     target: &Checkpoint,
     undo: &Checkpoint,
     now: gix::ObjectId,
-    end_kind: Kind,
     scope: Scope,
 ) -> Result<CheckpointId> {
-    let Scope { paths, known } = scope;
-    let scope = match paths {
+    let Scope {
+        paths,
+        known,
+        end_kind,
+        ..
+    } = scope;
+    let scope = match paths.len() {
         0 => String::new(),
         n => format!(" ({n} paths)"),
     };
