@@ -13,15 +13,18 @@
 //! - [`config`]: the TOML configuration, XDG paths and the built-in exclusions.
 //! - [`filter`]: exclusions + git ignore rules, and the walk of a project.
 //! - [`store`]: pure git, synchronous (gix): snapshots, checkpoints and their names, diffs,
-//!   retention, packs, bundles, fsck. It never writes project files.
+//!   retention, bundles, fsck; how a write becomes durable is one folder of it, `store::txn`.
+//!   It never writes project files.
 //! - [`index`]: what each file was when last read, so a checkpoint reads only what changed;
 //!   [`watch`]: the inotify watcher that reports what changed.
 //! - [`protocol`]: the wire (JSON-RPC 2.0, one message per line): every method's params and
 //!   result types, the events, the error codes.
-//! - [`engine`]: the domain, one owner per project: checkpoint, restore, undo, dialogs,
-//!   sessions, edit transactions, events; the only writer of project files.
+//! - [`engine`]: the domain, plain synchronous functions of a project and its opened state:
+//!   checkpoint, restore, undo, dialogs, sessions, edit transactions, events; the only writer
+//!   of project files.
 //! - [`daemon`]: the tokio server: accept loop, connections, the dispatch from methods to the
-//!   engine.
+//!   engine, and the one owner of each project's state (its lock, its blocking work, its
+//!   timers).
 //! - [`client`]: the `ckpt` command line, one file per command, talking to the daemon over the
 //!   local socket with the same protocol types.
 #![forbid(unsafe_code)]

@@ -404,4 +404,15 @@ pub(super) mod testing {
         let filter = Filter::new(&root, &Default::default(), Vec::new()).unwrap();
         (dir, store, filter)
     }
+
+    /// A real store and project in a temporary folder, with every file read once.
+    pub fn read_once(files: &[(&str, &str)]) -> (tempfile::TempDir, Store, Filter, FileIndex) {
+        let (dir, store, filter) = project(&["sub"], files);
+        let mut index = FileIndex::default();
+        index
+            .refresh(&store, &filter, Vec::new(), WRITE, &mut |_| {})
+            .unwrap();
+        store.flush_objects().unwrap();
+        (dir, store, filter, index)
+    }
 }

@@ -76,24 +76,8 @@ impl FileIndex {
 
 #[cfg(test)]
 mod tests {
+    use super::testing::read_once;
     use super::*;
-
-    /// A real store and project in a temporary folder, with every file read once.
-    fn read_once(files: &[(&str, &str)]) -> (tempfile::TempDir, Store, Filter, FileIndex) {
-        let (dir, store, filter) = super::testing::project(&["sub"], files);
-        let mut index = FileIndex::default();
-        index
-            .refresh(
-                &store,
-                &filter,
-                Vec::new(),
-                super::testing::WRITE,
-                &mut |_| {},
-            )
-            .unwrap();
-        store.flush_objects().unwrap();
-        (dir, store, filter, index)
-    }
 
     fn settle(index: &mut FileIndex, store: &Store, filter: &Filter) -> usize {
         index.settle_racy(store, filter.root(), 1 << 20).unwrap()

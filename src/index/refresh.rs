@@ -435,24 +435,8 @@ fn take_folder(root: &mut DirNode, path: &BStr) -> Option<DirNode> {
 
 #[cfg(test)]
 mod tests {
+    use super::testing::read_once;
     use super::*;
-
-    /// A real store and project in a temporary folder, with every file read once.
-    fn read_once(files: &[(&str, &str)]) -> (tempfile::TempDir, Store, Filter, FileIndex) {
-        let (dir, store, filter) = super::testing::project(&["sub"], files);
-        let mut index = FileIndex::default();
-        index
-            .refresh(
-                &store,
-                &filter,
-                Vec::new(),
-                super::testing::WRITE,
-                &mut |_| {},
-            )
-            .unwrap();
-        store.flush_objects().unwrap();
-        (dir, store, filter, index)
-    }
 
     /// The index writes its trees in git's order (a folder sorts as its name and a slash),
     /// equal to a full scan's, and git finds them well formed.
