@@ -162,6 +162,10 @@ pub enum Command {
     /// Undo the agent's last turn (or last N): restore the checkpoint taken when that prompt
     /// arrived; undoable like any restore.
     Rewind(cmd::rewind::Args),
+    /// A parallel attempt: a new folder (a git worktree when the project is a repository) with
+    /// the files as they were at a checkpoint, and the agent's conversation forked to just
+    /// before that prompt.
+    Fork(cmd::fork::Args),
     /// Re-read the daemon's configuration file (as SIGHUP does).
     Reload,
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
@@ -444,6 +448,7 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
                 .into(),
         )),
         Command::Rewind(args) => cmd::rewind::rewind(ctx, args),
+        Command::Fork(args) => cmd::fork::fork(ctx, args),
         Command::Reload => cmd::daemon::reload(ctx),
         Command::Completions { .. } | Command::Man { .. } if ctx.out.json => {
             Err(ClientError::Usage(
@@ -460,6 +465,6 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         }
         Command::Man { dir } => man(dir),
         Command::Config(ConfigCommand::Check { file }) => cmd::config::check(ctx, file),
-        Command::Log { dialog, limit } => cmd::rewind::log(ctx, dialog, limit),
+        Command::Log { dialog, limit } => cmd::log::log(ctx, dialog, limit),
     }
 }

@@ -26,6 +26,7 @@ macro_rules! outln {
 
 pub mod cli;
 mod commands;
+mod conversation;
 mod output;
 mod quick;
 pub mod unrecorded;
@@ -125,6 +126,9 @@ pub enum ClientError {
     Usage(String),
     #[error("{0}")]
     Config(String),
+    /// Anything else the command could not do (its message says what).
+    #[error("{0}")]
+    Other(String),
 }
 
 impl ClientError {
@@ -152,6 +156,13 @@ impl ClientError {
                 | crate::protocol::ErrorCode::AmbiguousCheckpoint => {
                     Some("`ckpt list` shows the checkpoint ids")
                 }
+                // A daemon started before ckpt was upgraded does not know newer methods and
+                // fields; the client never sends what a daemon of its own version refuses.
+                crate::protocol::ErrorCode::MethodNotFound
+                | crate::protocol::ErrorCode::InvalidParams => Some(
+                    "a ckptd started before ckpt was upgraded refuses what it does not know yet: \
+                     restart it (`ckpt shutdown`, or `systemctl --user restart ckptd`)",
+                ),
                 _ => None,
             },
             _ => None,
@@ -169,6 +180,7 @@ impl ClientError {
             ClientError::Unresponsive { .. } => (-32102, "daemon_unresponsive"),
             ClientError::Io(_) => (-32103, "connection_error"),
             ClientError::Protocol(_) => (-32104, "protocol_error"),
+            ClientError::Other(_) => (-32105, "failed"),
         };
         serde_json::json!({ "code": code, "message": self.to_string(), "data": { "kind": kind } })
     }

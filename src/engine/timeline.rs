@@ -347,6 +347,11 @@ pub fn log(p: &Project, o: &mut Opened, params: LogParams) -> Result<Vec<r::Turn
         prompts.truncate(limit);
     }
     o.store.annotate(&repo, &mut prompts)?;
+    if params.meta {
+        for prompt in &mut prompts {
+            o.store.load_meta(&repo, prompt)?;
+        }
+    }
     drop(repo);
     let now = match prompts.is_empty() {
         true => None,

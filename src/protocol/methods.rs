@@ -100,6 +100,9 @@ pub struct LogParams {
     /// At most this many, the newest.
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Include each prompt's client metadata (the hook's input: where its conversation is).
+    #[serde(default)]
+    pub meta: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -1,22 +1,45 @@
 """A scripted stand-in for the Anthropic Messages API, so that the real Claude Code binary can
-run a whole turn offline: its first model call gets a `Write` tool call, the next a `Bash` tool
-call, then a final text. Calls without tools (titles, summaries) get a short text.
+run whole turns offline: a turn's first model call gets a `Write` tool call, the next a `Bash`
+tool call, then a final text (see `standin.turn_script`). Calls without tools (titles, summaries)
+get a short text. Each request's user texts are logged (`user_texts`), so a test sees what the
+model was shown.
 
 Usage: python3 anthropic.py PROJECT_DIR LOG_FILE   (prints the port, then serves)
 """
 
 import json
 
-from standin import PROJECT, log, serve
+from standin import PROJECT, log, serve, turn_script
 
 
-def tool_results(body):
-    n = 0
+def blocks(message):
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return content if isinstance(content, list) else []
+
+
+def user_texts(body):
+    return [block.get("text", "") for message in body.get("messages", [])
+            if message.get("role") == "user" for block in blocks(message)
+            if block.get("type") == "text"]
+
+
+def current_turn(body):
+    """The prompt of the turn under way (the last user message with text but no tool result)
+    and how many tool results came after it."""
+    prompt, results = "", 0
     for message in body.get("messages", []):
-        content = message.get("content")
-        if isinstance(content, list):
-            n += sum(1 for block in content if block.get("type") == "tool_result")
-    return n
+        if message.get("role") != "user":
+            continue
+        kinds = [block.get("type") for block in blocks(message)]
+        if "tool_result" in kinds:
+            results += kinds.count("tool_result")
+        else:
+            texts = [b.get("text", "") for b in blocks(message) if b.get("type") == "text"]
+            prompt = "\n".join(t for t in texts if not t.startswith("<system-reminder>"))
+            results = 0
+    return prompt, results
 
 
 def reply_for(body):
@@ -24,24 +47,23 @@ def reply_for(body):
     names = {t.get("name") for t in body.get("tools", []) or []}
     if "Write" not in names:
         return [{"type": "text", "text": "ok"}], "end_turn"
-    step = tool_results(body)
+    prompt, step = current_turn(body)
+    written, content, command = turn_script(prompt)
     if step == 0:
-        return [{"type": "tool_use", "id": "toolu_write", "name": "Write",
-                 "input": {"file_path": PROJECT + "/written-by-agent.txt",
-                           "content": "the agent wrote this\n"}}], "tool_use"
+        return [{"type": "tool_use", "id": f"toolu_write_{len(body['messages'])}", "name": "Write",
+                 "input": {"file_path": PROJECT + "/" + written, "content": content}}], "tool_use"
     if step == 1:
-        return [{"type": "tool_use", "id": "toolu_bash", "name": "Bash",
-                 "input": {"command": "printf 'bash was here\\n' >> notes.txt && rm -f old.txt",
-                           "description": "edit files"}}], "tool_use"
+        return [{"type": "tool_use", "id": f"toolu_bash_{len(body['messages'])}", "name": "Bash",
+                 "input": {"command": command, "description": "edit files"}}], "tool_use"
     return [{"type": "text", "text": "Done."}], "end_turn"
 
 
-def sse(blocks, stop):
+def sse(reply, stop):
     events = [("message_start", {"type": "message_start", "message": {
         "id": "msg_standin", "type": "message", "role": "assistant", "model": "claude-standin",
         "content": [], "stop_reason": None, "stop_sequence": None,
         "usage": {"input_tokens": 10, "output_tokens": 1}}})]
-    for i, block in enumerate(blocks):
+    for i, block in enumerate(reply):
         if block["type"] == "text":
             events.append(("content_block_start", {"type": "content_block_start", "index": i,
                            "content_block": {"type": "text", "text": ""}}))
@@ -66,13 +88,13 @@ def answer(path, body):
     if "count_tokens" in path:
         log({"path": path})
         return "application/json", json.dumps({"input_tokens": 10})
-    blocks, stop = reply_for(body)
-    log({"path": path, "stream": bool(body.get("stream")),
-         "tools": len(body.get("tools") or []), "reply": [b.get("name", "text") for b in blocks]})
+    reply, stop = reply_for(body)
+    log({"path": path, "stream": bool(body.get("stream")), "tools": len(body.get("tools") or []),
+         "reply": [b.get("name", "text") for b in reply], "user_texts": user_texts(body)})
     if body.get("stream"):
-        return "text/event-stream", sse(blocks, stop)
+        return "text/event-stream", sse(reply, stop)
     message = {"id": "msg_standin", "type": "message", "role": "assistant",
-               "model": "claude-standin", "content": blocks, "stop_reason": stop,
+               "model": "claude-standin", "content": reply, "stop_reason": stop,
                "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}}
     return "application/json", json.dumps(message)
 

@@ -1,14 +1,16 @@
 """A scripted stand-in for the Gemini API (`generateContent` and `streamGenerateContent`), so
-that the real Gemini CLI runs a whole turn offline: its first turn call gets a `write_file`
-function call, the next a `run_shell_command` call, then a final text. A request that asks for
-JSON matching a schema (the CLI's model router) gets a value built from that schema.
+that the real Gemini CLI runs whole turns offline: a turn's first call gets a `write_file`
+function call, the next a `run_shell_command` call, then a final text (see
+`standin.turn_script`). A request that asks for JSON matching a schema (the CLI's model router)
+gets a value built from that schema. Each request's user texts are logged (`user_texts`), so a
+test sees what the model was shown.
 
 Usage: python3 gemini.py PROJECT_DIR LOG_FILE   (prints the port, then serves)
 """
 
 import json
 
-from standin import PROJECT, log, serve
+from standin import PROJECT, log, serve, turn_script
 
 
 def from_schema(schema):
@@ -36,11 +38,24 @@ def from_schema(schema):
     return "flash"
 
 
-def function_responses(body):
-    n = 0
-    for content in body.get("contents", []):
-        n += sum(1 for part in content.get("parts", []) if "functionResponse" in part)
-    return n
+def user_texts(body):
+    return [part["text"] for content in body.get("contents", []) or []
+            if content.get("role") == "user" for part in content.get("parts", []) or []
+            if isinstance(part.get("text"), str)]
+
+
+def current_turn(body):
+    """The prompt of the turn under way and how many function responses came after it."""
+    prompt, responses = "", 0
+    for content in body.get("contents", []) or []:
+        parts = content.get("parts", []) or []
+        if any("functionResponse" in part for part in parts):
+            responses += sum(1 for part in parts if "functionResponse" in part)
+        elif content.get("role") == "user":
+            texts = [p["text"] for p in parts if isinstance(p.get("text"), str)]
+            if not any(t.startswith("<session_context>") for t in texts):
+                prompt, responses = "\n".join(texts), 0
+    return prompt, responses
 
 
 def declared_tools(body):
@@ -54,14 +69,14 @@ def declared_tools(body):
 def turn_parts(body):
     if "write_file" not in declared_tools(body):
         return [{"text": "ok"}]
-    step = function_responses(body)
+    prompt, step = current_turn(body)
+    written, content, command = turn_script(prompt)
     if step == 0:
         return [{"functionCall": {"name": "write_file", "args": {
-            "file_path": PROJECT + "/written-by-agent.txt", "content": "the agent wrote this\n"}}}]
+            "file_path": PROJECT + "/" + written, "content": content}}}]
     if step == 1:
         return [{"functionCall": {"name": "run_shell_command", "args": {
-            "command": "printf 'shell was here\\n' >> notes.txt && rm -f old.txt",
-            "description": "edit files"}}}]
+            "command": command, "description": "edit files"}}}]
     return [{"text": "Done."}]
 
 
@@ -83,7 +98,8 @@ def answer(path, body):
     else:
         parts = turn_parts(body)
     log({"path": path.split("?")[0], "schema": schema is not None,
-         "reply": [next(iter(p)) if "text" in p else p["functionCall"]["name"] for p in parts]})
+         "reply": [next(iter(p)) if "text" in p else p["functionCall"]["name"] for p in parts],
+         "user_texts": user_texts(body)})
     if ":streamGenerateContent" in path:
         return "text/event-stream", "data: " + json.dumps(response(parts)) + "\r\n\r\n"
     return "application/json", json.dumps(response(parts))

@@ -1,24 +1,45 @@
-"""A scripted stand-in for the OpenAI Responses API (streamed), so that the real Codex CLI runs a
-whole turn offline: its first call gets an `exec_command` function call that writes, edits and
-deletes files, the next a final message.
+"""A scripted stand-in for the OpenAI Responses API (streamed), so that the real Codex CLI runs
+whole turns offline: a turn's first call gets an `exec_command` function call that writes, edits
+and deletes files (see `standin.turn_script`), the next a final message. Each request's user
+texts are logged (`user_texts`), so a test sees what the model was shown.
 
 Usage: python3 openai.py PROJECT_DIR LOG_FILE   (prints the port, then serves)
 """
 
 import json
+import shlex
 
-from standin import PROJECT, log, serve
+from standin import PROJECT, log, serve, turn_script
 
-COMMAND = ("printf 'the agent wrote this\\n' > written-by-agent.txt && "
-           "printf 'shell was here\\n' >> notes.txt && mv old.txt renamed.txt")
+
+def user_texts(body):
+    return [part.get("text", "") for item in body.get("input", []) or []
+            if item.get("type") == "message" and item.get("role") == "user"
+            for part in item.get("content", []) or [] if part.get("type") == "input_text"]
+
+
+def current_turn(body):
+    """The prompt of the turn under way and how many tool outputs came after it."""
+    prompt, outputs = "", 0
+    for item in body.get("input", []) or []:
+        if item.get("type") == "function_call_output":
+            outputs += 1
+        elif item.get("type") == "message" and item.get("role") == "user":
+            texts = [p.get("text", "") for p in item.get("content", []) or []
+                     if p.get("type") == "input_text"]
+            if not any(t.startswith("<") for t in texts):
+                prompt, outputs = "\n".join(texts), 0
+    return prompt, outputs
 
 
 def item_for(body):
-    outputs = sum(1 for item in body.get("input", []) if item.get("type") == "function_call_output")
+    prompt, outputs = current_turn(body)
     tools = {t.get("name") for t in body.get("tools", []) or []}
     if outputs == 0 and "exec_command" in tools:
-        return {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "exec_command",
-                "arguments": json.dumps({"cmd": COMMAND, "workdir": PROJECT})}
+        written, content, command = turn_script(prompt)
+        command = f"printf %s {shlex.quote(content)} > {written} && {command}"
+        return {"type": "function_call", "id": "fc_1", "call_id": f"call_{len(body['input'])}",
+                "name": "exec_command", "arguments": json.dumps({"cmd": command, "workdir": PROJECT})}
     return {"type": "message", "role": "assistant", "id": "msg_1",
             "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}
 
@@ -36,7 +57,7 @@ def stream(item):
 
 def answer(path, body):
     item = item_for(body)
-    log({"path": path, "reply": item.get("name", item["type"])})
+    log({"path": path, "reply": item.get("name", item["type"]), "user_texts": user_texts(body)})
     return "text/event-stream", stream(item)
 
 

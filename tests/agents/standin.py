@@ -1,7 +1,14 @@
 """What the scripted model stand-ins share: a loopback HTTP server that logs each request and
-answers POSTs with whatever the stand-in's `answer(path, body)` returns."""
+answers POSTs with whatever the stand-in's `answer(path, body)` returns, and the turn's script.
+
+Each turn the stand-ins play is the same: write a file, then run a shell command that appends to
+`notes.txt` and removes a file. The user's prompt may name them: `write:NAME` (default
+`written-by-agent.txt`) and `delete:NAME` (default `old.txt`); the written file holds the prompt,
+so a second turn changes it.
+"""
 
 import json
+import re
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -11,6 +18,20 @@ PROJECT, LOG = sys.argv[1], sys.argv[2]
 def log(entry):
     with open(LOG, "a") as f:
         f.write(json.dumps(entry) + "\n")
+
+
+def directive(prompt, key, default):
+    found = re.search(key + r":(\S+)", prompt or "")
+    return found.group(1) if found else default
+
+
+def turn_script(prompt):
+    """(file to write, its content, shell command) for a turn on `prompt`."""
+    written = directive(prompt, "write", "written-by-agent.txt")
+    deleted = directive(prompt, "delete", "old.txt")
+    content = "the agent wrote this\n" + (prompt or "") + "\n"
+    command = f"printf 'shell was here\\n' >> notes.txt && unlink {deleted}"
+    return written, content, command
 
 
 def serve(answer, get_body="{}"):

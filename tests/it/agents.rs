@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 
 use crate::harness::*;
 
-fn agent_bin(name: &str, bin: &str) -> PathBuf {
+pub(crate) fn agent_bin(name: &str, bin: &str) -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/agents")
         .join(name)
@@ -24,7 +24,7 @@ fn agent_bin(name: &str, bin: &str) -> PathBuf {
 }
 
 /// Starts a stand-in model server; returns it and its port.
-fn model(script: &str, project: &Path, log: &Path) -> (Child, u16) {
+pub(crate) fn model(script: &str, project: &Path, log: &Path) -> (Child, u16) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/agents")
         .join(script);
@@ -174,7 +174,7 @@ fn gemini_cli_turn_is_checkpointed_before_its_edits_and_rewound() {
 }
 
 /// Gemini's user settings: an API key as the way to sign in.
-fn gemini_settings(env: &TestEnv) {
+pub(crate) fn gemini_settings(env: &TestEnv) {
     let settings = env.home.join("home/.gemini/settings.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     let auth = r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#;
@@ -182,7 +182,7 @@ fn gemini_settings(env: &TestEnv) {
 }
 
 /// Gemini pointed at its stand-in, one headless turn (the prompt follows).
-fn gemini_offline(cmd: &mut Command, port: u16) {
+pub(crate) fn gemini_offline(cmd: &mut Command, port: u16) {
     cmd.env("GOOGLE_GEMINI_BASE_URL", format!("http://127.0.0.1:{port}"))
         .env("GEMINI_API_KEY", "offline")
         .args(["--output-format", "json", "--yolo", "-p"]);
@@ -312,7 +312,7 @@ fn codex_turn_is_checkpointed_before_its_edits_and_rewound() {
     });
 }
 
-fn git_in_worktree(dir: &Path, args: &[&str]) {
+pub(crate) fn git_in_worktree(dir: &Path, args: &[&str]) {
     let ok = Command::new("git")
         .args(args)
         .current_dir(dir)

@@ -91,6 +91,8 @@ fn every_agent_payload_records_its_prompt_and_prints_what_the_agent_expects() {
         for key in ["prompt", "prompt_id", "turn_id", "generation_id"] {
             meta.as_object_mut().unwrap().remove(key);
         }
+        // Which agent sent it too: a rewind finds the prompt in that agent's session.
+        meta["ckpt_agent"] = agent.into();
         assert_eq!(shown["meta"], meta, "{agent}");
     }
     // Neither prompts nor the agents' metadata reach the daemon's log (even at debug level).

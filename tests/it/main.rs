@@ -5,6 +5,7 @@ mod harness;
 mod agents;
 mod auto;
 mod cli;
+mod conversations;
 mod crash;
 mod daemon;
 mod dialogs;

@@ -236,7 +236,14 @@ fn log_shows_what_each_turn_changed_and_only_prompts_are_rewound() {
     assert_eq!(turns[1]["turn"]["until"], turns[0]["id"], "{log}");
     let text = stdout(&env.ckpt(&["log"]));
     assert!(text.contains("its turn: +1 ~0 -0 so far"), "{text}");
-    assert!(text.contains("its turn: +0 ~2 -0\n"), "{text}");
+    // A hook input without a transcript: the files can be rewound, not the conversation.
+    assert!(
+        text.contains("its turn: +0 ~2 -0  conversation: code only (the claude-code hook named no transcript)\n"),
+        "{text}"
+    );
+    assert_eq!(turns[0]["conversation"]["can_fork"], false, "{log}");
+    assert_eq!(turns[0]["conversation"]["agent"], "claude-code", "{log}");
+    assert!(turns[0].get("meta").is_none(), "{log}");
     // Rewind goes back past the last prompt, not to the manual mark.
     let out = env.ckpt(&["rewind", "-y"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -1,28 +1,42 @@
-//! `ckpt rewind` (undo the agent's last turns) and `ckpt log` (the prompts, newest first).
+//! `ckpt rewind`: undo the agent's last turns. The files go back to the checkpoint taken when the
+//! prompt arrived (a restore, undoable), and the conversation is forked to just before that prompt
+//! where the agent's session can be read (see `client::conversation`): a new session the agent
+//! resumes, the original left as it was.
 
 use super::restore::{confirmed, render, Confirm};
 use super::{skipped_status, Ctx};
-use crate::client::output::{self, one_line, relative_time};
-use crate::client::unrecorded::{self, Unrecorded};
+use crate::client::conversation::{self, CannotFork, Fork, Forked, Place, Point, Recorded};
+use crate::client::output::one_line;
 use crate::client::ClientError;
 use crate::model::Kind;
-use crate::protocol::methods::{rpc, ListParams, LogParams, RestoreParams};
+use crate::protocol::methods::{rpc, ListParams, RestoreParams, ShowParams};
 use crate::protocol::results::Checkpoint;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// How many prompts back (1: undo the last turn).
-    #[arg(default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
-    pub n: u64,
+    /// How many prompts back (1: undo the last turn; a number of up to 3 digits), or the
+    /// checkpoint to rewind to (an id or prefix, a tag, `@~N`, `#SEQ`).
+    #[arg(default_value = "1", value_name = "N|CHECKPOINT")]
+    pub target: String,
     /// The dialog (agent session) to rewind; default: the one with the newest prompt.
     #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
+    /// Rewind the files only.
+    #[arg(long, conflicts_with_all = ["conversation", "both"])]
+    pub code: bool,
+    /// Fork the conversation only; the files stay as they are.
+    #[arg(long, conflicts_with = "both")]
+    pub conversation: bool,
+    /// The files and the conversation (the default when the conversation can be forked; the
+    /// files alone otherwise, said on stderr).
+    #[arg(long)]
+    pub both: bool,
     #[command(flatten)]
     pub confirm: Confirm,
 }
 
 /// The prompts (message checkpoints) of `dialog`, or of every dialog, newest first.
-fn prompts(ctx: &Ctx, dialog: Option<String>) -> Result<Vec<Checkpoint>, ClientError> {
+pub fn prompts(ctx: &Ctx, dialog: Option<String>) -> Result<Vec<Checkpoint>, ClientError> {
     let params = ListParams {
         project: ctx.project(),
         dialog,
@@ -35,130 +49,197 @@ fn prompts(ctx: &Ctx, dialog: Option<String>) -> Result<Vec<Checkpoint>, ClientE
     Ok(list)
 }
 
-/// Restores the checkpoint taken when the N-th last prompt arrived: the files as they were
-/// before the agent acted on it (and on every later prompt).
-pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
-    let mut list = prompts(ctx, args.dialog.clone())?;
-    let Some(dialog) = list.first().map(|c| c.dialog.clone()) else {
-        return Err(ClientError::Usage(match &args.dialog {
-            Some(d) => format!("dialog {d} has no prompts to rewind"),
-            None => "no prompts recorded yet: nothing to rewind (see `ckpt hook install`)".into(),
-        }));
+/// The checkpoint `target` names (N prompts back, or a checkpoint's name), with its metadata,
+/// and the prompts of its dialog (newest first).
+pub fn select(
+    ctx: &Ctx,
+    target: &str,
+    dialog: Option<String>,
+) -> Result<(Checkpoint, Vec<Checkpoint>), ClientError> {
+    let n = target
+        .parse::<usize>()
+        .ok()
+        .filter(|_| target.len() <= 3 && target.bytes().all(|b| b.is_ascii_digit()));
+    let chosen = match n {
+        Some(0) => return Err(ClientError::Usage("rewind 0 prompts: nothing to do".into())),
+        Some(n) => {
+            let mut list = prompts(ctx, dialog.clone())?;
+            let Some(dialog) = list.first().map(|c| c.dialog.clone()) else {
+                return Err(ClientError::Usage(match &dialog {
+                    Some(d) => format!("dialog {d} has no prompts to rewind"),
+                    None => "no prompts recorded yet: nothing to rewind (see `ckpt hook install`)"
+                        .into(),
+                }));
+            };
+            list.retain(|c| c.dialog == dialog);
+            match list.get(n - 1) {
+                Some(c) => c.id.to_string(),
+                None => {
+                    return Err(ClientError::Usage(format!(
+                        "dialog {dialog} has {} prompt{}; cannot rewind {n}",
+                        list.len(),
+                        if list.len() == 1 { "" } else { "s" }
+                    )))
+                }
+            }
+        }
+        None => target.to_string(),
     };
-    list.retain(|c| c.dialog == dialog);
-    let n = args.n as usize;
-    let Some(target) = list.get(n - 1) else {
-        return Err(ClientError::Usage(format!(
-            "dialog {dialog} has {} prompt{}; cannot rewind {n}",
-            list.len(),
-            if list.len() == 1 { "" } else { "s" }
+    let params = ShowParams {
+        project: ctx.project(),
+        id: chosen,
+        files: false,
+        dialog,
+    };
+    let shown = ctx.connect()?.call::<rpc::Show>(&params)?.checkpoint;
+    if n.is_none() {
+        ctx.say_resolved(target, &shown.id);
+    }
+    let mut list = prompts(ctx, Some(shown.dialog.clone()))?;
+    list.retain(|c| c.dialog == shown.dialog);
+    Ok((shown, list))
+}
+
+/// Where `c` (a prompt of `prompts`, newest first) is in its agent's session.
+pub fn point_of(c: &Checkpoint, prompts: &[Checkpoint]) -> Result<Point, CannotFork> {
+    if c.kind != Kind::Message {
+        return Err(CannotFork(format!(
+            "{} is a {} checkpoint, not a prompt",
+            c.id.short(),
+            c.kind
         )));
+    }
+    let older = prompts
+        .iter()
+        .skip_while(|p| p.id != c.id)
+        .skip(1)
+        .filter(|p| p.label == c.label)
+        .count();
+    Point::of(Recorded {
+        label: &c.label,
+        message_id: c.message_id.as_deref(),
+        meta: c.meta.as_ref(),
+        occurrence: older,
+    })
+}
+
+/// What to take back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Code,
+    Conversation,
+    /// Both where the conversation can be forked, else the files.
+    Both,
+}
+
+/// Restores the checkpoint taken when the N-th last prompt arrived (the files as they were
+/// before the agent acted on it and on every later prompt), and forks the conversation to just
+/// before it.
+pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
+    let mode = match (args.code, args.conversation) {
+        (true, _) => Mode::Code,
+        (_, true) => Mode::Conversation,
+        _ => Mode::Both,
+    };
+    let (target, prompts) = select(ctx, &args.target, args.dialog.clone())?;
+    let planned = match mode {
+        Mode::Code => None,
+        _ => Some(point_of(&target, &prompts).and_then(|p| conversation::plan(&p, &Place::Beside))),
+    };
+    let (fork, skipped_conversation) = match planned {
+        None => (None, None),
+        Some(Ok(fork)) => (Some(fork), None),
+        Some(Err(why)) if mode == Mode::Conversation => return Err(ClientError::Other(why.0)),
+        Some(Err(why)) => {
+            if !ctx.out.json {
+                eprintln!("the conversation is not rewound, only the files: {why}");
+            }
+            (None, Some(why.0))
+        }
     };
     if !ctx.out.json {
-        eprintln!(
-            "rewinding past: {}{}",
-            one_line(&target.label, 100),
-            match n {
-                1 => String::new(),
-                n => format!(" (and the {} prompts after it)", n - 1),
-            }
-        );
+        eprintln!("rewinding past: {}", one_line(&target.label, 100));
     }
-    let id = target.id.to_string();
-    let params = |dry_run: bool| RestoreParams {
-        project: ctx.project(),
-        id: id.clone(),
-        paths: vec![],
-        dry_run,
-        dialog: None,
-    };
     let Confirm { yes, dry_run } = args.confirm;
-    let Some(report) = confirmed::<rpc::Restore>(ctx, yes, dry_run, "rewind", params)? else {
-        return Ok(1);
-    };
-    render(ctx, &report);
-    Ok(skipped_status(&report.skipped))
-}
-
-/// The prompts as a person reads a conversation: newest first, with when, where and what the
-/// agent's turn on each changed; the prompts the hook could not record among them.
-pub fn log(ctx: &Ctx, dialog: Option<String>, limit: usize) -> Result<i32, ClientError> {
-    let params = LogParams {
-        project: ctx.project(),
-        dialog: dialog.clone(),
-        limit: Some(limit),
-    };
-    let turns = ctx.connect()?.call::<rpc::Log>(&params)?;
-    // Not recorded: only those of this folder's agents (and, with --dialog, of that session).
-    let mut missed: Vec<Unrecorded> = unrecorded::read(&ctx.paths.data_dir)
-        .into_iter()
-        .filter(|u| u.concerns(&ctx.base))
-        .filter(|u| dialog.is_none() || u.dialog.as_deref() == dialog.as_deref())
-        .collect();
-    missed.reverse();
-    missed.truncate(limit);
-    if ctx.out.json {
-        ctx.out
-            .json(&serde_json::json!({ "prompts": turns, "unrecorded": missed }));
-        return Ok(0);
-    }
-    if turns.is_empty() && missed.is_empty() {
-        outln!("no prompts recorded yet (see `ckpt hook install`)");
-        return Ok(0);
-    }
-    output::page(&ctx.out);
-    // Newest first, the two lists merged by time.
-    let at = |t: &str| {
-        t.parse::<jiff::Timestamp>()
-            .map_or(0, |t| t.as_nanosecond())
-    };
-    let (mut turns, mut missed) = (turns.iter().peekable(), missed.iter().peekable());
-    loop {
-        let take_missed = match (turns.peek(), missed.peek()) {
-            (None, None) => break,
-            (Some(_), None) => false,
-            (None, Some(_)) => true,
-            (Some(t), Some(u)) => at(&u.at) > at(&t.prompt.created_at),
-        };
-        if take_missed {
-            let u = missed.next().expect("peeked");
-            outln!(
-                "NOT RECORDED  {}  {}  {}",
-                relative_time(&u.at),
-                u.agent,
-                one_line(&u.why, 200)
-            );
-            print_prompt(&u.prompt);
-            continue;
+    let restored = match mode {
+        Mode::Conversation => None,
+        _ => {
+            let id = target.id.to_string();
+            let params = |dry_run: bool| RestoreParams {
+                project: ctx.project(),
+                id: id.clone(),
+                paths: vec![],
+                dry_run,
+                dialog: None,
+            };
+            match confirmed::<rpc::Restore>(ctx, yes, dry_run, "rewind", params)? {
+                Some(report) => Some(report),
+                None => return Ok(1),
+            }
         }
-        let t = turns.next().expect("peeked");
-        let c = &t.prompt;
-        let so_far = if t.turn.until.is_none() {
-            " so far"
-        } else {
-            ""
+    };
+    let forked = match fork {
+        Some(fork) if dry_run => Some(would_fork(fork)),
+        Some(fork) => Some(fork.write().map_err(|e| ClientError::Other(e.0))?),
+        None => None,
+    };
+    let status = restored.as_ref().map_or(0, |r| skipped_status(&r.skipped));
+    if ctx.out.json {
+        let mut value = match &restored {
+            Some(r) => serde_json::to_value(r).map_err(|e| ClientError::Other(e.to_string()))?,
+            None => serde_json::json!({}),
         };
-        outln!(
-            "{}  {}  {} #{}  its turn: +{} ~{} -{}{so_far}",
-            c.id.short(),
-            relative_time(&c.created_at),
-            c.dialog,
-            c.seq,
-            t.turn.added,
-            t.turn.modified,
-            t.turn.deleted
-        );
-        print_prompt(&c.label);
+        value["conversation"] = serde_json::to_value(&forked).unwrap_or_default();
+        if let Some(why) = skipped_conversation {
+            value["conversation_skipped"] = why.into();
+        }
+        ctx.out.json(&value);
+        return Ok(status);
     }
-    Ok(0)
+    if let Some(r) = &restored {
+        render(ctx, r);
+    }
+    if let Some(f) = &forked {
+        say_forked(f, dry_run);
+    }
+    Ok(status)
 }
 
-/// A prompt's first three lines, indented.
-fn print_prompt(text: &str) {
-    for line in text.lines().take(3) {
-        outln!("    {line}");
+/// What a dry run reports of the fork it would write.
+fn would_fork(fork: Fork) -> Forked {
+    Forked {
+        agent: fork.agent.name(),
+        session_id: None,
+        resume: vec![],
+        prompt: fork.prompt,
+        path: None,
     }
-    if text.lines().count() > 3 {
-        outln!("    …");
+}
+
+/// Tells a person where the forked conversation is and how to go on with it.
+pub fn say_forked(f: &Forked, dry_run: bool) {
+    if dry_run {
+        outln!(
+            "would fork the {} conversation to just before that prompt",
+            f.agent
+        );
+        return;
+    }
+    match &f.session_id {
+        Some(id) => {
+            outln!(
+                "conversation forked to just before that prompt: {} session {id}",
+                f.agent
+            );
+            outln!("continue it with:  {}", f.resume.join(" "));
+        }
+        None => outln!(
+            "no conversation came before that prompt: start a new one with:  {}",
+            f.resume.join(" ")
+        ),
+    }
+    outln!("the prompt, to edit and send again:");
+    for line in f.prompt.lines() {
+        outln!("    {line}");
     }
 }

@@ -48,6 +48,11 @@ impl Agent {
         }
     }
 
+    /// The agent named `name` (as [`Agent::name`] spells it).
+    pub fn from_name(name: &str) -> Option<Agent> {
+        ALL.into_iter().find(|a| a.name() == name)
+    }
+
     /// The hook event ckpt installs under.
     pub fn event(self) -> &'static str {
         match self {

@@ -21,6 +21,7 @@ use serde_json::Value;
 pub use agents::Agent;
 
 use super::Ctx;
+use crate::client::conversation::AGENT_KEY;
 use crate::client::{unrecorded, ClientError};
 use crate::protocol::methods::{rpc, CheckpointParams, WatchParams};
 use crate::protocol::ErrorCode;
@@ -158,12 +159,14 @@ fn record(
     // is the label and its id the message id. Without them it is the same blob for every prompt
     // of a session, stored and kept alive once (a new one costs a ref and two more flushes). An
     // id that cannot be the message id stays in the metadata.
+    // Which agent sent it is kept too: a rewind finds the prompt in that agent's session.
     let mut meta = payload;
     if let Value::Object(map) = &mut meta {
         map.remove("prompt");
         if let (Some(key), Some(_)) = (agent.message_id_key(), &message_id) {
             map.remove(key);
         }
+        map.insert(AGENT_KEY.into(), agent.name().into());
     }
     let params = CheckpointParams {
         project: cwd.to_path_buf(),

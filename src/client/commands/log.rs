@@ -1,0 +1,166 @@
+//! `ckpt log`: the prompts, newest first, as a person reads a conversation: when, which session,
+//! what the agent's turn on each changed, whether its conversation can be forked, and the
+//! prompts the hook could not record among them.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::Ctx;
+use crate::client::conversation::{self, Point, Recorded};
+use crate::client::output::{self, one_line, relative_time};
+use crate::client::unrecorded::{self, Unrecorded};
+use crate::client::ClientError;
+use crate::protocol::methods::{rpc, LogParams};
+use crate::protocol::results::Turn;
+
+/// Whether a prompt's conversation can be forked (`ckpt rewind` takes it back too).
+#[derive(Debug, Serialize)]
+struct Conversation {
+    agent: Option<String>,
+    can_fork: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+}
+
+/// A prompt as `ckpt log --json` shows it.
+#[derive(Serialize)]
+struct Shown<'a> {
+    #[serde(flatten)]
+    turn: &'a Turn,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conversation: Option<Conversation>,
+}
+
+/// For each turn (newest first), whether its conversation can be forked; none for a prompt no
+/// agent's hook recorded. Each session file is read once.
+fn conversations(turns: &[Turn]) -> Vec<Option<Conversation>> {
+    let mut sessions = HashMap::new();
+    turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let c = &t.prompt;
+            let meta = c.meta.as_ref()?;
+            let agent = conversation::agent_of(meta).map(|a| a.name().to_string());
+            let occurrence = turns[i + 1..]
+                .iter()
+                .filter(|o| o.prompt.dialog == c.dialog && o.prompt.label == c.label)
+                .count();
+            let point = Point::of(Recorded {
+                label: &c.label,
+                message_id: c.message_id.as_deref(),
+                meta: Some(meta),
+                occurrence,
+            });
+            let checked = point.and_then(|p| p.check(&mut sessions));
+            Some(Conversation {
+                agent,
+                can_fork: checked.is_ok(),
+                why: checked.err().map(|e| e.0),
+            })
+        })
+        .collect()
+}
+
+/// The prompts as a person reads a conversation: newest first, with when, where and what the
+/// agent's turn on each changed; the prompts the hook could not record among them.
+pub fn log(ctx: &Ctx, dialog: Option<String>, limit: usize) -> Result<i32, ClientError> {
+    let params = LogParams {
+        project: ctx.project(),
+        dialog: dialog.clone(),
+        limit: Some(limit),
+        meta: true,
+    };
+    let mut turns = ctx.connect()?.call::<rpc::Log>(&params)?;
+    let forks = conversations(&turns);
+    for t in &mut turns {
+        t.prompt.meta = None;
+    }
+    // Not recorded: only those of this folder's agents (and, with --dialog, of that session).
+    let mut missed: Vec<Unrecorded> = unrecorded::read(&ctx.paths.data_dir)
+        .into_iter()
+        .filter(|u| u.concerns(&ctx.base))
+        .filter(|u| dialog.is_none() || u.dialog.as_deref() == dialog.as_deref())
+        .collect();
+    missed.reverse();
+    missed.truncate(limit);
+    if ctx.out.json {
+        let prompts: Vec<Shown> = turns
+            .iter()
+            .zip(forks)
+            .map(|(turn, conversation)| Shown { turn, conversation })
+            .collect();
+        ctx.out
+            .json(&serde_json::json!({ "prompts": prompts, "unrecorded": missed }));
+        return Ok(0);
+    }
+    if turns.is_empty() && missed.is_empty() {
+        outln!("no prompts recorded yet (see `ckpt hook install`)");
+        return Ok(0);
+    }
+    output::page(&ctx.out);
+    // Newest first, the two lists merged by time.
+    let at = |t: &str| {
+        t.parse::<jiff::Timestamp>()
+            .map_or(0, |t| t.as_nanosecond())
+    };
+    let mut turns = turns.iter().zip(&forks).peekable();
+    let mut missed = missed.iter().peekable();
+    loop {
+        let take_missed = match (turns.peek(), missed.peek()) {
+            (None, None) => break,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (Some((t, _)), Some(u)) => at(&u.at) > at(&t.prompt.created_at),
+        };
+        if take_missed {
+            let u = missed.next().expect("peeked");
+            outln!(
+                "NOT RECORDED  {}  {}  {}",
+                relative_time(&u.at),
+                u.agent,
+                one_line(&u.why, 200)
+            );
+            print_prompt(&u.prompt);
+            continue;
+        }
+        let (t, fork) = turns.next().expect("peeked");
+        let c = &t.prompt;
+        let so_far = if t.turn.until.is_none() {
+            " so far"
+        } else {
+            ""
+        };
+        let conversation = match fork {
+            Some(f) if f.can_fork => "  conversation: can be rewound".to_string(),
+            Some(f) => format!(
+                "  conversation: code only ({})",
+                one_line(f.why.as_deref().unwrap_or(""), 120)
+            ),
+            None => String::new(),
+        };
+        outln!(
+            "{}  {}  {} #{}  its turn: +{} ~{} -{}{so_far}{conversation}",
+            c.id.short(),
+            relative_time(&c.created_at),
+            c.dialog,
+            c.seq,
+            t.turn.added,
+            t.turn.modified,
+            t.turn.deleted
+        );
+        print_prompt(&c.label);
+    }
+    Ok(0)
+}
+
+/// A prompt's first three lines, indented.
+fn print_prompt(text: &str) {
+    for line in text.lines().take(3) {
+        outln!("    {line}");
+    }
+    if text.lines().count() > 3 {
+        outln!("    …");
+    }
+}

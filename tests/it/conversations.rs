@@ -1,0 +1,547 @@
+//! The conversation rewound with the code, with the real agents offline (as in `agents`): two
+//! turns in one session, `ckpt rewind --both`, then the forked session resumed: the stand-in model
+//! must be shown the first prompt and the new one, never the rewound one. The agent's own session
+//! file stays byte for byte as it was. Ignored by default (they need the agents).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+use crate::agents::{agent_bin, gemini_offline, gemini_settings, git_in_worktree, model};
+use crate::harness::*;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Which {
+    Claude,
+    Codex,
+    Gemini,
+}
+
+/// One agent, driven headless against its stand-in.
+struct Driver<'a> {
+    which: Which,
+    env: &'a TestEnv,
+    bin: PathBuf,
+    port: u16,
+    server: Child,
+    log: PathBuf,
+}
+
+impl<'a> Driver<'a> {
+    /// Installs the hook in `project` and starts the agent's stand-in model.
+    fn start(which: Which, env: &'a TestEnv, project: &Path) -> Driver<'a> {
+        let (hook, package, bin, script) = match which {
+            Which::Claude => ("claude-code", "claude", "claude", "anthropic.py"),
+            Which::Codex => ("codex", "codex", "codex", "openai.py"),
+            Which::Gemini => ("gemini", "gemini", "gemini", "gemini.py"),
+        };
+        let bin = agent_bin(package, bin);
+        let out = env.ckpt_in(project, &["hook", "install", hook]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let log = env.home.join(format!("model-{hook}.log"));
+        let (server, port) = model(script, project, &log);
+        match which {
+            Which::Codex => {
+                let config = format!(
+                    "model = \"gpt-standin\"\nmodel_provider = \"standin\"\n\n\
+                     [model_providers.standin]\nname = \"standin\"\n\
+                     base_url = \"http://127.0.0.1:{port}/v1\"\nwire_api = \"responses\"\n\
+                     env_key = \"STANDIN_API_KEY\"\nrequest_max_retries = 0\n\
+                     stream_max_retries = 0\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+                    project.display()
+                );
+                std::fs::create_dir_all(codex_home(env)).unwrap();
+                std::fs::write(codex_home(env).join("config.toml"), config).unwrap();
+                let mut cmd = Command::new(CKPT);
+                env.env(&mut cmd);
+                let out = cmd
+                    .env("CODEX_HOME", codex_home(env))
+                    .current_dir(project)
+                    .args(["hook", "trust", "codex"])
+                    .output()
+                    .unwrap();
+                assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+            }
+            Which::Gemini => {
+                gemini_settings(env);
+                let trusted = serde_json::json!({ project.to_str().unwrap(): "TRUST_FOLDER" });
+                let file = env.home.join("home/.gemini/trustedFolders.json");
+                std::fs::write(file, trusted.to_string()).unwrap();
+            }
+            Which::Claude => {}
+        }
+        Driver {
+            which,
+            env,
+            bin,
+            port,
+            server,
+            log,
+        }
+    }
+
+    /// One turn on `prompt` in `dir`, in a new session or resuming `session`.
+    fn turn(&self, dir: &Path, prompt: &str, session: Option<&str>) {
+        let mut cmd = Command::new(&self.bin);
+        self.env.env(&mut cmd);
+        cmd.current_dir(dir).stdin(Stdio::null());
+        match self.which {
+            Which::Claude => {
+                cmd.env(
+                    "ANTHROPIC_BASE_URL",
+                    format!("http://127.0.0.1:{}", self.port),
+                )
+                .env("ANTHROPIC_API_KEY", "sk-ant-offline")
+                .env("DISABLE_AUTOUPDATER", "1")
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                .args([
+                    "--output-format",
+                    "json",
+                    "--permission-mode",
+                    "acceptEdits",
+                ])
+                .args(["--allowedTools", "Bash"]);
+                if let Some(id) = session {
+                    cmd.args(["--resume", id]);
+                }
+                cmd.args(["-p", prompt]);
+            }
+            Which::Codex => {
+                cmd.env("CODEX_HOME", codex_home(self.env))
+                    .env("STANDIN_API_KEY", "offline")
+                    .args(["exec", "--skip-git-repo-check"])
+                    .args(["--dangerously-bypass-approvals-and-sandbox"]);
+                if let Some(id) = session {
+                    cmd.args(["resume", id]);
+                }
+                cmd.arg(prompt);
+            }
+            Which::Gemini => {
+                if let Some(id) = session {
+                    cmd.args(["--resume", id]);
+                }
+                gemini_offline(&mut cmd, self.port);
+                cmd.arg(prompt);
+            }
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{prompt}: {}\n{}\nmodel: {}",
+            stdout(&out),
+            stderr(&out),
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
+    }
+
+    /// The user texts of each main-loop request the model answered with a tool call (the
+    /// first step of a turn), since the log was last cleared.
+    fn shown(&self) -> Vec<Vec<String>> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| {
+                let reply = e["reply"].to_string();
+                ["Write", "write_file", "exec_command"]
+                    .iter()
+                    .any(|t| reply.contains(t))
+            })
+            .map(|e| {
+                e["user_texts"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|t| t.as_str().map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    /// Checks that the model, asked about `prompt`, was shown `seen` and never `unseen`.
+    fn assert_shown(&self, prompt: &str, seen: &str, unseen: &str) {
+        let requests: Vec<Vec<String>> = self
+            .shown()
+            .into_iter()
+            .filter(|texts| texts.iter().any(|t| t.contains(prompt)))
+            .collect();
+        assert!(!requests.is_empty(), "no request about {prompt:?}");
+        for texts in requests {
+            assert!(
+                texts.iter().any(|t| t.contains(seen)),
+                "{seen:?} not shown: {texts:?}"
+            );
+            assert!(
+                !texts.iter().any(|t| t.contains(unseen)),
+                "{unseen:?} shown: {texts:?}"
+            );
+        }
+    }
+
+    fn clear_log(&self) {
+        std::fs::write(&self.log, "").unwrap();
+    }
+}
+
+impl Drop for Driver<'_> {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+fn codex_home(env: &TestEnv) -> PathBuf {
+    env.home.join("codex")
+}
+
+/// Every file below the agents' own folders (HOME and CODEX_HOME): name -> content.
+fn agent_files(env: &TestEnv) -> BTreeMap<String, String> {
+    let mut all = BTreeMap::new();
+    for dir in [env.home.join("home"), codex_home(env)] {
+        if dir.exists() {
+            for (k, v) in tree_state(&dir) {
+                all.insert(format!("{}/{k}", dir.display()), v);
+            }
+        }
+    }
+    all
+}
+
+/// The project's files, its `.git` left out.
+fn files(dir: &Path) -> BTreeMap<String, String> {
+    let mut t = tree_state(dir);
+    t.retain(|k, _| !k.starts_with(".git"));
+    t
+}
+
+/// The checkpoint of the prompt labelled `label`.
+fn prompt(env: &TestEnv, dir: &Path, label: &str) -> Value {
+    let list = env.json_in(dir, &["list", "--all-sessions"]);
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "message" && c["label"] == label)
+        .cloned()
+        .unwrap_or_else(|| panic!("no checkpoint of {label:?}: {list}"))
+}
+
+/// Turn A, turn B in the same session, `rewind --both`: the files are as before B, the agent's
+/// session is untouched, and the forked session, resumed, shows the model A but not B.
+fn rewinds_code_and_conversation(which: Which) {
+    let env = TestEnv::new();
+    let p = env.proj();
+    git_in_worktree(&p, &["init", "-q"]);
+    for name in ["old.txt", "gone.txt", "notes.txt"] {
+        write(&p, name, &format!("{name}\n"));
+    }
+    let agent = Driver::start(which, &env, &p);
+    let a = "turn A write:a.txt delete:old.txt";
+    let b = "turn B write:b.txt delete:gone.txt";
+    agent.turn(&p, a, None);
+    let session = prompt(&env, &p, a)["dialog"].as_str().unwrap().to_string();
+    let before_b = files(&p);
+    agent.turn(&p, b, Some(&session));
+    assert!(p.join("b.txt").exists() && !p.join("gone.txt").exists());
+    let b_checkpoint = prompt(&env, &p, b);
+    assert_eq!(
+        b_checkpoint["dialog"],
+        session.as_str(),
+        "B resumed A's session"
+    );
+    let shown = env.json_in(&p, &["show", b_checkpoint["id"].as_str().unwrap()]);
+    let transcript = PathBuf::from(shown["meta"]["transcript_path"].as_str().unwrap());
+    let original = std::fs::read(&transcript).unwrap();
+    // ckpt log says both prompts' conversations can be rewound.
+    let log = env.json_in(&p, &["log"]);
+    for entry in log["prompts"].as_array().unwrap() {
+        assert_eq!(entry["conversation"]["can_fork"], true, "{entry}");
+    }
+
+    let out = env.ckpt_in(&p, &["rewind", "--both", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(files(&p), before_b, "the files are as before B");
+    assert_eq!(
+        std::fs::read(&transcript).unwrap(),
+        original,
+        "the agent's session is untouched"
+    );
+    let conversation = &report["conversation"];
+    let new_id = conversation["session_id"].as_str().unwrap().to_string();
+    assert_ne!(new_id, session);
+    assert_eq!(conversation["prompt"], b);
+    let resume: Vec<&str> = conversation["resume"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(resume.last(), Some(&new_id.as_str()), "{resume:?}");
+    assert!(Path::new(conversation["path"].as_str().unwrap()).is_file());
+
+    agent.clear_log();
+    agent.turn(&p, "turn C write:c.txt delete:a.txt", Some(&new_id));
+    agent.assert_shown("turn C", "turn A", "turn B");
+    assert_eq!(std::fs::read(&transcript).unwrap(), original);
+    env.fsck();
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn claude_code_conversation_is_rewound_with_the_code() {
+    rewinds_code_and_conversation(Which::Claude);
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn codex_conversation_is_rewound_with_the_code() {
+    rewinds_code_and_conversation(Which::Codex);
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn gemini_cli_conversation_is_rewound_with_the_code() {
+    rewinds_code_and_conversation(Which::Gemini);
+}
+
+/// `ckpt fork` of B's checkpoint into a worktree: the files as before B, the user's repository
+/// and index untouched, and `claude --resume ID` in the worktree shows the model A, not B. Then a
+/// rewind whose session file is gone rewinds the files only, says why, and writes nothing in the
+/// agent's folders.
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn claude_code_fork_into_a_worktree_and_a_lost_session() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    git_in_worktree(&p, &["init", "-q"]);
+    for name in ["old.txt", "gone.txt", "notes.txt"] {
+        write(&p, name, &format!("{name}\n"));
+    }
+    git_in_worktree(&p, &["add", "-A"]);
+    git_in_worktree(
+        &p,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "base",
+        ],
+    );
+    let agent = Driver::start(Which::Claude, &env, &p);
+    let a = "turn A write:a.txt delete:old.txt";
+    let b = "turn B write:b.txt delete:gone.txt";
+    agent.turn(&p, a, None);
+    let session = prompt(&env, &p, a)["dialog"].as_str().unwrap().to_string();
+    let before_b = files(&p);
+    agent.turn(&p, b, Some(&session));
+    let after_b = files(&p);
+    let index = std::fs::read(p.join(".git/index")).unwrap();
+    let head = std::fs::read(p.join(".git/HEAD")).unwrap();
+
+    let b_id = prompt(&env, &p, b)["id"].as_str().unwrap().to_string();
+    let wt = env.home.join("attempt-2");
+    let out = env.ckpt_in(
+        &p,
+        &["fork", &b_id, "--worktree", wt.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["git_worktree"], true, "{report}");
+    assert_eq!(
+        files(&wt),
+        before_b,
+        "the worktree holds the files as before B"
+    );
+    assert_eq!(files(&p), after_b, "the project is untouched");
+    assert_eq!(std::fs::read(p.join(".git/index")).unwrap(), index);
+    assert_eq!(std::fs::read(p.join(".git/HEAD")).unwrap(), head);
+    let listed = Command::new("git")
+        .args(["worktree", "list"])
+        .current_dir(&p)
+        .output()
+        .unwrap();
+    assert!(stdout(&listed).contains("attempt-2"), "{}", stdout(&listed));
+    // The worktree is a project of its own.
+    let projects = env.json(&["projects"]);
+    assert!(projects.to_string().contains("attempt-2"), "{projects}");
+    let new_id = report["conversation"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    agent.clear_log();
+    agent.turn(&wt, "turn D write:d.txt delete:a.txt", Some(&new_id));
+    agent.assert_shown("turn D", "turn A", "turn B");
+
+    // The session of the worktree's turn is gone: its rewind takes back the files only.
+    let d = prompt(&env, &wt, "turn D write:d.txt delete:a.txt");
+    let shown = env.json_in(&wt, &["show", d["id"].as_str().unwrap()]);
+    let transcript = PathBuf::from(shown["meta"]["transcript_path"].as_str().unwrap());
+    std::fs::rename(&transcript, env.home.join("moved.jsonl")).unwrap();
+    let after_d = files(&wt);
+    let agents_before = agent_files(&env);
+    let out = env.ckpt_in(&wt, &["rewind", "--both", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["conversation"].is_null(), "{report}");
+    let why = report["conversation_skipped"].as_str().unwrap();
+    assert!(why.contains("no longer exists"), "{why}");
+    assert_ne!(files(&wt), after_d, "the files were rewound");
+    assert_eq!(
+        agent_files(&env),
+        agents_before,
+        "nothing written in the agent's folders"
+    );
+    let out = env.ckpt_in(&wt, &["undo", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // --conversation alone has nothing to do then: an error, nothing changed.
+    let out = env.ckpt_in(&wt, &["rewind", "--conversation"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no longer exists"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(files(&wt), after_d);
+    env.fsck();
+}
+
+/// Runs `ckpt hook claude-code` in `project` for prompt `text` (id `prompt_id`) of session `s1`,
+/// whose transcript is `transcript`.
+fn claude_prompt(env: &TestEnv, project: &Path, text: &str, prompt_id: &str, transcript: &Path) {
+    use std::io::Write;
+    let input = serde_json::json!({ "session_id": "193241d3-a622-4f2c-a4b6-ad4873cf4d61",
+        "transcript_path": transcript, "cwd": project, "prompt": text, "prompt_id": prompt_id,
+        "hook_event_name": "UserPromptSubmit" });
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let mut child = cmd
+        .current_dir(project)
+        .args(["hook", "claude-code"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+/// A real Claude Code session (of the pinned version, two turns) read by the rewind: the fork
+/// lands beside it, names the new session, and the original stays byte for byte; then every way a
+/// session can be unreadable rewinds the files only, says why, writes nothing beside it, and
+/// `--conversation` alone is an error that changes nothing.
+#[test]
+fn a_session_is_forked_and_an_unreadable_one_rewinds_the_files_only() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    let folder = env.home.join("home/.claude/projects/-proj");
+    std::fs::create_dir_all(&folder).unwrap();
+    let transcript = folder.join("193241d3-a622-4f2c-a4b6-ad4873cf4d61.jsonl");
+    let session = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/claude-code.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(&transcript, &session).unwrap();
+    claude_prompt(
+        &env,
+        &p,
+        "turn B",
+        "5f04f98c-11b6-41f5-b3f1-b7385b164174",
+        &transcript,
+    );
+    write(&p, "a.txt", "two\n");
+
+    let out = env.ckpt_in(&p, &["rewind", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "one\n");
+    let id = report["conversation"]["session_id"].as_str().unwrap();
+    let forked = std::fs::read_to_string(folder.join(format!("{id}.jsonl"))).unwrap();
+    assert!(forked.contains(&format!("\"sessionId\":\"{id}\"")));
+    assert!(!forked.contains("193241d3-a622-4f2c-a4b6-ad4873cf4d61"));
+    assert!(forked.contains("turn A") && !forked.contains("\"turn B\""));
+    assert_eq!(std::fs::read(&transcript).unwrap(), session);
+    assert_eq!(
+        report["conversation"]["resume"],
+        serde_json::json!(["claude", "--resume", id])
+    );
+    let out = env.ckpt_in(&p, &["undo", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let fifo = folder.join("fifo.jsonl");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let garbage = folder.join("garbage.jsonl");
+    // A line that is not JSON before prompts p2 and p3 (the garbage and the linked case).
+    let record = |id: &str| {
+        serde_json::json!({"type": "user", "promptId": id, "uuid": id, "parentUuid": "u1",
+            "sessionId": "193241d3-a622-4f2c-a4b6-ad4873cf4d61",
+            "message": {"role": "user", "content": "again"}})
+    };
+    let text = format!("not json\n{}\n{}\n", record("p2"), record("p3"));
+    std::fs::write(&garbage, text).unwrap();
+    let linked = folder.join("linked.jsonl");
+    std::os::unix::fs::symlink(&garbage, &linked).unwrap();
+    let binary = folder.join("binary.jsonl");
+    std::fs::write(&binary, b"\xff\xfe\n").unwrap();
+    let cases = [
+        (folder.join("missing.jsonl"), "no longer exists"),
+        (fifo, "not a regular file"),
+        (garbage, "format: line 1"),
+        (linked, "format: line 1"),
+        (binary, "not UTF-8"),
+    ];
+    for (i, (path, why)) in cases.into_iter().enumerate() {
+        claude_prompt(&env, &p, "again", &format!("p{i}"), &path);
+        write(&p, "a.txt", "three\n");
+        let agent_folder = names(&folder);
+        let out = env.ckpt_in(&p, &["rewind", "--conversation", "--json"]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let error: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(error["error"]["data"]["kind"], "failed", "{error}");
+        assert!(error.to_string().contains(why), "{why}: {error}");
+        assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "three\n");
+        let out = env.ckpt_in(&p, &["rewind", "--both", "--yes", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(report["conversation"].is_null(), "{report}");
+        let skipped = report["conversation_skipped"].as_str().unwrap();
+        assert!(skipped.contains(why), "{why}: {skipped}");
+        assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "two\n");
+        assert_eq!(
+            names(&folder),
+            agent_folder,
+            "nothing written beside the session"
+        );
+        // The log says the same.
+        let log = env.json_in(&p, &["log", "-n", "1"]);
+        assert_eq!(
+            log["prompts"][0]["conversation"]["can_fork"], false,
+            "{log}"
+        );
+    }
+    env.assert_serving();
+    env.fsck();
+}
+
+/// The names in `dir`, sorted (its FIFO is never opened).
+fn names(dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    names
+}
