@@ -545,3 +545,97 @@ fn names(dir: &Path) -> Vec<std::ffi::OsString> {
     names.sort();
     names
 }
+
+/// `ckpt fork` of a project that is no repository makes a plain folder with the checkpoint's
+/// files, watched; a folder that exists or lies in the project is refused; a fork that fails
+/// half-way (the daemon refuses to watch its folder) leaves no folder, no worktree and no
+/// registration behind.
+#[test]
+fn fork_into_a_folder_and_a_failed_fork_leaves_nothing() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    write(&p, "sub/b.txt", "b\n");
+    env.watch();
+    let first = env.checkpoint("first");
+    write(&p, "a.txt", "two\n");
+    let copy = env.home.join("copy");
+    let out = env.ckpt_in(
+        &p,
+        &[
+            "fork",
+            &first,
+            "--worktree",
+            copy.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["git_worktree"], false, "{report}");
+    assert!(report["conversation"].is_null(), "{report}");
+    assert!(
+        report["conversation_skipped"]
+            .as_str()
+            .unwrap()
+            .contains("manual"),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(copy.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(copy.join("sub/b.txt")).unwrap(),
+        "b\n"
+    );
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "two\n");
+    assert!(env.json(&["projects"]).to_string().contains("/copy"));
+    let list = env.json_in(&copy, &["list"]);
+    assert!(list.to_string().contains("\"imported\""), "{list}");
+
+    for (dir, why) in [
+        (copy.clone(), "exists"),
+        (p.join("inner"), "inside the project"),
+    ] {
+        let out = env.ckpt_in(&p, &["fork", &first, "--worktree", dir.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+        assert!(stderr(&out).contains(why), "{}", stderr(&out));
+    }
+    assert!(!p.join("inner").exists());
+
+    // In a repository: the daemon refuses to watch a folder of its own data.
+    git_in_worktree(&p, &["init", "-q"]);
+    git_in_worktree(&p, &["add", "-A"]);
+    git_in_worktree(
+        &p,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "c",
+        ],
+    );
+    let refused = env.data_dir().join("attempt");
+    let out = env.ckpt_in(
+        &p,
+        &["fork", &first, "--worktree", refused.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!refused.exists(), "the folder is taken back");
+    let worktrees = Command::new("git")
+        .args(["worktree", "list", "--porcelain"])
+        .current_dir(&p)
+        .output()
+        .unwrap();
+    assert!(
+        !stdout(&worktrees).contains("attempt"),
+        "{}",
+        stdout(&worktrees)
+    );
+    assert!(!env.json(&["projects"]).to_string().contains("attempt"));
+    env.assert_serving();
+}
