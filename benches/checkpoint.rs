@@ -9,7 +9,8 @@
 //! library, as `ckpt` uses it): the first checkpoint, a checkpoint with nothing changed, a
 //! checkpoint after 10 files changed, the first checkpoint after a daemon restart, a restore of
 //! a checkpoint 10 files away, the daemon's peak RSS, and the store size after H checkpoints of
-//! 10 changed files each. The baseline is what existing tools do: `git --git-dir=SHADOW
+//! 10 changed files each, and `blame` of a 5,000-line file over 200 prompts (against `git blame` of
+//! the same 200 versions). The baseline is what existing tools do: `git --git-dir=SHADOW
 //! --work-tree=PROJECT add -A && git write-tree` (and `git read-tree -u --reset` to restore).
 //! Prints medians over R runs (the hook case over --hook-runs prompts, default 50; the restore and
 //! the `ckpt checkpoint` process over --op-runs, default 20) and ratios baseline/ckpt. Every timed case but the one under load starts after a `sync` (untimed), so
@@ -266,6 +267,10 @@ fn main() {
         theirs,
     ));
 
+    // Blame: a 5,000-line file changed by each of 200 prompts, against `git blame` of a repository
+    // holding the same 200 versions of it alone.
+    rows.push(blame_case(&mut conn, &root, tmp.path(), args.runs));
+
     // Under load: a build-like writer beside the project.
     let (loaded, loaded_theirs) = under_load(&args, &mut conn, &root, &shadow, &mut round);
 
@@ -428,6 +433,79 @@ fn main() {
     );
     drop(conn);
     daemon.stop();
+}
+
+/// `blame` of a 5,000-line file over 200 prompts that each rewrote 15 of its lines.
+fn blame_case(conn: &mut Client, root: &Path, tmp: &Path, runs: usize) -> Row {
+    let file = root.join("blame.txt");
+    let worktree = tmp.join("blame-git");
+    run(Command::new("git").args(["init", "-q"]).arg(&worktree));
+    let mut lines: Vec<String> = (0..5000)
+        .map(|i| format!("line {i} of the file, as it was first written"))
+        .collect();
+    for turn in 0..200 {
+        for k in 0..15 {
+            let i = (turn * 337 + k * 331) % lines.len();
+            lines[i] = format!("line {i}, rewritten during the turn of prompt {turn}");
+        }
+        let text = lines.join("\n") + "\n";
+        std::fs::write(&file, &text).unwrap();
+        std::fs::write(worktree.join("blame.txt"), &text).unwrap();
+        conn.call_value(
+            "checkpoint",
+            json!({ "project": root, "kind": "message", "label": format!("prompt {turn}"),
+                "dialog": "blame" }),
+        )
+        .unwrap();
+        run(Command::new("git")
+            .arg("-C")
+            .arg(&worktree)
+            .args([
+                "-c",
+                "user.name=b",
+                "-c",
+                "user.email=b@b",
+                "commit",
+                "-qam",
+            ])
+            .arg(format!("prompt {turn}"))
+            .args(["--allow-empty"]));
+        if turn == 0 {
+            run(Command::new("git")
+                .arg("-C")
+                .arg(&worktree)
+                .args(["add", "blame.txt"]));
+            run(Command::new("git").arg("-C").arg(&worktree).args([
+                "-c",
+                "user.name=b",
+                "-c",
+                "user.email=b@b",
+                "commit",
+                "-qm",
+                "add",
+            ]));
+        }
+    }
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        ours.push(time_settled(|| {
+            let b = conn
+                .call_value(
+                    "blame",
+                    json!({ "project": root, "path": file, "dialog": "blame" }),
+                )
+                .unwrap();
+            assert_eq!(b["lines"].as_array().unwrap().len(), 5000);
+        }));
+        theirs.push(time_settled(|| {
+            output(Command::new("git").arg("-C").arg(&worktree).args([
+                "blame",
+                "--porcelain",
+                "blame.txt",
+            ]))
+        }));
+    }
+    Row::new("blame, 5,000 lines over 200 prompts", ours, theirs)
 }
 
 struct Row {

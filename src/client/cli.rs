@@ -186,7 +186,12 @@ pub enum Command {
         /// Show at most N prompts.
         #[arg(short = 'n', long, value_name = "N", default_value_t = 20)]
         limit: usize,
+        /// Only the prompts whose turns changed these paths, after `--`.
+        #[arg(last = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
     },
+    /// For each line of a file as it is now, the prompt whose turn wrote it.
+    Blame(cmd::blame::Args),
     /// Check that the index (what checkpoints record) equals a fresh full scan right now.
     Verify,
     /// Read every object of the store: what is unreadable, and which checkpoints it affects.
@@ -465,6 +470,11 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         }
         Command::Man { dir } => man(dir),
         Command::Config(ConfigCommand::Check { file }) => cmd::config::check(ctx, file),
-        Command::Log { dialog, limit } => cmd::log::log(ctx, dialog, limit),
+        Command::Log {
+            dialog,
+            limit,
+            paths,
+        } => cmd::log::log(ctx, dialog, limit, paths),
+        Command::Blame(args) => cmd::blame::blame(ctx, args),
     }
 }

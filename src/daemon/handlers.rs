@@ -12,7 +12,7 @@ use super::blocking;
 use super::owner::Owner;
 use super::projects::{forget, projects, status, unwatch, watch};
 use super::Daemon;
-use crate::engine::{self, checkpoint, edit, restore, timeline, Opened, Project};
+use crate::engine::{self, checkpoint, edit, history, restore, timeline, Opened, Project};
 use crate::protocol::events::EventKind;
 use crate::protocol::methods::{rpc, Method, NoParams, SubscribeParams};
 use crate::protocol::results as r;
@@ -93,6 +93,7 @@ of_project!(
     CheckpointParams,
     ListParams,
     LogParams,
+    BlameParams,
     ShowParams,
     DiffParams,
     RestoreParams,
@@ -161,7 +162,8 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         }
         Checkpoint::NAME => on_project::<Checkpoint>(d, params, checkpoint::checkpoint).await,
         List::NAME => on_project::<List>(d, params, checkpoint::list).await,
-        Log::NAME => on_project::<Log>(d, params, timeline::log).await,
+        Log::NAME => on_project::<Log>(d, params, history::log).await,
+        Blame::NAME => on_project::<Blame>(d, params, history::blame).await,
         Show::NAME => on_project::<Show>(d, params, checkpoint::show).await,
         Diff::NAME => on_project::<Diff>(d, params, checkpoint::diff_checkpoints).await,
         Restore::NAME => on_project::<Restore>(d, params, restore::restore).await,

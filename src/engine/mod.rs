@@ -20,7 +20,8 @@
 //! - [`flush`]: flushing what the worktree wrote, on threads kept for it.
 //! - [`workers`]: the threads kept parked for the parts of a restore that run side by side.
 //! - [`edit`], [`transactions`]: edit transactions for agent tools, and their saved copies.
-//! - [`timeline`]: dialogs, sessions, the prompts' log, retention, the disk budget, gc.
+//! - [`timeline`]: dialogs, sessions, retention, the disk budget, gc.
+//! - [`history`]: what the prompts did: their log, and blame by prompt.
 //! - [`events`]: live events for subscribers (fed by the watcher).
 //! - [`registry`]: the registered projects file, and which folders may be projects.
 
@@ -29,6 +30,7 @@ pub mod edit;
 mod error;
 pub mod events;
 pub mod flush;
+pub mod history;
 pub mod opened;
 pub mod project;
 pub mod record;

@@ -10,8 +10,7 @@ use crate::model::{Kind, Retention};
 use crate::protocol::methods::*;
 use crate::protocol::results as r;
 use crate::store::checkpoint::{parse_id, validate_dialog};
-use crate::store::treediff::{count_changes, diff_trees};
-use crate::store::{Checkpoint, CheckpointError, NewCheckpoint, DEFAULT_DIALOG};
+use crate::store::{CheckpointError, NewCheckpoint, DEFAULT_DIALOG};
 
 pub fn session_status(
     p: &Project,
@@ -330,56 +329,4 @@ fn enforce_budget(p: &Project, o: &mut Opened) -> Result<Option<r::Budget>> {
         bytes_after: after,
         pruned: pruned.into_iter().map(Into::into).collect(),
     }))
-}
-
-/// The prompts (`message` checkpoints), newest first, each with what its turn changed: the
-/// difference from it to the next prompt of its dialog, or, for a dialog's newest, to the
-/// files now.
-pub fn log(p: &Project, o: &mut Opened, params: LogParams) -> Result<Vec<r::Turn>> {
-    let repo = o.store.repo();
-    let mut prompts: Vec<Checkpoint> = o
-        .store
-        .list(&repo, params.dialog.as_deref())?
-        .into_iter()
-        .filter(|c| c.kind == Kind::Message)
-        .collect();
-    if let Some(limit) = params.limit {
-        prompts.truncate(limit);
-    }
-    o.store.annotate(&repo, &mut prompts)?;
-    if params.meta {
-        for prompt in &mut prompts {
-            o.store.load_meta(&repo, prompt)?;
-        }
-    }
-    drop(repo);
-    let now = match prompts.is_empty() {
-        true => None,
-        false => Some(o.current_tree(p)?),
-    };
-    let repo = o.store.repo();
-    // The tree and id of the prompt after each dialog's (newer ones come first).
-    let mut next: std::collections::HashMap<String, (gix::ObjectId, crate::model::CheckpointId)> =
-        Default::default();
-    let mut turns = Vec::with_capacity(prompts.len());
-    for prompt in prompts {
-        let tree = parse_id(&prompt.tree)?;
-        let (until_tree, until) = match next.get(&prompt.dialog) {
-            Some((tree, id)) => (*tree, Some(*id)),
-            None => (now.expect("there are prompts"), None),
-        };
-        let changes = diff_trees(&repo, Some(tree), Some(until_tree), &[])?;
-        let (added, modified, deleted) = count_changes(&changes);
-        next.insert(prompt.dialog.clone(), (tree, prompt.id));
-        turns.push(r::Turn {
-            prompt: prompt.into(),
-            turn: r::TurnChanges {
-                added,
-                modified,
-                deleted,
-                until,
-            },
-        });
-    }
-    Ok(turns)
 }

@@ -103,6 +103,22 @@ pub struct LogParams {
     /// Include each prompt's client metadata (the hook's input: where its conversation is).
     #[serde(default)]
     pub meta: bool,
+    /// Only the prompts whose turns changed these paths (files or folders), counted on them.
+    #[serde(default, with = "super::wire_path::list")]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlameParams {
+    #[serde(with = "super::wire_path")]
+    pub project: PathBuf,
+    /// The file (absolute, or relative to the project's root).
+    #[serde(with = "super::wire_path")]
+    pub path: PathBuf,
+    /// The dialog whose checkpoints are walked (default: the newest checkpoint's).
+    #[serde(default)]
+    pub dialog: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -420,6 +436,8 @@ methods! {
     List = "list", ListParams => Vec<r::Checkpoint>;
     /// The prompts, newest first, each with what its turn changed.
     Log = "log", LogParams => Vec<r::Turn>;
+    /// For each line of a file as it is now, the prompt whose turn wrote it.
+    Blame = "blame", BlameParams => r::Blamed;
     Show = "show", ShowParams => r::Shown;
     Diff = "diff", DiffParams => r::Diffed;
     Restore = "restore", RestoreParams => r::Restored;

@@ -89,6 +89,44 @@ pub struct TurnChanges {
     pub until: Option<CheckpointId>,
 }
 
+/// `blame`: each line of a file and the prompt whose turn wrote it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Blamed {
+    /// The file, as the project's tree names it.
+    pub path: String,
+    /// The checkpoint the walk started from (the dialog's newest).
+    pub head: CheckpointId,
+    pub dialog: String,
+    pub lines: Vec<BlameLine>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BlameLine {
+    /// From 1.
+    pub line: u64,
+    pub text: String,
+    pub origin: LineOrigin,
+    /// The prompt whose turn wrote the line (its label), its checkpoint, dialog and time.
+    pub prompt: Option<String>,
+    pub checkpoint: Option<CheckpointId>,
+    pub dialog: Option<String>,
+    pub created_at: Option<String>,
+    /// The first checkpoint holding the line (none: not in any checkpoint yet).
+    pub first_seen: Option<CheckpointId>,
+}
+
+/// Where a line comes from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LineOrigin {
+    /// A prompt's turn wrote it.
+    Prompt,
+    /// It was there before the first checkpoint.
+    BeforeFirstCheckpoint,
+    /// Written after the first checkpoint, before any prompt (by a person, or a tool).
+    BeforeFirstPrompt,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Unwatched {
     pub root: PathBuf,

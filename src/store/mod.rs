@@ -10,6 +10,7 @@
 //! durable before anything is published, by one flushed record of the store's journal
 //! ([`journal`]), or (a large pack) by flushing the pack before the record.
 
+pub mod blame;
 pub mod bundle;
 pub mod checkpoint;
 pub mod diff;

@@ -4,6 +4,7 @@ mod harness;
 
 mod agents;
 mod auto;
+mod blame;
 mod cli;
 mod conversations;
 mod crash;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::Ctx;
+use super::{wire_all, Ctx};
 use crate::client::conversation::{self, Point, Recorded};
 use crate::client::output::{self, one_line, relative_time};
 use crate::client::unrecorded::{self, Unrecorded};
@@ -65,12 +65,18 @@ fn conversations(turns: &[Turn]) -> Vec<Option<Conversation>> {
 
 /// The prompts as a person reads a conversation: newest first, with when, where and what the
 /// agent's turn on each changed; the prompts the hook could not record among them.
-pub fn log(ctx: &Ctx, dialog: Option<String>, limit: usize) -> Result<i32, ClientError> {
+pub fn log(
+    ctx: &Ctx,
+    dialog: Option<String>,
+    limit: usize,
+    paths: Vec<std::path::PathBuf>,
+) -> Result<i32, ClientError> {
     let params = LogParams {
         project: ctx.project(),
         dialog: dialog.clone(),
         limit: Some(limit),
         meta: true,
+        paths: wire_all(&ctx.base, &paths),
     };
     let mut turns = ctx.connect()?.call::<rpc::Log>(&params)?;
     let forks = conversations(&turns);

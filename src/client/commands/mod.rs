@@ -3,6 +3,7 @@
 //! status: 0 ok, 1 error, 2 a change that completed but skipped files.
 
 pub mod annotate;
+pub mod blame;
 pub mod checkpoint;
 pub mod config;
 pub mod daemon;

@@ -1,0 +1,155 @@
+//! What the prompts did: the log of prompts with what each turn changed (of the whole project or
+//! of some paths), and blame, the prompt whose turn wrote each line of a file.
+//!
+//! Checkpoints are taken as prompts arrive, before the agent acts, so what changed between a
+//! prompt's checkpoint and the next one was written during that prompt's turn, and what the
+//! working tree holds beyond a dialog's newest checkpoint belongs to its newest prompt's turn.
+
+use std::collections::HashMap;
+
+use gix::bstr::ByteSlice;
+use gix::objs::tree::EntryKind;
+
+use super::{Error, Opened, Project, Result};
+use crate::model::{CheckpointId, Kind};
+use crate::protocol::methods::{BlameParams, LogParams};
+use crate::protocol::results as r;
+use crate::store::checkpoint::parse_id;
+use crate::store::diff::is_binary;
+use crate::store::treediff::{count_changes, diff_trees};
+use crate::store::Checkpoint;
+
+/// The prompts (`message` checkpoints), newest first, each with what its turn changed: the
+/// difference from it to the next prompt of its dialog, or, for a dialog's newest, to the
+/// files now. With paths, only the prompts whose turns changed them, counted on them alone.
+pub fn log(p: &Project, o: &mut Opened, params: LogParams) -> Result<Vec<r::Turn>> {
+    let paths = p.tree_paths(&params.paths)?;
+    let repo = o.store.repo();
+    let mut prompts: Vec<Checkpoint> = o
+        .store
+        .list(&repo, params.dialog.as_deref())?
+        .into_iter()
+        .filter(|c| c.kind == Kind::Message)
+        .collect();
+    if let (Some(limit), true) = (params.limit, paths.is_empty()) {
+        prompts.truncate(limit);
+    }
+    drop(repo);
+    let now = match prompts.is_empty() {
+        true => None,
+        false => Some(o.current_tree(p)?),
+    };
+    let repo = o.store.repo();
+    // The tree and id of the prompt after each dialog's (newer ones come first).
+    let mut next: HashMap<String, (gix::ObjectId, CheckpointId)> = HashMap::new();
+    let mut turns = Vec::with_capacity(prompts.len());
+    for mut prompt in prompts {
+        let tree = parse_id(&prompt.tree)?;
+        let (until_tree, until) = match next.get(&prompt.dialog) {
+            Some((tree, id)) => (*tree, Some(*id)),
+            None => (now.expect("there are prompts"), None),
+        };
+        let changes = diff_trees(&repo, Some(tree), Some(until_tree), &paths)?;
+        let (added, modified, deleted) = count_changes(&changes);
+        next.insert(prompt.dialog.clone(), (tree, prompt.id));
+        if !paths.is_empty() && changes.is_empty() {
+            continue;
+        }
+        if params.limit.is_some_and(|limit| turns.len() >= limit) {
+            break;
+        }
+        o.store.annotate(&repo, std::slice::from_mut(&mut prompt))?;
+        if params.meta {
+            o.store.load_meta(&repo, &mut prompt)?;
+        }
+        turns.push(r::Turn {
+            prompt: prompt.into(),
+            turn: r::TurnChanges {
+                added,
+                modified,
+                deleted,
+                until,
+            },
+        });
+    }
+    Ok(turns)
+}
+
+/// For each line of a file as it is now, the prompt whose turn wrote it (see the module's doc),
+/// over the checkpoints before the dialog's newest.
+pub fn blame(p: &Project, o: &mut Opened, params: BlameParams) -> Result<r::Blamed> {
+    let [path] = <[_; 1]>::try_from(p.tree_paths(std::slice::from_ref(&params.path))?)
+        .expect("one path in, one out");
+    let now = o.current_tree(p)?;
+    let repo = o.store.repo();
+    let not_captured = || {
+        Error::invalid(format!(
+            "{} is not a file ckpt captures now (missing, a folder, ignored, excluded or larger \
+             than max_file_size)",
+            params.path.display()
+        ))
+    };
+    let current = diff_trees(&repo, None, Some(now), std::slice::from_ref(&path))?
+        .into_iter()
+        .find(|c| c.path == path)
+        .and_then(|c| c.new)
+        .filter(|f| matches!(f.kind, EntryKind::Blob | EntryKind::BlobExecutable))
+        .ok_or_else(not_captured)?;
+    let data = repo
+        .find_object(current.id)
+        .map_err(|e| crate::store::StoreError::git("reading a file", e))?
+        .detach()
+        .data;
+    if is_binary(&data) {
+        return Err(Error::invalid(format!(
+            "{} is a binary file: blame reads text files",
+            params.path.display()
+        )));
+    }
+    let head = o.store.resolve_in(&repo, "@", params.dialog.as_deref())?;
+    let blamed = o.store.blame(&repo, head, path.as_bstr(), &data)?;
+    let walk = &blamed.walk;
+    // For each checkpoint of the walk, the prompt whose turn was under way when it was taken:
+    // the newest prompt at or before it.
+    let mut turn_at: Vec<Option<usize>> = vec![None; walk.len() + 1];
+    for j in (0..walk.len()).rev() {
+        turn_at[j] = match walk[j].kind {
+            Kind::Message => Some(j),
+            _ => turn_at[j + 1],
+        };
+    }
+    let text = String::from_utf8_lossy(&data);
+    let mut lines = Vec::with_capacity(blamed.lines.len());
+    for (n, (line, first)) in text.lines().zip(&blamed.lines).enumerate() {
+        // Seen first in walk[i]: written after walk[i + 1] was taken; never checkpointed:
+        // written after walk[0].
+        let (origin, turn) = match first {
+            None => (r::LineOrigin::Prompt, turn_at[0]),
+            Some(i) if i + 1 >= walk.len() => (r::LineOrigin::BeforeFirstCheckpoint, None),
+            Some(i) => match turn_at[i + 1] {
+                Some(t) => (r::LineOrigin::Prompt, Some(t)),
+                None => (r::LineOrigin::BeforeFirstPrompt, None),
+            },
+        };
+        let prompt = turn.map(|t| &walk[t]);
+        lines.push(r::BlameLine {
+            line: n as u64 + 1,
+            text: line.to_string(),
+            origin: match (origin, prompt) {
+                (r::LineOrigin::Prompt, None) => r::LineOrigin::BeforeFirstPrompt,
+                (origin, _) => origin,
+            },
+            prompt: prompt.map(|c| c.label.clone()),
+            checkpoint: prompt.map(|c| c.id),
+            dialog: prompt.map(|c| c.dialog.clone()),
+            created_at: prompt.map(|c| c.created_at.clone()),
+            first_seen: first.map(|i| walk[i].id),
+        });
+    }
+    Ok(r::Blamed {
+        path: path.to_str_lossy().into_owned(),
+        head: walk[0].id,
+        dialog: walk[0].dialog.clone(),
+        lines,
+    })
+}

@@ -1,0 +1,303 @@
+//! Blame by checkpoint: for each line of a version of a file, the checkpoint it first appears in,
+//! walking back from a checkpoint through the ones before it.
+//!
+//! The walk goes from a checkpoint to its parent, except from a `restore` checkpoint, whose
+//! files came from the checkpoint it restored: the walk goes there, so a line a rewind brought
+//! back is found where it was first written (git's blame would name the restore). Each step
+//! compares the file's two versions line by line (Myers, bounded in time) only when their blobs
+//! differ; a file that appears from nothing in a step is followed to the file of the step before
+//! that it was renamed from (the deleted file most of whose lines it shares, at least half, as
+//! git's rename detection does). ckpt's own blame rather than gix's: gix-blame needs gix's
+//! `blob-diff` feature set, and it would blame restored lines on the restore.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::EntryKind;
+use gix::ObjectId;
+
+use super::checkpoint::{parse_id, Checkpoint, CheckpointError};
+use super::tree::{tree_entries, FileState};
+use super::treediff::diff_trees;
+use super::{Store, StoreError};
+use crate::model::Kind;
+
+/// How many checkpoints a walk looks at, at most.
+const MAX_WALK: usize = 100_000;
+/// How long one comparison of two versions may take before it settles for a coarser answer.
+const DIFF_DEADLINE: Duration = Duration::from_secs(2);
+/// Files larger than this are not compared for renames.
+const MAX_RENAME_BYTES: u64 = 4 << 20;
+
+/// Where each line of a version came from.
+#[derive(Debug)]
+pub struct Blamed {
+    /// The checkpoints walked, newest first: `walk[0]` is the one the walk started from.
+    pub walk: Vec<Checkpoint>,
+    /// For each line: the index in `walk` of the checkpoint it first appears in, or None for a
+    /// line that `walk[0]` does not hold (written since).
+    pub lines: Vec<Option<usize>>,
+}
+
+/// The lines of `data` as compared (their bytes, the newline left out).
+fn lines_of(data: &[u8]) -> Vec<&[u8]> {
+    let mut lines: Vec<&[u8]> = data.split(|b| *b == b'\n').collect();
+    if data.ends_with(b"\n") {
+        lines.pop();
+    }
+    lines
+}
+
+/// A version of the file and where its lines are (split once, compared twice).
+struct Version {
+    data: Vec<u8>,
+    lines: Vec<(usize, usize)>,
+}
+
+impl Version {
+    fn new(data: Vec<u8>) -> Version {
+        let lines = lines_of(&data)
+            .iter()
+            .map(|l| {
+                let start = l.as_ptr() as usize - data.as_ptr() as usize;
+                (start, start + l.len())
+            })
+            .collect();
+        Version { data, lines }
+    }
+
+    fn lines(&self) -> Vec<&[u8]> {
+        self.lines.iter().map(|&(a, b)| &self.data[a..b]).collect()
+    }
+}
+
+/// For each line of `new`, the line of `old` it is (None: added in `new`).
+fn matching(old: &[&[u8]], new: &[&[u8]]) -> Vec<Option<usize>> {
+    let mut map = vec![None; new.len()];
+    let deadline = Instant::now() + DIFF_DEADLINE;
+    for op in
+        similar::capture_diff_slices_deadline(similar::Algorithm::Myers, old, new, Some(deadline))
+    {
+        if let similar::DiffOp::Equal {
+            old_index,
+            new_index,
+            len,
+        } = op
+        {
+            for k in 0..len {
+                map[new_index + k] = Some(old_index + k);
+            }
+        }
+    }
+    map
+}
+
+/// The share of lines two versions have in common (0 to 1).
+fn similarity(a: &[u8], b: &[u8]) -> f64 {
+    let (a, b) = (lines_of(a), lines_of(b));
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let common = matching(&a, &b).iter().filter(|m| m.is_some()).count();
+    2.0 * common as f64 / (a.len() + b.len()) as f64
+}
+
+impl Store {
+    /// Blames `current` (a version of the file at `path`) by the checkpoints before `head`.
+    pub fn blame(
+        &self,
+        repo: &gix::Repository,
+        head: Checkpoint,
+        path: &BStr,
+        current: &[u8],
+    ) -> Result<Blamed, CheckpointError> {
+        let mut files = Files::default();
+        let mut walk = vec![head];
+        let mut path = BString::from(path);
+        let current_lines = lines_of(current);
+        // Lines of the current version still to place, by their index in the version the walk
+        // is at (`at`).
+        let mut open: Vec<(usize, usize)> = Vec::new();
+        let mut lines = vec![None; current_lines.len()];
+        let Some(mut at_blob) = files.at(repo, parse_id(&walk[0].tree)?, path.as_bstr())? else {
+            return Ok(Blamed { walk, lines });
+        };
+        let mut at = Version::new(self.blob(repo, at_blob)?);
+        for (line, index) in matching(&at.lines(), &current_lines)
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(index) = index {
+                open.push((line, index));
+            }
+        }
+        while !open.is_empty() {
+            let i = walk.len() - 1;
+            let previous = match self.previous(repo, &walk[i])? {
+                Some(p) if walk.len() < MAX_WALK => p,
+                _ => break,
+            };
+            let previous_tree = parse_id(&previous.tree)?;
+            let mut before = files.at(repo, previous_tree, path.as_bstr())?;
+            if before.is_none() {
+                if let Some((renamed, state)) =
+                    self.renamed_from(repo, previous_tree, parse_id(&walk[i].tree)?, &at.data)?
+                {
+                    path = renamed;
+                    before = Some(state);
+                }
+            }
+            walk.push(previous);
+            let Some(before) = before else {
+                // The file appears at walk[i]: so does every line still open.
+                for (line, _) in open.drain(..) {
+                    lines[line] = Some(i);
+                }
+                break;
+            };
+            if before == at_blob {
+                continue;
+            }
+            let before_version = Version::new(self.blob(repo, before)?);
+            let map = matching(&before_version.lines(), &at.lines());
+            open.retain_mut(|(line, at)| match map[*at] {
+                Some(old) => {
+                    *at = old;
+                    true
+                }
+                None => {
+                    lines[*line] = Some(i);
+                    false
+                }
+            });
+            (at_blob, at) = (before, before_version);
+        }
+        // What is left is as old as the last checkpoint walked.
+        let last = walk.len() - 1;
+        for (line, _) in open {
+            lines[line] = Some(last);
+        }
+        Ok(Blamed { walk, lines })
+    }
+
+    /// The checkpoint a walk goes to from `c`: the one it restored, else its parent.
+    fn previous(
+        &self,
+        repo: &gix::Repository,
+        c: &Checkpoint,
+    ) -> Result<Option<Checkpoint>, CheckpointError> {
+        let next = match (&c.kind, &c.restore) {
+            (Kind::Restore, Some(link)) => Some(link.restored_to),
+            _ => c.parent,
+        };
+        next.map(|id| self.checkpoint(repo, id.object_id()))
+            .transpose()
+    }
+
+    fn blob(&self, repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, StoreError> {
+        Ok(repo
+            .find_object(id)
+            .map_err(|e| StoreError::git("reading a file", e))?
+            .detach()
+            .data)
+    }
+
+    /// The file of tree `old` that `data` (new in tree `new`) was renamed from: a file deleted
+    /// between them sharing at least half its lines, the most similar one.
+    fn renamed_from(
+        &self,
+        repo: &gix::Repository,
+        old: ObjectId,
+        new: ObjectId,
+        data: &[u8],
+    ) -> Result<Option<(BString, ObjectId)>, StoreError> {
+        let mut best: Option<(f64, BString, ObjectId)> = None;
+        for change in diff_trees(repo, Some(old), Some(new), &[])? {
+            let (Some(gone), None) = (change.old, change.new) else {
+                continue;
+            };
+            if !matches!(gone.kind, EntryKind::Blob | EntryKind::BlobExecutable) {
+                continue;
+            }
+            let header = repo
+                .find_header(gone.id)
+                .map_err(|e| StoreError::git("reading a file", e))?;
+            if header.size() > MAX_RENAME_BYTES {
+                continue;
+            }
+            let score = similarity(&self.blob(repo, gone.id)?, data);
+            if score >= 0.5 && best.as_ref().is_none_or(|(s, _, _)| score > *s) {
+                best = Some((score, change.path, gone.id));
+            }
+        }
+        Ok(best.map(|(_, path, id)| (path, id)))
+    }
+}
+
+/// Files looked up by tree and path, remembered (consecutive checkpoints share most trees).
+#[derive(Default)]
+struct Files(HashMap<(ObjectId, BString), Option<ObjectId>>);
+
+impl Files {
+    /// The blob of the regular file at `path` in tree `tree`.
+    fn at(
+        &mut self,
+        repo: &gix::Repository,
+        tree: ObjectId,
+        path: &BStr,
+    ) -> Result<Option<ObjectId>, StoreError> {
+        let key = (tree, BString::from(path));
+        if let Some(found) = self.0.get(&key) {
+            return Ok(*found);
+        }
+        let found = lookup(repo, tree, path)?.map(|f| f.id);
+        self.0.insert(key, found);
+        Ok(found)
+    }
+}
+
+/// The regular file at `path` in tree `tree`.
+fn lookup(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    path: &BStr,
+) -> Result<Option<FileState>, StoreError> {
+    let parts: Vec<&[u8]> = path.split_str("/").collect();
+    let mut id = tree;
+    for (i, part) in parts.iter().enumerate() {
+        let Some((_, kind, oid)) = tree_entries(repo, id)?
+            .into_iter()
+            .find(|(name, _, _)| name.as_slice() == *part)
+        else {
+            return Ok(None);
+        };
+        if i + 1 == parts.len() {
+            let file = matches!(kind, EntryKind::Blob | EntryKind::BlobExecutable);
+            return Ok(file.then_some(FileState { kind, id: oid }));
+        }
+        if kind != EntryKind::Tree {
+            return Ok(None);
+        }
+        id = oid;
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_matched_across_versions() {
+        let old = lines_of(b"a\nb\nc\n");
+        let new = lines_of(b"a\nx\nb\nc\nd");
+        assert_eq!(
+            matching(&old, &new),
+            [Some(0), None, Some(1), Some(2), None]
+        );
+        assert_eq!(lines_of(b""), Vec::<&[u8]>::new());
+        assert!((similarity(b"a\nb\n", b"a\nb\n") - 1.0).abs() < 1e-9);
+        assert!(similarity(b"a\nb\nc\nd\n", b"x\ny\nz\nd\n") < 0.5);
+    }
+}

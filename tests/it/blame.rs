@@ -1,0 +1,156 @@
+//! `ckpt blame`: each line of a file named by the prompt whose turn wrote it, through the real
+//! hook, the real daemon and the real store; and `ckpt log -- PATH`.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+/// Runs `ckpt hook claude-code` for `prompt` in `project`.
+fn prompt(env: &TestEnv, project: &Path, prompt: &str) {
+    let input = json!({ "session_id": "s1", "cwd": project, "prompt": prompt,
+        "hook_event_name": "UserPromptSubmit" });
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let mut child = cmd
+        .current_dir(project)
+        .args(["hook", "claude-code"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+/// `(text, prompt or origin)` of each line of `ckpt blame path`.
+fn blamed(env: &TestEnv, project: &Path, path: &str) -> Vec<(String, String)> {
+    let b = env.json_in(project, &["blame", path]);
+    b["lines"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{b}"))
+        .iter()
+        .map(|l| {
+            let who = match l["origin"].as_str().unwrap() {
+                "prompt" => l["prompt"].as_str().unwrap().to_string(),
+                other => other.to_string(),
+            };
+            (l["text"].as_str().unwrap().to_string(), who)
+        })
+        .collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn logged(env: &TestEnv, project: &Path, path: &str) -> Vec<String> {
+    let log = env.json_in(project, &["log", "--", path]);
+    log["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["label"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn every_line_names_the_prompt_whose_turn_wrote_it() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "f.txt", "keep\nbase\n");
+    write(&p, "h.txt", "h line\n");
+    write(&p, "d.txt", "d old\n");
+    write(&p, "b.bin", "\0\u{1}binary\n");
+    prompt(&env, &p, "one");
+    // Turn one: a line added, a file deleted, a line added to the file renamed later.
+    write(&p, "f.txt", "keep\nbase\nline by one\n");
+    write(&p, "h.txt", "h line\nh by one\n");
+    std::fs::remove_file(p.join("d.txt")).unwrap();
+    prompt(&env, &p, "two");
+    // Turn two: a line changed, a line added, the file renamed, the deleted file made again.
+    write(
+        &p,
+        "f.txt",
+        "keep\nbase changed by two\nline by one\nline by two\n",
+    );
+    std::fs::rename(p.join("h.txt"), p.join("h2.txt")).unwrap();
+    write(&p, "d.txt", "d new\n");
+    prompt(&env, &p, "three");
+    // Turn three, not checkpointed yet.
+    write(
+        &p,
+        "f.txt",
+        "keep\nbase changed by two\nline by one\nline by two\nline by three\n",
+    );
+
+    assert_eq!(
+        blamed(&env, &p, "f.txt"),
+        pairs(&[
+            ("keep", "before_first_checkpoint"),
+            ("base changed by two", "two"),
+            ("line by one", "one"),
+            ("line by two", "two"),
+            ("line by three", "three"),
+        ])
+    );
+    assert_eq!(
+        blamed(&env, &p, "h2.txt"),
+        pairs(&[("h line", "before_first_checkpoint"), ("h by one", "one")]),
+        "followed across the rename"
+    );
+    assert_eq!(blamed(&env, &p, "d.txt"), pairs(&[("d new", "two")]));
+    let b = env.json_in(&p, &["blame", "f.txt"]);
+    let line = &b["lines"][1];
+    assert_eq!(line["line"], 2);
+    assert_eq!(line["dialog"], "s1");
+    assert!(line["checkpoint"].as_str().unwrap().len() == 40, "{line}");
+    assert!(line["created_at"].is_string(), "{line}");
+    let text = stdout(&env.ckpt_in(&p, &["blame", "f.txt"]));
+    assert!(
+        text.contains("two") && text.contains("2) base changed by two"),
+        "{text}"
+    );
+
+    // A rewind's restored lines keep the prompt that first wrote them.
+    let out = env.ckpt_in(&p, &["rewind", "--yes", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        blamed(&env, &p, "f.txt"),
+        pairs(&[
+            ("keep", "before_first_checkpoint"),
+            ("base", "before_first_checkpoint"),
+            ("line by one", "one")
+        ])
+    );
+
+    // `log -- PATH`: the prompts whose turns changed it.
+    let out = env.ckpt_in(&p, &["undo", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(logged(&env, &p, "h2.txt"), ["two"]);
+    assert_eq!(logged(&env, &p, "f.txt"), ["three", "two", "one"]);
+    assert_eq!(logged(&env, &p, "b.bin"), Vec::<String>::new());
+
+    // What cannot be blamed: a clear error, and the daemon goes on.
+    for (path, why) in [
+        ("b.bin", "binary"),
+        ("missing.txt", "not a file ckpt captures"),
+        (".", "not a file ckpt captures"),
+        ("../outside.txt", "outside the project"),
+    ] {
+        let out = env.ckpt_in(&p, &["blame", path]);
+        assert_eq!(out.status.code(), Some(1), "{path}: {}", stderr(&out));
+        assert!(stderr(&out).contains(why), "{path}: {}", stderr(&out));
+    }
+    let out = env.ckpt_in(&p, &["--json", "blame", "b.bin"]);
+    let err: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(err["error"]["data"]["kind"], "invalid_params", "{err}");
+    env.assert_serving();
+}
