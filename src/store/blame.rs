@@ -42,6 +42,9 @@ pub struct Blamed {
 
 /// The lines of `data` as compared (their bytes, the newline left out).
 fn lines_of(data: &[u8]) -> Vec<&[u8]> {
+    if data.is_empty() {
+        return Vec::new();
+    }
     let mut lines: Vec<&[u8]> = data.split(|b| *b == b'\n').collect();
     if data.ends_with(b"\n") {
         lines.pop();
