@@ -166,6 +166,9 @@ pub enum Command {
     /// the files as they were at a checkpoint, and the agent's conversation forked to just
     /// before that prompt.
     Fork(cmd::fork::Args),
+    /// An MCP server on stdio for the project of the current folder (agents start it), or
+    /// `install|uninstall AGENT` to register it in an agent's configuration.
+    Mcp(McpArgs),
     /// Re-read the daemon's configuration file (as SIGHUP does).
     Reload,
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
@@ -257,6 +260,34 @@ pub enum HookCommand {
     },
     /// Where a ckpt hook is installed, per agent.
     Status,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    pub command: Option<McpCommand>,
+    /// Offer the `restore` tool (a plan until a call confirms it; once per user prompt).
+    #[arg(long)]
+    pub allow_restore: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Register `ckpt mcp` in AGENT's configuration for this project, as the agent's own
+    /// `mcp add` does.
+    Install {
+        #[arg(value_enum)]
+        agent: cmd::hook::Agent,
+        /// Let the agent restore files (it gets a plan first; the user confirms).
+        #[arg(long)]
+        allow_restore: bool,
+    },
+    /// Remove `ckpt mcp` from AGENT's configuration for this project.
+    Uninstall {
+        #[arg(value_enum)]
+        agent: cmd::hook::Agent,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -454,6 +485,20 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         )),
         Command::Rewind(args) => cmd::rewind::rewind(ctx, args),
         Command::Fork(args) => cmd::fork::fork(ctx, args),
+        Command::Mcp(McpArgs {
+            command: None,
+            allow_restore,
+        }) => cmd::mcp::serve(ctx, allow_restore),
+        Command::Mcp(McpArgs {
+            command: Some(command),
+            ..
+        }) => match command {
+            McpCommand::Install {
+                agent,
+                allow_restore,
+            } => cmd::mcp::install::install(ctx, agent, allow_restore),
+            McpCommand::Uninstall { agent } => cmd::mcp::install::uninstall(ctx, agent),
+        },
         Command::Reload => cmd::daemon::reload(ctx),
         Command::Completions { .. } | Command::Man { .. } if ctx.out.json => {
             Err(ClientError::Usage(

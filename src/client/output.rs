@@ -8,6 +8,7 @@ use super::ClientError;
 use crate::model::SkippedFile;
 use crate::protocol::results::Checkpoint;
 
+#[derive(Clone)]
 pub struct Out {
     pub json: bool,
     /// Every line, even thousands of them on a terminal.

@@ -172,6 +172,46 @@ pub fn diff_checkpoints(p: &Project, o: &mut Opened, params: DiffParams) -> Resu
     })
 }
 
+/// The largest part of a file `file_at` returns.
+const MAX_FILE_AT: u64 = 1 << 20;
+
+/// A part of a file as checkpoint `id` holds it.
+pub fn file_at(p: &Project, o: &mut Opened, params: FileAtParams) -> Result<r::FileContent> {
+    let [path] = <[_; 1]>::try_from(p.tree_paths(std::slice::from_ref(&params.path))?)
+        .expect("one path in, one out");
+    let repo = o.store.repo();
+    let c = o
+        .store
+        .resolve_in(&repo, &params.id, params.dialog.as_deref())?;
+    let file = crate::store::tree::file_at(&repo, parse_id(&c.tree)?, path.as_ref())?.ok_or_else(
+        || {
+            Error::invalid(format!(
+                "checkpoint {} holds no file {}",
+                c.id.short(),
+                params.path.display()
+            ))
+        },
+    )?;
+    let data = repo
+        .find_object(file.id)
+        .map_err(|e| crate::store::StoreError::git("reading a file", e))?
+        .detach()
+        .data;
+    let size = data.len() as u64;
+    let max = params.max_bytes.unwrap_or(MAX_FILE_AT).min(MAX_FILE_AT);
+    let start = params.offset.min(size) as usize;
+    let end = (params.offset.saturating_add(max)).min(size) as usize;
+    Ok(r::FileContent {
+        path: String::from_utf8_lossy(&path).into_owned(),
+        checkpoint: c.id,
+        size,
+        binary: crate::store::diff::is_binary(&data),
+        offset: start as u64,
+        content: String::from_utf8_lossy(&data[start..end]).into_owned(),
+        truncated: (end as u64) < size,
+    })
+}
+
 /// The changes of checkpoint `id` against its parent (or `against`) as a patch `git apply` takes.
 pub fn export_patch(_: &Project, o: &mut Opened, params: ExportPatchParams) -> Result<r::Patch> {
     let store = &o.store;

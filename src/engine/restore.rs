@@ -28,12 +28,27 @@ use crate::store::{Checkpoint, CheckpointError, NewCheckpoint, RestoreLink, Stor
 
 pub fn restore(p: &Project, o: &mut Opened, params: RestoreParams) -> Result<Restored> {
     let paths = p.tree_paths(&params.paths)?;
+    if let Some(by) = &params.by {
+        if by.is_empty() || by.len() > 100 || by.chars().any(char::is_control) {
+            return Err(Error::invalid(
+                "`by` names who asked for the restore: 1 to 100 characters, one line",
+            ));
+        }
+    }
     let target = {
         let repo = o.store.repo();
         o.store
             .resolve_in(&repo, &params.id, params.dialog.as_deref())?
     };
-    restore_to(p, o, &target, paths, params.dry_run, Kind::Restore)
+    restore_to(
+        p,
+        o,
+        &target,
+        paths,
+        params.dry_run,
+        Kind::Restore,
+        params.by,
+    )
 }
 
 /// Restores the last restore's undo checkpoint (of `dialog`, or of any dialog).
@@ -48,11 +63,20 @@ pub fn undo(p: &Project, o: &mut Opened, params: UndoParams) -> Result<Restored>
             .ok_or(Error::NothingToUndo)?;
         o.store.checkpoint(&repo, last.undo.object_id())?
     };
-    restore_to(p, o, &target, Vec::new(), params.dry_run, Kind::Restore)
+    restore_to(
+        p,
+        o,
+        &target,
+        Vec::new(),
+        params.dry_run,
+        Kind::Restore,
+        None,
+    )
 }
 
 /// The restore itself; `end_kind` is the kind of the checkpoint that records the result
-/// (`restore`, or `reset` for a session reset).
+/// (`restore`, or `reset` for a session reset), whose label says `by` whom it was asked for
+/// when not the user.
 pub fn restore_to(
     p: &Project,
     o: &mut Opened,
@@ -60,6 +84,7 @@ pub fn restore_to(
     paths: Vec<BString>,
     dry_run: bool,
     end_kind: Kind,
+    by: Option<String>,
 ) -> Result<Restored> {
     let started = coarse_now_ns();
     o.prepare(p)?;
@@ -109,6 +134,7 @@ pub fn restore_to(
             known,
             started,
             end_kind,
+            by,
         };
         recorded = Some(check_and_record(p, o, target, undo, scope, &mut applied)?);
     }
@@ -299,6 +325,7 @@ struct Scope {
     known: Option<KnownChanges>,
     started: i64,
     end_kind: Kind,
+    by: Option<String>,
 }
 
 /// Records the state the restore left (`now`) as a checkpoint of `end_kind` that names the
@@ -315,14 +342,16 @@ fn record_result(
         paths,
         known,
         end_kind,
+        by,
         ..
     } = scope;
     let scope = match paths.len() {
         0 => String::new(),
         n => format!(" ({n} paths)"),
     };
+    let by = by.map(|by| format!(", asked by {by}")).unwrap_or_default();
     let label = format!(
-        "restored to {} (#{} {}){scope}",
+        "restored to {} (#{} {}){scope}{by}",
         target.id.short(),
         target.seq,
         target.kind

@@ -85,7 +85,7 @@ pub fn session_reset(p: &Project, o: &mut Opened, params: SessionResetParams) ->
         .store
         .approved(&o.store.repo(), &dialog)?
         .ok_or_else(|| CheckpointError::UnknownDialog(dialog.clone()))?;
-    let restored = restore_to(p, o, &target, Vec::new(), params.dry_run, Kind::Reset)?;
+    let restored = restore_to(p, o, &target, Vec::new(), params.dry_run, Kind::Reset, None)?;
     let mut new_session = None;
     if let Some(id) = restored.restore_checkpoint {
         let ended = o.store.checkpoint(&o.store.repo(), id.object_id())?;

@@ -237,6 +237,29 @@ pub struct RestoreParams {
     /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
     #[serde(default)]
     pub dialog: Option<String>,
+    /// Who asked for the restore, when it was not the user (`agent`: an agent through `ckpt
+    /// mcp`); the restore checkpoint's label says so.
+    #[serde(default)]
+    pub by: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileAtParams {
+    #[serde(with = "super::wire_path")]
+    pub project: PathBuf,
+    pub id: String,
+    /// The file (absolute, or relative to the project's root).
+    #[serde(with = "super::wire_path")]
+    pub path: PathBuf,
+    #[serde(default)]
+    pub dialog: Option<String>,
+    /// The first byte to return.
+    #[serde(default)]
+    pub offset: u64,
+    /// At most this many bytes (default and most: 1 MiB).
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -438,6 +461,8 @@ methods! {
     Log = "log", LogParams => Vec<r::Turn>;
     /// For each line of a file as it is now, the prompt whose turn wrote it.
     Blame = "blame", BlameParams => r::Blamed;
+    /// A file's content as a checkpoint holds it (a part of it, bounded).
+    FileAt = "file_at", FileAtParams => r::FileContent;
     Show = "show", ShowParams => r::Shown;
     Diff = "diff", DiffParams => r::Diffed;
     Restore = "restore", RestoreParams => r::Restored;

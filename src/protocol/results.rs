@@ -89,6 +89,22 @@ pub struct TurnChanges {
     pub until: Option<CheckpointId>,
 }
 
+/// `file_at`: a part of a file as a checkpoint holds it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileContent {
+    pub path: String,
+    pub checkpoint: CheckpointId,
+    /// The whole file's size.
+    pub size: u64,
+    /// Whether it holds bytes that are not text (the content is then lossy).
+    pub binary: bool,
+    pub offset: u64,
+    /// The bytes from `offset` (UTF-8, invalid sequences replaced).
+    pub content: String,
+    /// Whether the file goes on after what is returned.
+    pub truncated: bool,
+}
+
 /// `blame`: each line of a file and the prompt whose turn wrote it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Blamed {

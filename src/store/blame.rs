@@ -18,7 +18,7 @@ use gix::objs::tree::EntryKind;
 use gix::ObjectId;
 
 use super::checkpoint::{parse_id, Checkpoint, CheckpointError};
-use super::tree::{tree_entries, FileState};
+use super::tree::file_at;
 use super::treediff::diff_trees;
 use super::{Store, StoreError};
 use crate::model::Kind;
@@ -254,37 +254,10 @@ impl Files {
         if let Some(found) = self.0.get(&key) {
             return Ok(*found);
         }
-        let found = lookup(repo, tree, path)?.map(|f| f.id);
+        let found = file_at(repo, tree, path)?.map(|f| f.id);
         self.0.insert(key, found);
         Ok(found)
     }
-}
-
-/// The regular file at `path` in tree `tree`.
-fn lookup(
-    repo: &gix::Repository,
-    tree: ObjectId,
-    path: &BStr,
-) -> Result<Option<FileState>, StoreError> {
-    let parts: Vec<&[u8]> = path.split_str("/").collect();
-    let mut id = tree;
-    for (i, part) in parts.iter().enumerate() {
-        let Some((_, kind, oid)) = tree_entries(repo, id)?
-            .into_iter()
-            .find(|(name, _, _)| name.as_slice() == *part)
-        else {
-            return Ok(None);
-        };
-        if i + 1 == parts.len() {
-            let file = matches!(kind, EntryKind::Blob | EntryKind::BlobExecutable);
-            return Ok(file.then_some(FileState { kind, id: oid }));
-        }
-        if kind != EntryKind::Tree {
-            return Ok(None);
-        }
-        id = oid;
-    }
-    Ok(None)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use gix::bstr::BString;
+use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 use gix::ObjectId;
 
@@ -60,6 +60,33 @@ pub fn read_tree(
         }
     }
     Ok(files)
+}
+
+/// The regular file (not a symlink) at `path` in tree `tree`.
+pub fn file_at(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    path: &BStr,
+) -> Result<Option<FileState>, StoreError> {
+    let parts: Vec<&[u8]> = path.split_str("/").collect();
+    let mut id = tree;
+    for (i, part) in parts.iter().enumerate() {
+        let Some((_, kind, oid)) = tree_entries(repo, id)?
+            .into_iter()
+            .find(|(name, _, _)| name.as_slice() == *part)
+        else {
+            return Ok(None);
+        };
+        if i + 1 == parts.len() {
+            let file = matches!(kind, EntryKind::Blob | EntryKind::BlobExecutable);
+            return Ok(file.then_some(FileState { kind, id: oid }));
+        }
+        if kind != EntryKind::Tree {
+            return Ok(None);
+        }
+        id = oid;
+    }
+    Ok(None)
 }
 
 /// True when `path` is one of `paths` or lies below one of them (all paths when empty).

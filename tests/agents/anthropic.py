@@ -42,12 +42,40 @@ def current_turn(body):
     return prompt, results
 
 
+def tool_results(body):
+    """The text of every tool result the request carries."""
+    out = []
+    for message in body.get("messages", []):
+        for block in blocks(message):
+            if block.get("type") == "tool_result":
+                content = block.get("content")
+                if isinstance(content, list):
+                    content = "".join(c.get("text", "") for c in content if isinstance(c, dict))
+                out.append(str(content))
+    return out
+
+
+def mcp_turn(step):
+    """A turn that looks at ckpt's timeline through its MCP server: Claude Code defers MCP
+    tools, so the model first loads the tool with ToolSearch, then calls it."""
+    tool = "mcp__ckpt__list_checkpoints"
+    if step == 0:
+        return [{"type": "tool_use", "id": "toolu_search", "name": "ToolSearch",
+                 "input": {"query": "select:" + tool, "max_results": 5}}], "tool_use"
+    if step == 1:
+        return [{"type": "tool_use", "id": "toolu_ckpt", "name": tool,
+                 "input": {"limit": 10, "prompts_only": True}}], "tool_use"
+    return [{"type": "text", "text": "Done."}], "end_turn"
+
+
 def reply_for(body):
     """(content blocks, stop reason) for this request."""
     names = {t.get("name") for t in body.get("tools", []) or []}
     if "Write" not in names:
         return [{"type": "text", "text": "ok"}], "end_turn"
     prompt, step = current_turn(body)
+    if "use-mcp" in prompt:
+        return mcp_turn(step)
     written, content, command = turn_script(prompt)
     if step == 0:
         return [{"type": "tool_use", "id": f"toolu_write_{len(body['messages'])}", "name": "Write",
@@ -90,7 +118,8 @@ def answer(path, body):
         return "application/json", json.dumps({"input_tokens": 10})
     reply, stop = reply_for(body)
     log({"path": path, "stream": bool(body.get("stream")), "tools": len(body.get("tools") or []),
-         "reply": [b.get("name", "text") for b in reply], "user_texts": user_texts(body)})
+         "reply": [b.get("name", "text") for b in reply], "user_texts": user_texts(body),
+         "tool_results": tool_results(body)})
     if body.get("stream"):
         return "text/event-stream", sse(reply, stop)
     message = {"id": "msg_standin", "type": "message", "role": "assistant",

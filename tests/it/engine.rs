@@ -66,6 +66,7 @@ fn checkpoint_restore_and_undo_in_process() {
         paths: vec![],
         dry_run: false,
         dialog: None,
+        by: None,
     };
     let r = operate(&p, &mut state, true, |p, o| {
         engine::restore::restore(p, o, params)

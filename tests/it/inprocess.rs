@@ -70,6 +70,7 @@ fn daemon_run_in_process_serves_and_stops_on_its_shutdown_future() {
             paths: vec![],
             dry_run: false,
             dialog: None,
+            by: None,
         })
         .unwrap();
     assert_eq!(restored.written, vec!["a.txt".to_string()]);

@@ -22,6 +22,7 @@ mod house;
 mod import;
 mod inprocess;
 mod journal_damage;
+mod mcp;
 mod newcomer;
 mod protocol;
 mod races;

@@ -258,6 +258,7 @@ impl Made {
             paths: vec![],
             dry_run: false,
             dialog: None,
+            by: None,
         };
         let restored = ctx.with_progress(|| conn.call::<rpc::Restore>(&restore))?;
         // The worktree's own index (never the user's) now describes its HEAD, so `git status`

@@ -16,9 +16,11 @@ pub mod hook;
 pub mod list;
 pub mod log;
 pub mod maintenance;
+pub mod mcp;
 pub mod restore;
 pub mod rewind;
 pub mod session;
+pub mod settings;
 pub mod show;
 pub mod transfer;
 
@@ -32,6 +34,7 @@ use crate::model::CheckpointId;
 use crate::protocol::methods::{rpc, NoParams, ProjectParams};
 
 /// What every command knows: how to reach the daemon, where it runs, how to print.
+#[derive(Clone)]
 pub struct Ctx {
     pub out: Out,
     pub paths: Paths,

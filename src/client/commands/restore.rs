@@ -42,6 +42,7 @@ pub fn restore(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         paths: wire_all(&ctx.base, &args.paths),
         dry_run,
         dialog: args.dialog.clone(),
+        by: None,
     };
     let Confirm { yes, dry_run } = args.confirm;
     let report = confirmed::<rpc::Restore>(ctx, yes, dry_run, "restore", params)?;

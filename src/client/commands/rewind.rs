@@ -171,6 +171,7 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
                 paths: vec![],
                 dry_run,
                 dialog: None,
+                by: None,
             };
             match confirmed::<rpc::Restore>(ctx, yes, dry_run, "rewind", params)? {
                 Some(report) => Some(report),

@@ -7,7 +7,7 @@
 //! `ckpt hook install|uninstall|status` manage the agents' settings ([`install`]).
 
 pub mod agents;
-mod codex_trust;
+pub mod codex_trust;
 mod gemini_trust;
 pub mod install;
 

@@ -1,0 +1,333 @@
+//! The tools `ckpt mcp` offers, each a plain call of the daemon for the project the server was
+//! started in, its answer bounded (paged by `cursor`/`offset`): an agent's context is small, and
+//! a tool result that floods it is worse than none.
+//!
+//! Files ckpt never captures (ignored, excluded, the secrets it keeps out by name) cannot appear:
+//! every answer is read from checkpoints, or from the working tree as a checkpoint would take it.
+
+use serde_json::{json, Map, Value};
+
+use super::super::Ctx;
+use crate::client::ClientError;
+use crate::model::Kind;
+use crate::protocol::methods::{
+    rpc, BlameParams, DiffParams, FileAtParams, ListParams, RestoreParams, ShowParams,
+};
+
+/// Who the restore checkpoint names as having asked for a restore through this server.
+pub const AGENT: &str = "the agent (ckpt mcp)";
+
+/// The most entries of a list a result holds.
+const MAX_ENTRIES: usize = 200;
+/// The most bytes of text (a diff, a file) a result holds by default, and at most.
+const DEFAULT_BYTES: usize = 20_000;
+const MAX_BYTES: usize = 100_000;
+
+/// The tools, as `tools/list` describes them: (name, description, input schema).
+pub fn list(allow_restore: bool) -> Vec<(&'static str, &'static str, Value)> {
+    let id = json!({"type": "string", "description": "A checkpoint: an id or unique prefix, a tag, `@` (the newest), `@~N`, `#SEQ`."});
+    let mut tools = vec![
+        (
+            "list_checkpoints",
+            "The project's checkpoints, newest first: each user prompt (kind `message`, label = the prompt) and the other checkpoints (restores, manual ones), with when and how many files each added, modified and deleted. Paged: pass `next_cursor` back as `cursor`.",
+            json!({"type": "object", "properties": {
+                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many (default 20)."},
+                "cursor": {"type": "string"},
+                "prompts_only": {"type": "boolean", "description": "Only the user's prompts."},
+                "dialog": {"type": "string", "description": "Only this dialog (agent session)."}
+            }}),
+        ),
+        (
+            "show_checkpoint",
+            "One checkpoint: its prompt or label, time, dialog, counts, and the files it changed against the checkpoint before it.",
+            json!({"type": "object", "properties": {"id": id}, "required": ["id"]}),
+        ),
+        (
+            "diff",
+            "A unified diff from a checkpoint to another, or to the files as they are now (`to` absent). `@` is the checkpoint taken when the user's last prompt arrived: diff from `@` shows what changed since. Optionally only some paths. Paged by `offset` into the diff's text.",
+            json!({"type": "object", "properties": {
+                "from": id, "to": id,
+                "paths": {"type": "array", "items": {"type": "string"}},
+                "offset": {"type": "integer", "minimum": 0},
+                "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BYTES}
+            }, "required": ["from"]}),
+        ),
+        (
+            "blame",
+            "For each line of a file as it is now, the user prompt whose turn wrote it (lines not in any checkpoint yet belong to the newest prompt's turn). Paged by `offset` (a line number from 1) and `limit`.",
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "Relative to the project's root."},
+                "offset": {"type": "integer", "minimum": 1},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 2000}
+            }, "required": ["path"]}),
+        ),
+        (
+            "file_at",
+            "A file's content as a checkpoint holds it (e.g. before your edit: `@`). Paged by `offset` (bytes).",
+            json!({"type": "object", "properties": {
+                "id": id, "path": {"type": "string", "description": "Relative to the project's root."},
+                "offset": {"type": "integer", "minimum": 0},
+                "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BYTES}
+            }, "required": ["id", "path"]}),
+        ),
+    ];
+    if allow_restore {
+        tools.push((
+            "restore",
+            "Brings the project's files back to a checkpoint (all, or some paths). Without `confirm: true` it only returns the plan (what would be written, deleted, skipped) and changes nothing; show the plan to the user and restore only when they agree. A restore can be undone (`ckpt undo`). Only one restore per user prompt.",
+            json!({"type": "object", "properties": {
+                "id": id,
+                "paths": {"type": "array", "items": {"type": "string"}},
+                "confirm": {"type": "boolean"}
+            }, "required": ["id"]}),
+        ));
+    }
+    tools
+}
+
+/// Runs tool `name`; its answer as JSON, or why it could not.
+pub fn call(
+    ctx: &Ctx,
+    allow_restore: bool,
+    name: &str,
+    args: &Map<String, Value>,
+) -> Result<Value, String> {
+    let text = |key: &str| args.get(key).and_then(Value::as_str).map(String::from);
+    let number = |key: &str, default: usize, max: usize| {
+        args.get(key)
+            .and_then(Value::as_u64)
+            .map_or(default, |n| (n as usize).clamp(0, max))
+    };
+    let required = |key: &str| text(key).ok_or_else(|| format!("`{key}` is required"));
+    let paths = || -> Vec<std::path::PathBuf> {
+        args.get("paths")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(|p| ctx.base.join(p))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let failed = |e: ClientError| e.to_string();
+    let mut conn = ctx.connect().map_err(failed)?;
+    match name {
+        "list_checkpoints" => {
+            let limit = number("limit", 20, 100).max(1);
+            let skip: usize = text("cursor").and_then(|c| c.parse().ok()).unwrap_or(0);
+            let params = ListParams {
+                project: ctx.project(),
+                dialog: text("dialog"),
+                limit: None,
+                all_sessions: true,
+                grep: None,
+            };
+            let mut all = conn.call::<rpc::List>(&params).map_err(failed)?;
+            if args.get("prompts_only").and_then(Value::as_bool) == Some(true) {
+                all.retain(|c| c.kind == Kind::Message);
+            }
+            let total = all.len();
+            let page: Vec<Value> = all
+                .into_iter()
+                .skip(skip)
+                .take(limit)
+                .map(|c| {
+                    json!({"id": c.id, "kind": c.kind, "label": c.label, "dialog": c.dialog,
+                        "seq": c.seq, "created_at": c.created_at, "added": c.added,
+                        "modified": c.modified, "deleted": c.deleted})
+                })
+                .collect();
+            let next = (skip + page.len() < total).then(|| (skip + page.len()).to_string());
+            Ok(json!({"checkpoints": page, "total": total, "next_cursor": next}))
+        }
+        "show_checkpoint" => {
+            let params = ShowParams {
+                project: ctx.project(),
+                id: required("id")?,
+                files: false,
+                dialog: None,
+            };
+            let s = conn.call::<rpc::Show>(&params).map_err(failed)?;
+            let c = &s.checkpoint;
+            let changes: Vec<Value> = s
+                .changes
+                .iter()
+                .take(MAX_ENTRIES)
+                .map(|f| json!({"path": f.path, "status": f.status}))
+                .collect();
+            Ok(
+                json!({"id": c.id, "kind": c.kind, "label": c.label, "dialog": c.dialog,
+                "seq": c.seq, "created_at": c.created_at, "added": c.added,
+                "modified": c.modified, "deleted": c.deleted, "skipped": c.skipped,
+                "changes": changes, "changes_total": s.changes.len()}),
+            )
+        }
+        "diff" => {
+            let params = DiffParams {
+                project: ctx.project(),
+                from: required("from")?,
+                to: text("to"),
+                paths: paths(),
+                patch: true,
+                counts: true,
+                dialog: None,
+            };
+            let d = conn.call::<rpc::Diff>(&params).map_err(failed)?;
+            let patch = d.diff.patch.unwrap_or_default();
+            let (part, next) = page_of(
+                &patch,
+                number("offset", 0, usize::MAX),
+                number("max_bytes", DEFAULT_BYTES, MAX_BYTES),
+            );
+            Ok(
+                json!({"from": d.from, "to": d.to, "diff": part, "next_offset": next,
+                "total_bytes": patch.len()}),
+            )
+        }
+        "blame" => {
+            let params = BlameParams {
+                project: ctx.project(),
+                path: ctx.base.join(required("path")?),
+                dialog: None,
+            };
+            let b = conn.call::<rpc::Blame>(&params).map_err(failed)?;
+            let first = number("offset", 1, usize::MAX).max(1);
+            let limit = number("limit", 200, 2000).max(1);
+            let lines: Vec<Value> = b
+                .lines
+                .iter()
+                .skip(first - 1)
+                .take(limit)
+                .map(|l| {
+                    let text: String = l.text.chars().take(500).collect();
+                    json!({"line": l.line, "text": text, "origin": l.origin, "prompt": l.prompt,
+                        "checkpoint": l.checkpoint, "created_at": l.created_at})
+                })
+                .collect();
+            let next = (first - 1 + lines.len() < b.lines.len()).then(|| first + lines.len());
+            Ok(
+                json!({"path": b.path, "lines": lines, "next_offset": next, "total_lines": b.lines.len()}),
+            )
+        }
+        "file_at" => {
+            let params = FileAtParams {
+                project: ctx.project(),
+                id: required("id")?,
+                path: ctx.base.join(required("path")?),
+                dialog: None,
+                offset: number("offset", 0, usize::MAX) as u64,
+                max_bytes: Some(number("max_bytes", DEFAULT_BYTES, MAX_BYTES) as u64),
+            };
+            let f = conn.call::<rpc::FileAt>(&params).map_err(failed)?;
+            let next = f.truncated.then(|| f.offset + f.content.len() as u64);
+            Ok(
+                json!({"path": f.path, "checkpoint": f.checkpoint, "size": f.size,
+                "binary": f.binary, "content": f.content, "next_offset": next}),
+            )
+        }
+        "restore" if allow_restore => restore(ctx, &mut conn, &required("id")?, paths(), args),
+        _ => Err(format!("no tool {name}")),
+    }
+}
+
+/// The `restore` tool: the plan, or with `confirm` the restore, at most once per user prompt.
+fn restore(
+    ctx: &Ctx,
+    conn: &mut crate::client::Connection,
+    id: &str,
+    paths: Vec<std::path::PathBuf>,
+    args: &Map<String, Value>,
+) -> Result<Value, String> {
+    let confirm = args.get("confirm").and_then(Value::as_bool) == Some(true);
+    if confirm {
+        // Never a loop of rewinds: one restore by the agent since the user's last prompt.
+        let params = ListParams {
+            project: ctx.project(),
+            dialog: None,
+            limit: Some(100),
+            all_sessions: true,
+            grep: None,
+        };
+        let recent = conn.call::<rpc::List>(&params).map_err(|e| e.to_string())?;
+        for c in recent {
+            if c.kind == Kind::Message {
+                break;
+            }
+            if c.kind == Kind::Restore && c.label.ends_with(&format!("asked by {AGENT}")) {
+                return Err(format!(
+                    "the agent already restored the files once since the user's last prompt \
+                     ({}): ask the user before restoring again (`ckpt undo` takes it back)",
+                    c.id.short()
+                ));
+            }
+        }
+    }
+    let params = RestoreParams {
+        project: ctx.project(),
+        id: id.to_string(),
+        paths,
+        dry_run: !confirm,
+        dialog: None,
+        by: confirm.then(|| AGENT.to_string()),
+    };
+    let r = conn
+        .call::<rpc::Restore>(&params)
+        .map_err(|e| e.to_string())?;
+    let bounded = |list: &[String]| list.iter().take(MAX_ENTRIES).cloned().collect::<Vec<_>>();
+    Ok(json!({
+        "restored": confirm,
+        "restored_to": r.restored_to,
+        "written": bounded(&r.written), "written_total": r.written.len(),
+        "deleted": bounded(&r.deleted), "deleted_total": r.deleted.len(),
+        "skipped": r.skipped.iter().take(MAX_ENTRIES).collect::<Vec<_>>(),
+        "skipped_total": r.skipped.len(),
+        "undo_checkpoint": r.undo_checkpoint,
+        "note": if confirm { "restored; `ckpt undo` takes it back" }
+            else { "a plan only: nothing changed; call again with confirm: true once the user agrees" },
+    }))
+}
+
+/// `text[offset..]`, at most `max` bytes (cut at a character boundary), and where the next part
+/// starts.
+fn page_of(text: &str, offset: usize, max: usize) -> (&str, Option<usize>) {
+    let start = floor_boundary(text, offset.min(text.len()));
+    let end = floor_boundary(text, start.saturating_add(max).min(text.len()));
+    let end = if end == start && start < text.len() {
+        // A character longer than `max`: return it whole.
+        text[start..]
+            .char_indices()
+            .nth(1)
+            .map_or(text.len(), |(i, _)| start + i)
+    } else {
+        end
+    };
+    (&text[start..end], (end < text.len()).then_some(end))
+}
+
+fn floor_boundary(text: &str, mut i: usize) -> usize {
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_cut_at_character_boundaries() {
+        let text = "aé€😀z";
+        let mut offset = Some(0);
+        let mut parts = Vec::new();
+        while let Some(at) = offset {
+            let (part, next) = page_of(text, at, 2);
+            parts.push(part);
+            offset = next;
+        }
+        assert_eq!(parts.concat(), text);
+        assert!(parts.iter().all(|p| !p.is_empty()));
+        assert_eq!(page_of(text, 99, 5), ("", None));
+    }
+}
