@@ -477,27 +477,36 @@ fn a_session_is_forked_and_an_unreadable_one_rewinds_the_files_only() {
     let out = env.ckpt_in(&p, &["undo", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 
-    let fifo = folder.join("fifo.jsonl");
+    // Each case is a session file where Claude Code keeps it: its own folder of `projects/`.
+    let session_file = |case: &str| {
+        let dir = env.home.join("home/.claude/projects").join(case);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("193241d3-a622-4f2c-a4b6-ad4873cf4d61.jsonl")
+    };
+    let fifo = session_file("-fifo");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
         .status()
         .unwrap()
         .success());
-    let garbage = folder.join("garbage.jsonl");
-    // A line that is not JSON before prompts p2 and p3 (the garbage and the linked case).
+    let garbage = session_file("-garbage");
+    // A line that is not JSON before prompts p3 and p4 (the garbage and the linked case).
     let record = |id: &str| {
         serde_json::json!({"type": "user", "promptId": id, "uuid": id, "parentUuid": "u1",
             "sessionId": "193241d3-a622-4f2c-a4b6-ad4873cf4d61",
             "message": {"role": "user", "content": "again"}})
     };
-    let text = format!("not json\n{}\n{}\n", record("p2"), record("p3"));
+    let text = format!("not json\n{}\n{}\n", record("p3"), record("p4"));
     std::fs::write(&garbage, text).unwrap();
-    let linked = folder.join("linked.jsonl");
+    let linked = session_file("-linked");
     std::os::unix::fs::symlink(&garbage, &linked).unwrap();
-    let binary = folder.join("binary.jsonl");
+    let binary = session_file("-binary");
     std::fs::write(&binary, b"\xff\xfe\n").unwrap();
+    let elsewhere = env.home.join("elsewhere.jsonl");
+    std::fs::write(&elsewhere, &session).unwrap();
     let cases = [
-        (folder.join("missing.jsonl"), "no longer exists"),
+        (session_file("-missing"), "no longer exists"),
+        (elsewhere, "not where claude-code keeps session"),
         (fifo, "not a regular file"),
         (garbage, "format: line 1"),
         (linked, "format: line 1"),
@@ -506,7 +515,8 @@ fn a_session_is_forked_and_an_unreadable_one_rewinds_the_files_only() {
     for (i, (path, why)) in cases.into_iter().enumerate() {
         claude_prompt(&env, &p, "again", &format!("p{i}"), &path);
         write(&p, "a.txt", "three\n");
-        let agent_folder = names(&folder);
+        let case_folder = path.parent().unwrap().to_path_buf();
+        let agent_folder = names(&case_folder);
         let out = env.ckpt_in(&p, &["rewind", "--conversation", "--json"]);
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
         let error: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -521,7 +531,7 @@ fn a_session_is_forked_and_an_unreadable_one_rewinds_the_files_only() {
         assert!(skipped.contains(why), "{why}: {skipped}");
         assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "two\n");
         assert_eq!(
-            names(&folder),
+            names(&case_folder),
             agent_folder,
             "nothing written beside the session"
         );

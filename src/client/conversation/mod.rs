@@ -102,6 +102,7 @@ impl Point {
     /// Whether the prompt can be found in its session and every line before it read, without
     /// building a fork (what `ckpt log` shows); `sessions` keeps each session file read once.
     pub fn check(&self, sessions: &mut Sessions) -> Result<(), CannotFork> {
+        check_place(self)?;
         let read = sessions
             .entry(self.transcript.clone())
             .or_insert_with(|| {
@@ -200,8 +201,50 @@ pub struct Forked {
     pub path: Option<PathBuf>,
 }
 
+/// Checks that the session file is where its agent keeps that session's file (so a fork is only
+/// ever written among the agent's sessions): Claude Code's `projects/<folder>/<id>.jsonl`,
+/// Codex's `sessions/YYYY/MM/DD/rollout-…-<id>.jsonl`, Gemini CLI's `chats/session-…-<id
+/// prefix>.jsonl`.
+fn check_place(point: &Point) -> Result<(), CannotFork> {
+    let path = &point.transcript;
+    let name = |p: Option<&Path>| {
+        p.and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let extension = path.extension().is_some_and(|e| e == "jsonl");
+    let id = point.session.as_str();
+    let fits = extension
+        && match point.agent {
+            Agent::ClaudeCode => stem == id && name(path.ancestors().nth(2)) == "projects",
+            Agent::Codex => {
+                stem.starts_with("rollout-")
+                    && stem.ends_with(id)
+                    && name(path.ancestors().nth(4)) == "sessions"
+            }
+            _ => {
+                stem.starts_with("session-")
+                    && id.get(..8).is_some_and(|prefix| stem.ends_with(prefix))
+                    && name(path.ancestors().nth(1)) == "chats"
+            }
+        };
+    match fits {
+        true => Ok(()),
+        false => Err(CannotFork(format!(
+            "{} is not where {} keeps session {id}",
+            path.display(),
+            point.agent.name()
+        ))),
+    }
+}
+
 /// Reads the prompt's session and builds the fork in memory.
 pub fn plan(point: &Point, place: &Place) -> Result<Fork, CannotFork> {
+    check_place(point)?;
     let text = jsonl::read(point.agent, &point.transcript)?;
     let session = match point.agent {
         Agent::ClaudeCode => claude::fork(point, &text, place)?,

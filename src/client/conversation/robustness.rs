@@ -80,8 +80,15 @@ fn point(case: &Case, transcript: PathBuf) -> Point {
 fn check(case: &Case, dir: &Path, data: &[u8]) -> Option<Vec<String>> {
     // Where the agent keeps it (a Codex rollout is found by its date folders).
     let path = match case.agent {
-        Agent::Codex => dir.join("sessions/2026/11/27/rollout-x.jsonl"),
-        _ => dir.join("session.jsonl"),
+        Agent::ClaudeCode => dir.join(format!("projects/-p/{}.jsonl", case.session)),
+        Agent::Codex => dir.join(format!(
+            "sessions/2026/11/27/rollout-2026-11-27T09-06-04-{}.jsonl",
+            case.session
+        )),
+        _ => dir.join(format!(
+            "chats/session-2026-11-27T09-06-{}.jsonl",
+            &case.session[..8]
+        )),
     };
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, data).unwrap();
