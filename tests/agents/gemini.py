@@ -52,8 +52,9 @@ def current_turn(body):
         if any("functionResponse" in part for part in parts):
             responses += sum(1 for part in parts if "functionResponse" in part)
         elif content.get("role") == "user":
-            texts = [p["text"] for p in parts if isinstance(p.get("text"), str)]
-            if not any(t.startswith("<session_context>") for t in texts):
+            texts = [p["text"] for p in parts if isinstance(p.get("text"), str)
+                     and not p["text"].startswith("<session_context>")]
+            if texts:
                 prompt, responses = "\n".join(texts), 0
     return prompt, responses
 
@@ -66,10 +67,22 @@ def declared_tools(body):
     return names
 
 
+def function_results(body):
+    """The text of every function response the request carries."""
+    return [json.dumps(part["functionResponse"]) for content in body.get("contents", []) or []
+            for part in content.get("parts", []) or [] if "functionResponse" in part]
+
+
 def turn_parts(body):
     if "write_file" not in declared_tools(body):
         return [{"text": "ok"}]
     prompt, step = current_turn(body)
+    if "use-mcp" in prompt:
+        # ckpt's MCP tool, under whatever name the CLI declared it.
+        tool = next((n for n in declared_tools(body) if n and n.endswith("list_checkpoints")), None)
+        if step == 0 and tool:
+            return [{"functionCall": {"name": tool, "args": {"limit": 10, "prompts_only": True}}}]
+        return [{"text": "Done."}]
     written, content, command = turn_script(prompt)
     if step == 0:
         return [{"functionCall": {"name": "write_file", "args": {
@@ -99,7 +112,8 @@ def answer(path, body):
         parts = turn_parts(body)
     log({"path": path.split("?")[0], "schema": schema is not None,
          "reply": [next(iter(p)) if "text" in p else p["functionCall"]["name"] for p in parts],
-         "user_texts": user_texts(body)})
+         "user_texts": user_texts(body), "tools": sorted(n for n in declared_tools(body) if n),
+         "tool_results": function_results(body)})
     if ":streamGenerateContent" in path:
         return "text/event-stream", "data: " + json.dumps(response(parts)) + "\r\n\r\n"
     return "application/json", json.dumps(response(parts))

@@ -32,10 +32,35 @@ def current_turn(body):
     return prompt, outputs
 
 
+def tool_names(body):
+    """The function tools the request declares, as (namespace or None, name): Codex declares an
+    MCP server's tools in a namespace of their own (`mcp__SERVER`)."""
+    names = set()
+    for t in body.get("tools", []) or []:
+        if t.get("type") == "namespace":
+            names.update((t.get("name"), sub.get("name")) for sub in t.get("tools", []) or [])
+        else:
+            names.add((None, t.get("name")))
+    return {(ns, n) for ns, n in names if n}
+
+
+def tool_outputs(body):
+    return [str(item.get("output")) for item in body.get("input", []) or []
+            if item.get("type") == "function_call_output"]
+
+
 def item_for(body):
     prompt, outputs = current_turn(body)
-    tools = {t.get("name") for t in body.get("tools", []) or []}
-    if outputs == 0 and "exec_command" in tools:
+    tools = tool_names(body)
+    if "use-mcp" in prompt:
+        tool = next((t for t in tools if t == ("mcp__ckpt", "list_checkpoints")), None)
+        if outputs == 0 and tool:
+            return {"type": "function_call", "id": "fc_mcp", "call_id": f"call_mcp_{len(body['input'])}",
+                    "namespace": tool[0], "name": tool[1],
+                    "arguments": json.dumps({"limit": 10, "prompts_only": True})}
+        return {"type": "message", "role": "assistant", "id": "msg_1",
+                "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}
+    if outputs == 0 and (None, "exec_command") in tools:
         written, content, command = turn_script(prompt)
         command = f"printf %s {shlex.quote(content)} > {written} && {command}"
         return {"type": "function_call", "id": "fc_1", "call_id": f"call_{len(body['input'])}",
@@ -57,7 +82,9 @@ def stream(item):
 
 def answer(path, body):
     item = item_for(body)
-    log({"path": path, "reply": item.get("name", item["type"]), "user_texts": user_texts(body)})
+    log({"path": path, "reply": item.get("name", item["type"]), "user_texts": user_texts(body),
+         "tools": sorted(f"{ns}.{n}" if ns else n for ns, n in tool_names(body)),
+         "tool_results": tool_outputs(body)})
     return "text/event-stream", stream(item)
 
 

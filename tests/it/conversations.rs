@@ -13,14 +13,14 @@ use crate::agents::{agent_bin, gemini_offline, gemini_settings, git_in_worktree,
 use crate::harness::*;
 
 #[derive(Clone, Copy, PartialEq)]
-enum Which {
+pub(crate) enum Which {
     Claude,
     Codex,
     Gemini,
 }
 
 /// One agent, driven headless against its stand-in.
-struct Driver<'a> {
+pub(crate) struct Driver<'a> {
     which: Which,
     env: &'a TestEnv,
     bin: PathBuf,
@@ -31,7 +31,7 @@ struct Driver<'a> {
 
 impl<'a> Driver<'a> {
     /// Installs the hook in `project` and starts the agent's stand-in model.
-    fn start(which: Which, env: &'a TestEnv, project: &Path) -> Driver<'a> {
+    pub(crate) fn start(which: Which, env: &'a TestEnv, project: &Path) -> Driver<'a> {
         let (hook, package, bin, script) = match which {
             Which::Claude => ("claude-code", "claude", "claude", "anthropic.py"),
             Which::Codex => ("codex", "codex", "codex", "openai.py"),
@@ -83,7 +83,7 @@ impl<'a> Driver<'a> {
     }
 
     /// One turn on `prompt` in `dir`, in a new session or resuming `session`.
-    fn turn(&self, dir: &Path, prompt: &str, session: Option<&str>) {
+    pub(crate) fn turn(&self, dir: &Path, prompt: &str, session: Option<&str>) {
         let mut cmd = Command::new(&self.bin);
         self.env.env(&mut cmd);
         cmd.current_dir(dir).stdin(Stdio::null());
@@ -181,6 +181,11 @@ impl<'a> Driver<'a> {
         }
     }
 
+    /// What the stand-in model logged, one JSON object a request.
+    pub(crate) fn model_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     fn clear_log(&self) {
         std::fs::write(&self.log, "").unwrap();
     }
@@ -193,7 +198,7 @@ impl Drop for Driver<'_> {
     }
 }
 
-fn codex_home(env: &TestEnv) -> PathBuf {
+pub(crate) fn codex_home(env: &TestEnv) -> PathBuf {
     env.home.join("codex")
 }
 

@@ -393,3 +393,48 @@ fn claude_code_calls_ckpts_mcp_server() {
         "{results}"
     );
 }
+
+/// Codex and Gemini CLI, offline, the same way: the stand-in model calls ckpt's tool under the
+/// name the agent declares it by (Codex: `list_checkpoints` in the namespace `mcp__ckpt`; Gemini
+/// CLI: `mcp_ckpt_list_checkpoints`) and is shown the timeline's prompts.
+fn agent_calls_ckpts_mcp_server(which: crate::conversations::Which, name: &str) {
+    use crate::conversations::{codex_home, Driver};
+    let env = TestEnv::new();
+    let p = env.proj();
+    crate::agents::git_in_worktree(&p, &["init", "-q"]);
+    write(&p, "notes.txt", "notes\n");
+    let agent = Driver::start(which, &env, &p);
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let out = cmd
+        .env("CODEX_HOME", codex_home(&env))
+        .current_dir(&p)
+        .args(["mcp", "install", name])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    prompt(&env, &p, "an earlier prompt about the parser");
+    agent.turn(&p, "use-mcp: what did the user ask before?", None);
+    let log = agent.model_log();
+    let shown = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .any(|e| {
+            e["tool_results"]
+                .to_string()
+                .contains("an earlier prompt about the parser")
+        });
+    assert!(shown, "the model was not shown ckpt's answer: {log}");
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn codex_calls_ckpts_mcp_server() {
+    agent_calls_ckpts_mcp_server(crate::conversations::Which::Codex, "codex");
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn gemini_cli_calls_ckpts_mcp_server() {
+    agent_calls_ckpts_mcp_server(crate::conversations::Which::Gemini, "gemini");
+}

@@ -5,7 +5,7 @@
 //! | agent | file | entry |
 //! |---|---|---|
 //! | Claude Code | `~/.claude.json` (`$CLAUDE_CONFIG_DIR/.claude.json`), the project's own entry (Claude's "local" scope) | `projects[ROOT].mcpServers.ckpt = {type: stdio, command, args, env}` |
-//! | Codex | `$CODEX_HOME/config.toml` | `[mcp_servers.ckpt]` `command`, `args` |
+//! | Codex | `$CODEX_HOME/config.toml` | `[mcp_servers.ckpt]` `command`, `args`, and `env` with the `XDG_*` variables set (Codex passes a server few of its own) |
 //! | Gemini CLI | the project's `.gemini/settings.json` | `mcpServers.ckpt = {command, args}` |
 //! | Cursor | the project's `.cursor/mcp.json` | `mcpServers.ckpt = {command, args}` |
 //!
@@ -25,6 +25,9 @@ use crate::client::ClientError;
 
 /// The name the server is registered under.
 const NAME: &str = "ckpt";
+
+/// The variables that tell ckpt where its daemon and data are.
+const XDG: [&str; 3] = ["XDG_RUNTIME_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME"];
 
 /// Where `agent` keeps MCP servers for the project at `root`.
 pub fn config_file(agent: Agent, root: &Path, home: &Path) -> Result<PathBuf, ClientError> {
@@ -101,11 +104,24 @@ pub fn install(ctx: &Ctx, agent: Agent, allow_restore: bool) -> Result<i32, Clie
     let changed = match agent {
         Agent::Codex => edit_toml(&path, |text| {
             let kept = without_table(text);
-            let entry = format!(
+            let mut entry = format!(
                 "[mcp_servers.{NAME}]\ncommand = {}\nargs = {}\n",
                 toml_string(&exe),
                 json!(args)
             );
+            // Codex gives an MCP server only a few variables of its environment: the ones that
+            // say where ckpt's daemon is go along, as they are now.
+            let env: Vec<String> = XDG
+                .iter()
+                .filter_map(|k| {
+                    std::env::var(k)
+                        .ok()
+                        .map(|v| format!("{k} = {}", toml_string(&v)))
+                })
+                .collect();
+            if !env.is_empty() {
+                entry.push_str(&format!("env = {{ {} }}\n", env.join(", ")));
+            }
             let mut new = kept.trim_end().to_string();
             if !new.is_empty() {
                 new.push_str("\n\n");
