@@ -120,18 +120,29 @@ pub fn blame(p: &Project, o: &mut Opened, params: BlameParams) -> Result<r::Blam
     }
     let text = String::from_utf8_lossy(&data);
     let mut lines = Vec::with_capacity(blamed.lines.len());
+    // Each prompt once, by its place in the walk.
+    let mut prompts: Vec<r::BlamePrompt> = Vec::new();
+    let mut listed: HashMap<usize, usize> = HashMap::new();
     for (n, (line, first)) in text.lines().zip(&blamed.lines).enumerate() {
         // Seen first in walk[i]: written after walk[i + 1] was taken; never checkpointed:
         // written after walk[0].
         let (origin, turn) = match first {
             None => (r::LineOrigin::Prompt, turn_at[0]),
             Some(i) if i + 1 >= walk.len() => (r::LineOrigin::BeforeFirstCheckpoint, None),
-            Some(i) => match turn_at[i + 1] {
-                Some(t) => (r::LineOrigin::Prompt, Some(t)),
-                None => (r::LineOrigin::BeforeFirstPrompt, None),
-            },
+            Some(i) => (r::LineOrigin::Prompt, turn_at[i + 1]),
         };
-        let prompt = turn.map(|t| &walk[t]);
+        let prompt = turn.map(|t| {
+            *listed.entry(t).or_insert_with(|| {
+                let c = &walk[t];
+                prompts.push(r::BlamePrompt {
+                    checkpoint: c.id,
+                    label: c.label.clone(),
+                    dialog: c.dialog.clone(),
+                    created_at: c.created_at.clone(),
+                });
+                prompts.len() - 1
+            })
+        });
         lines.push(r::BlameLine {
             line: n as u64 + 1,
             text: line.to_string(),
@@ -139,10 +150,7 @@ pub fn blame(p: &Project, o: &mut Opened, params: BlameParams) -> Result<r::Blam
                 (r::LineOrigin::Prompt, None) => r::LineOrigin::BeforeFirstPrompt,
                 (origin, _) => origin,
             },
-            prompt: prompt.map(|c| c.label.clone()),
-            checkpoint: prompt.map(|c| c.id),
-            dialog: prompt.map(|c| c.dialog.clone()),
-            created_at: prompt.map(|c| c.created_at.clone()),
+            prompt,
             first_seen: first.map(|i| walk[i].id),
         });
     }
@@ -150,6 +158,7 @@ pub fn blame(p: &Project, o: &mut Opened, params: BlameParams) -> Result<r::Blam
         path: path.to_str_lossy().into_owned(),
         head: walk[0].id,
         dialog: walk[0].dialog.clone(),
+        prompts,
         lines,
     })
 }

@@ -105,7 +105,8 @@ pub struct FileContent {
     pub truncated: bool,
 }
 
-/// `blame`: each line of a file and the prompt whose turn wrote it.
+/// `blame`: each line of a file and the prompt whose turn wrote it. Each prompt is listed once
+/// (a prompt may be long, and name thousands of lines); a line names its prompt by its index.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Blamed {
     /// The file, as the project's tree names it.
@@ -113,7 +114,17 @@ pub struct Blamed {
     /// The checkpoint the walk started from (the dialog's newest).
     pub head: CheckpointId,
     pub dialog: String,
+    pub prompts: Vec<BlamePrompt>,
     pub lines: Vec<BlameLine>,
+}
+
+/// A prompt whose turn wrote lines: its checkpoint, text, dialog and time.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BlamePrompt {
+    pub checkpoint: CheckpointId,
+    pub label: String,
+    pub dialog: String,
+    pub created_at: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -122,11 +133,8 @@ pub struct BlameLine {
     pub line: u64,
     pub text: String,
     pub origin: LineOrigin,
-    /// The prompt whose turn wrote the line (its label), its checkpoint, dialog and time.
-    pub prompt: Option<String>,
-    pub checkpoint: Option<CheckpointId>,
-    pub dialog: Option<String>,
-    pub created_at: Option<String>,
+    /// The prompt whose turn wrote the line: an index into `prompts`.
+    pub prompt: Option<usize>,
     /// The first checkpoint holding the line (none: not in any checkpoint yet).
     pub first_seen: Option<CheckpointId>,
 }

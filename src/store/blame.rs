@@ -52,22 +52,28 @@ fn lines_of(data: &[u8]) -> Vec<&[u8]> {
     lines
 }
 
-/// A version of the file and where its lines are (split once, compared twice).
+/// A version of the file and where its lines are (split once, compared twice). Its buffers are
+/// reused from version to version.
+#[derive(Default)]
 struct Version {
     data: Vec<u8>,
     lines: Vec<(usize, usize)>,
 }
 
 impl Version {
-    fn new(data: Vec<u8>) -> Version {
-        let lines = lines_of(&data)
-            .iter()
-            .map(|l| {
-                let start = l.as_ptr() as usize - data.as_ptr() as usize;
-                (start, start + l.len())
-            })
-            .collect();
-        Version { data, lines }
+    /// Reads blob `id` into this version.
+    fn load(&mut self, repo: &gix::Repository, id: ObjectId) -> Result<(), StoreError> {
+        use gix::objs::FindExt;
+        repo.objects
+            .find_blob(&id, &mut self.data)
+            .map_err(|e| StoreError::git("reading a file", e))?;
+        let data = &self.data;
+        self.lines.clear();
+        self.lines.extend(lines_of(data).iter().map(|l| {
+            let start = l.as_ptr() as usize - data.as_ptr() as usize;
+            (start, start + l.len())
+        }));
+        Ok(())
     }
 
     fn lines(&self) -> Vec<&[u8]> {
@@ -126,7 +132,8 @@ impl Store {
         let Some(mut at_blob) = files.at(repo, parse_id(&walk[0].tree)?, path.as_bstr())? else {
             return Ok(Blamed { walk, lines });
         };
-        let mut at = Version::new(self.blob(repo, at_blob)?);
+        let (mut at, mut before_version) = (Version::default(), Version::default());
+        at.load(repo, at_blob)?;
         for (line, index) in matching(&at.lines(), &current_lines)
             .into_iter()
             .enumerate()
@@ -162,7 +169,7 @@ impl Store {
             if before == at_blob {
                 continue;
             }
-            let before_version = Version::new(self.blob(repo, before)?);
+            before_version.load(repo, before)?;
             let map = matching(&before_version.lines(), &at.lines());
             open.retain_mut(|(line, at)| match map[*at] {
                 Some(old) => {
@@ -174,7 +181,8 @@ impl Store {
                     false
                 }
             });
-            (at_blob, at) = (before, before_version);
+            std::mem::swap(&mut at, &mut before_version);
+            at_blob = before;
         }
         // What is left is as old as the last checkpoint walked.
         let last = walk.len() - 1;

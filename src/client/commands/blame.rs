@@ -7,7 +7,8 @@ use super::Ctx;
 use crate::client::output::{self, one_line, relative_time};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, BlameParams};
-use crate::protocol::results::LineOrigin;
+use crate::protocol::results::{Blamed, LineOrigin};
+use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -25,26 +26,40 @@ pub fn blame(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         dialog: args.dialog,
     };
     let b = ctx.connect()?.call::<rpc::Blame>(&params)?;
-    if ctx.out.json(&b) {
+    if ctx.out.json {
+        ctx.out.json(&expanded(&b));
         return Ok(0);
     }
     output::page(&ctx.out);
     let width = b.lines.len().to_string().len();
     for l in &b.lines {
-        let who = match (l.origin, &l.checkpoint, &l.prompt) {
-            (LineOrigin::Prompt, Some(id), Some(prompt)) => format!(
+        let who = match (l.origin, l.prompt.and_then(|i| b.prompts.get(i))) {
+            (LineOrigin::Prompt, Some(p)) => format!(
                 "{}  {:>8}  {:<32}",
-                id.short(),
-                l.created_at
-                    .as_deref()
-                    .map(relative_time)
-                    .unwrap_or_default(),
-                one_line(prompt, 32)
+                p.checkpoint.short(),
+                relative_time(&p.created_at),
+                one_line(&p.label, 32)
             ),
-            (LineOrigin::BeforeFirstPrompt, ..) => format!("{:<54}", "(before the first prompt)"),
+            (LineOrigin::BeforeFirstPrompt, _) => format!("{:<54}", "(before the first prompt)"),
             _ => format!("{:<54}", "(before the first checkpoint)"),
         };
         outln!("{who}  {:>width$}) {}", l.line, l.text);
     }
     Ok(0)
+}
+
+/// `ckpt blame --json`: each line with its prompt's text, checkpoint, dialog and time.
+pub fn expanded(b: &Blamed) -> Value {
+    let lines: Vec<Value> = b
+        .lines
+        .iter()
+        .map(|l| {
+            let p = l.prompt.and_then(|i| b.prompts.get(i));
+            json!({"line": l.line, "text": l.text, "origin": l.origin,
+                "prompt": p.map(|p| &p.label), "checkpoint": p.map(|p| p.checkpoint),
+                "dialog": p.map(|p| &p.dialog), "created_at": p.map(|p| &p.created_at),
+                "first_seen": l.first_seen})
+        })
+        .collect();
+    json!({"path": b.path, "head": b.head, "dialog": b.dialog, "lines": lines})
 }

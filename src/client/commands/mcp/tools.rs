@@ -201,8 +201,11 @@ pub fn call(
                 .take(limit)
                 .map(|l| {
                     let text: String = l.text.chars().take(500).collect();
-                    json!({"line": l.line, "text": text, "origin": l.origin, "prompt": l.prompt,
-                        "checkpoint": l.checkpoint, "created_at": l.created_at})
+                    let p = l.prompt.and_then(|i| b.prompts.get(i));
+                    let label = p.map(|p| p.label.chars().take(500).collect::<String>());
+                    json!({"line": l.line, "text": text, "origin": l.origin, "prompt": label,
+                        "checkpoint": p.map(|p| p.checkpoint),
+                        "created_at": p.map(|p| &p.created_at)})
                 })
                 .collect();
             let next = (first - 1 + lines.len() < b.lines.len()).then(|| first + lines.len());
