@@ -654,3 +654,54 @@ fn fork_into_a_folder_and_a_failed_fork_leaves_nothing() {
     assert!(!env.json(&["projects"]).to_string().contains("attempt"));
     env.assert_serving();
 }
+
+/// A Codex hook that names no transcript (`transcript_path: null`): the rollout is found where
+/// Codex keeps it, by the session's id, and the fork is made from it.
+#[test]
+fn a_codex_session_without_a_transcript_path_is_found_by_its_id() {
+    use std::io::Write;
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    let id = "01a21c41-3280-7fc1-8508-0f0b81bbe359";
+    let day = env.home.join("home/.codex/sessions/2026/11/27");
+    std::fs::create_dir_all(&day).unwrap();
+    let rollout = day.join(format!("rollout-2026-11-27T09-06-04-{id}.jsonl"));
+    let session = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/codex.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(&rollout, &session).unwrap();
+    let input = serde_json::json!({ "session_id": id, "turn_id": "01a21c41-3f09-7962-a151-c38a412c1615",
+        "transcript_path": null, "cwd": p, "hook_event_name": "UserPromptSubmit",
+        "model": "m", "permission_mode": "default", "prompt": "turn B" });
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let mut child = cmd
+        .current_dir(&p)
+        .args(["hook", "codex"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    write(&p, "a.txt", "two\n");
+    let out = env.ckpt_in(&p, &["rewind", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let new_id = report["conversation"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(
+        report["conversation"]["resume"],
+        serde_json::json!(["codex", "resume", new_id])
+    );
+    assert_eq!(
+        std::fs::read(&rollout).unwrap(),
+        session,
+        "the original is untouched"
+    );
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "one\n");
+}

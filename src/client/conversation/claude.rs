@@ -166,7 +166,7 @@ fn parent_of(path: &Path) -> Result<&Path, CannotFork> {
 
 /// The name of the folder under `projects/` where Claude Code keeps the sessions of `dir`: each
 /// UTF-16 unit that is not an ASCII letter or digit becomes `-`.
-fn folder_name(dir: &Path) -> Result<String, CannotFork> {
+pub(super) fn folder_name(dir: &Path) -> Result<String, CannotFork> {
     let name: String = dir
         .to_string_lossy()
         .chars()

@@ -87,11 +87,13 @@ impl Point {
             .ok_or_else(|| CannotFork(format!("the {} hook sent no session id", agent.name())))?;
         let transcript = text("transcript_path")
             .filter(|p| Path::new(p).is_absolute())
+            .map(PathBuf::from)
+            .or_else(|| known_transcript(agent, session, text("cwd")))
             .ok_or_else(|| CannotFork(format!("the {} hook named no transcript", agent.name())))?;
         Ok(Point {
             agent,
             session: session.to_string(),
-            transcript: PathBuf::from(transcript),
+            transcript,
             prompt: c.label.to_string(),
             message_id: c.message_id.map(String::from),
             hook_time: text("timestamp").and_then(|t| t.parse().ok()),
@@ -133,6 +135,63 @@ impl Point {
 /// number and index among the lines).
 pub type Sessions =
     std::collections::HashMap<PathBuf, Result<(String, Option<(usize, usize)>), CannotFork>>;
+
+/// Where the agent keeps session `id` when its hook did not say (Codex may send no transcript
+/// path): Claude Code's `projects/<folder>/<id>.jsonl` for the hook's `cwd`, Codex's newest
+/// `sessions/YYYY/MM/DD/rollout-…-<id>.jsonl`. None when it is not there.
+fn known_transcript(agent: Agent, id: &str, cwd: Option<&str>) -> Option<PathBuf> {
+    let home = PathBuf::from(std::env::var_os("HOME")?);
+    if id.contains('/') || id.contains("..") {
+        return None;
+    }
+    let found = match agent {
+        Agent::ClaudeCode => {
+            let config = std::env::var_os("CLAUDE_CONFIG_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| home.join(".claude"));
+            let folder = claude::folder_name(Path::new(cwd?)).ok()?;
+            config
+                .join("projects")
+                .join(folder)
+                .join(format!("{id}.jsonl"))
+        }
+        Agent::Codex => {
+            let sessions = super::commands::hook::codex_trust::codex_home(&home).join("sessions");
+            let suffix = format!("-{id}.jsonl");
+            // Date folders, newest first; the session is in the folder of the day it began.
+            let mut days = Vec::new();
+            for year in sorted_dirs(&sessions) {
+                for month in sorted_dirs(&year) {
+                    days.extend(sorted_dirs(&month));
+                }
+            }
+            days.sort();
+            days.iter().rev().find_map(|day| {
+                std::fs::read_dir(day).ok()?.flatten().find_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    (name.starts_with("rollout-") && name.ends_with(&suffix)).then(|| e.path())
+                })
+            })?
+        }
+        _ => return None,
+    };
+    std::fs::symlink_metadata(&found).is_ok().then_some(found)
+}
+
+/// The folders in `dir`, sorted by name (none when it cannot be read).
+fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
 
 /// The metadata key where the hook records which agent sent the prompt.
 pub const AGENT_KEY: &str = "ckpt_agent";
