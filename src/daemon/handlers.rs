@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::blocking;
@@ -21,7 +22,9 @@ use crate::protocol::{
     PROTOCOL_VERSION,
 };
 
-type Reply = Result<Value, RpcError>;
+/// A result, encoded once, straight from its type (a large one, a diff or a blame, never becomes
+/// a tree of JSON values first).
+type Reply = Result<Box<RawValue>, RpcError>;
 
 /// What a request knows of the connection it came on.
 pub struct Conn {
@@ -139,8 +142,8 @@ async fn fsck(daemon: &Arc<Daemon>, params: Option<Value>) -> Reply {
     Ok(encode::<rpc::Fsck>(&report))
 }
 
-pub(super) fn encode<M: Method>(result: &M::Result) -> Value {
-    serde_json::to_value(result).expect("results always serialise")
+pub(super) fn encode<M: Method>(result: &M::Result) -> Box<RawValue> {
+    serde_json::value::to_raw_value(result).expect("results always serialise")
 }
 
 async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> Reply {

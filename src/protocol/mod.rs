@@ -214,9 +214,22 @@ pub fn decode_request(line: &[u8]) -> Result<Request, (Value, RpcError)> {
     Ok(request)
 }
 
-/// Encodes a success response line (with its trailing newline).
-pub fn response_line(id: &Value, result: &Value) -> Vec<u8> {
-    line(&serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+/// Encodes a success response line (with its trailing newline); the result is already JSON.
+pub fn response_line(id: &Value, result: &serde_json::value::RawValue) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Response<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: &'a serde_json::value::RawValue,
+    }
+    let response = Response {
+        jsonrpc: "2.0",
+        id,
+        result,
+    };
+    let mut bytes = serde_json::to_vec(&response).expect("a response always serialises");
+    bytes.push(b'\n');
+    bytes
 }
 
 /// Encodes an error response line. `id` is null when the request's id could not be read.
