@@ -158,11 +158,12 @@ impl ClientError {
                 }
                 // A daemon started before ckpt was upgraded does not know newer methods and
                 // fields; the client never sends what a daemon of its own version refuses.
-                crate::protocol::ErrorCode::MethodNotFound
-                | crate::protocol::ErrorCode::InvalidParams => Some(
-                    "a ckptd started before ckpt was upgraded refuses what it does not know yet: \
-                     restart it (`ckpt shutdown`, or `systemctl --user restart ckptd`)",
-                ),
+                crate::protocol::ErrorCode::MethodNotFound => Some(OLDER_DAEMON),
+                crate::protocol::ErrorCode::InvalidParams
+                    if e.message.contains("unknown field") =>
+                {
+                    Some(OLDER_DAEMON)
+                }
                 _ => None,
             },
             _ => None,
@@ -185,6 +186,10 @@ impl ClientError {
         serde_json::json!({ "code": code, "message": self.to_string(), "data": { "kind": kind } })
     }
 }
+
+/// The hint for what a daemon older than the client refuses.
+const OLDER_DAEMON: &str = "a ckptd started before ckpt was upgraded refuses what it does not \
+know yet: restart it (`ckpt shutdown`, or `systemctl --user restart ckptd`)";
 
 /// Exit status of a usage error.
 pub const EXIT_USAGE: i32 = 64;

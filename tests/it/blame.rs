@@ -148,6 +148,12 @@ fn every_line_names_the_prompt_whose_turn_wrote_it() {
         let out = env.ckpt_in(&p, &["blame", path]);
         assert_eq!(out.status.code(), Some(1), "{path}: {}", stderr(&out));
         assert!(stderr(&out).contains(why), "{path}: {}", stderr(&out));
+        // Only what an older daemon refuses gets the hint to restart it.
+        assert!(
+            !stderr(&out).contains("upgraded"),
+            "{path}: {}",
+            stderr(&out)
+        );
     }
     let out = env.ckpt_in(&p, &["--json", "blame", "b.bin"]);
     let err: Value = serde_json::from_slice(&out.stdout).unwrap();

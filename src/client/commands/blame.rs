@@ -19,6 +19,9 @@ pub struct Args {
     pub dialog: Option<String>,
 }
 
+/// The width of the column naming who wrote a line: an id, a time and a prompt cut short.
+const WHO: usize = 12 + 2 + 8 + 2 + 33;
+
 pub fn blame(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     let params = BlameParams {
         project: ctx.project(),
@@ -35,15 +38,16 @@ pub fn blame(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     for l in &b.lines {
         let who = match (l.origin, l.prompt.and_then(|i| b.prompts.get(i))) {
             (LineOrigin::Prompt, Some(p)) => format!(
-                "{}  {:>8}  {:<32}",
+                "{}  {:>8}  {}",
                 p.checkpoint.short(),
                 relative_time(&p.created_at),
                 one_line(&p.label, 32)
             ),
-            (LineOrigin::BeforeFirstPrompt, _) => format!("{:<54}", "(before the first prompt)"),
-            _ => format!("{:<54}", "(before the first checkpoint)"),
+            (LineOrigin::BeforeFirstPrompt, _) => "(before the first prompt)".into(),
+            _ => "(before the first checkpoint)".into(),
         };
-        outln!("{who}  {:>width$}) {}", l.line, l.text);
+        // One column for who, whatever the prompt's length (it is cut to 32 characters).
+        outln!("{who:<WHO$}  {:>width$}) {}", l.line, l.text);
     }
     Ok(0)
 }
