@@ -5,6 +5,9 @@
 set -Eeuo pipefail
 trap 'echo "packaging/ci-deb.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
+# dpkg runs ldconfig and start-stop-daemon from the system's sbin folders: a PATH without them
+# (a user's login shell on some systems) makes it refuse to install anything.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 command -v cargo-deb >/dev/null 2>&1 || cargo install cargo-deb --locked --version 3.8.0
 packaging/build.sh
 deb=$(cargo deb --no-build --quiet --output target/debian/ 2>/dev/null | tail -n 1)
