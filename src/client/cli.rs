@@ -169,6 +169,9 @@ pub enum Command {
     /// An MCP server on stdio for the project of the current folder (agents start it), or
     /// `install|uninstall AGENT` to register it in an agent's configuration.
     Mcp(McpArgs),
+    /// A local page to browse the timeline, compare checkpoints, restore and undo: serves it on
+    /// 127.0.0.1 (the first line printed is its URL, with a token) and opens the browser.
+    Ui(cmd::ui::Args),
     /// Re-read the daemon's configuration file (as SIGHUP does).
     Reload,
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
@@ -485,6 +488,7 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         )),
         Command::Rewind(args) => cmd::rewind::rewind(ctx, args),
         Command::Fork(args) => cmd::fork::fork(ctx, args),
+        Command::Ui(args) => cmd::ui::run(ctx, args),
         Command::Mcp(McpArgs {
             command: None,
             allow_restore,

@@ -35,4 +35,5 @@ mod roundtrip;
 mod security;
 mod service;
 mod soak;
+mod ui;
 mod unrecorded;

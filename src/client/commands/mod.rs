@@ -23,6 +23,7 @@ pub mod session;
 pub mod settings;
 pub mod show;
 pub mod transfer;
+pub mod ui;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,227 @@
+//! The JSON the page reads and the two requests that change files, each one daemon call made
+//! the way the commands make it (blocking, off the runtime), its error passed on as the
+//! daemon's JSON error with a status: 400 for what the daemon refused, 502 when it is gone.
+//! `/api/events` streams the project's events as server-sent events.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::client::commands::Ctx;
+use crate::client::{ClientError, Connection};
+use crate::protocol::methods::{
+    rpc, DiffParams, ListParams, NoParams, RestoreParams, ShowParams, SubscribeParams, UndoParams,
+};
+
+/// What the handlers are served with.
+pub struct Ui {
+    pub ctx: Ctx,
+    /// The folder `ckpt ui` was started in: the page opens the project holding it.
+    pub start: PathBuf,
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    project: PathBuf,
+    limit: Option<usize>,
+}
+
+#[derive(Deserialize)]
+pub struct ShowQuery {
+    project: PathBuf,
+    id: String,
+}
+
+#[derive(Deserialize)]
+pub struct DiffQuery {
+    project: PathBuf,
+    from: String,
+    /// Another checkpoint; the files as they are now when absent.
+    to: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct ProjectQuery {
+    project: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreBody {
+    project: PathBuf,
+    id: String,
+    /// Only the plan: what would be written, deleted and skipped.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UndoBody {
+    project: PathBuf,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// The watched projects, and the folder `ckpt ui` was started in (the page opens its project).
+pub async fn projects(State(ui): State<Arc<Ui>>) -> Response {
+    let start = ui.start.clone();
+    daemon(ui, move |conn| {
+        let projects = conn.call::<rpc::Projects>(&NoParams {})?;
+        Ok(json!({ "projects": projects, "start": start }))
+    })
+    .await
+}
+
+/// Every checkpoint of every session (restores and pre-restore points included), newest first.
+pub async fn list(State(ui): State<Arc<Ui>>, Query(q): Query<ListQuery>) -> Response {
+    daemon(ui, move |conn| {
+        conn.call::<rpc::List>(&ListParams {
+            project: q.project,
+            dialog: None,
+            limit: q.limit,
+            all_sessions: true,
+            grep: None,
+        })
+    })
+    .await
+}
+
+/// A checkpoint with its metadata and its changes from its parent.
+pub async fn show(State(ui): State<Arc<Ui>>, Query(q): Query<ShowQuery>) -> Response {
+    daemon(ui, move |conn| {
+        conn.call::<rpc::Show>(&ShowParams {
+            project: q.project,
+            id: q.id,
+            files: false,
+            dialog: None,
+        })
+    })
+    .await
+}
+
+/// The unified diff between two checkpoints (or one and the files now).
+pub async fn diff(State(ui): State<Arc<Ui>>, Query(q): Query<DiffQuery>) -> Response {
+    daemon(ui, move |conn| {
+        conn.call::<rpc::Diff>(&DiffParams {
+            project: q.project,
+            from: q.from,
+            to: q.to,
+            paths: Vec::new(),
+            patch: true,
+            counts: true,
+            dialog: None,
+        })
+    })
+    .await
+}
+
+/// A restore, or its plan with `dry_run`.
+pub async fn restore(State(ui): State<Arc<Ui>>, body: Json<RestoreBody>) -> Response {
+    let Json(body) = body;
+    daemon(ui, move |conn| {
+        conn.call::<rpc::Restore>(&RestoreParams {
+            project: body.project,
+            id: body.id,
+            paths: Vec::new(),
+            dry_run: body.dry_run,
+            dialog: None,
+            by: None,
+        })
+    })
+    .await
+}
+
+/// Undoes the last restore (or plans it).
+pub async fn undo(State(ui): State<Arc<Ui>>, body: Json<UndoBody>) -> Response {
+    let Json(body) = body;
+    daemon(ui, move |conn| {
+        conn.call::<rpc::Undo>(&UndoParams {
+            project: body.project,
+            dialog: None,
+            dry_run: body.dry_run,
+        })
+    })
+    .await
+}
+
+/// The project's events as they happen (each `data:` one event as `ckpt events` prints it).
+/// A thread holds the subscription; it ends at the first event after the page went away.
+pub async fn events(State(ui): State<Arc<Ui>>, Query(q): Query<ProjectQuery>) -> Response {
+    let mut conn = match connect(&ui).await {
+        Ok(conn) => conn,
+        Err(e) => return failure(e),
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<String>(256);
+    let subscribed = tokio::task::spawn_blocking(move || {
+        conn.call::<rpc::Subscribe>(&SubscribeParams {
+            project: q.project,
+            diffs: false,
+        })?;
+        std::thread::spawn(move || {
+            while let Ok(Some(event)) = conn.next_notification() {
+                if tx.blocking_send(event.to_string()).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok::<_, ClientError>(())
+    })
+    .await;
+    match subscribed {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return failure(e),
+        Err(e) => return failure(ClientError::Other(e.to_string())),
+    }
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        let line = rx.recv().await?;
+        Some((Ok::<_, Infallible>(Event::default().data(line)), rx))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+async fn connect(ui: &Arc<Ui>) -> Result<Connection, ClientError> {
+    let ui = ui.clone();
+    tokio::task::spawn_blocking(move || ui.ctx.connect())
+        .await
+        .map_err(|e| ClientError::Other(e.to_string()))?
+}
+
+/// Runs `call` on a fresh connection to the daemon, off the runtime; its result as JSON.
+async fn daemon<T: Serialize + Send + 'static>(
+    ui: Arc<Ui>,
+    call: impl FnOnce(&mut Connection) -> Result<T, ClientError> + Send + 'static,
+) -> Response {
+    let answer = tokio::task::spawn_blocking(move || {
+        let mut conn = ui.ctx.connect()?;
+        call(&mut conn)
+    })
+    .await;
+    match answer {
+        Ok(Ok(value)) => Json(value).into_response(),
+        Ok(Err(e)) => failure(e),
+        Err(e) => failure(ClientError::Other(e.to_string())),
+    }
+}
+
+fn failure(e: ClientError) -> Response {
+    let status = match e {
+        ClientError::Rpc(_) | ClientError::Usage(_) => StatusCode::BAD_REQUEST,
+        ClientError::NoDaemon { .. } | ClientError::Unresponsive { .. } | ClientError::Io(_) => {
+            StatusCode::BAD_GATEWAY
+        }
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, Json(json!({ "error": e.to_json() }))).into_response()
+}

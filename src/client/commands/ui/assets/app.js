@@ -1,0 +1,496 @@
+// ckpt ui: the timeline page. Every text that comes from the store (prompts, file names,
+// contents) is put on the page with textContent, never parsed as markup.
+"use strict";
+
+const ROW = 58; // px per timeline entry (the list renders only the entries in view)
+const state = {
+  project: null,
+  all: [],        // every checkpoint, newest first
+  shown: [],      // those the filter keeps
+  cursor: -1,     // index in `shown` of the highlighted entry
+  open: null,     // the checkpoint whose details are shown
+  base: null,     // the checkpoint to compare the open one with, when comparing
+  view: "own",    // "own": its changes since the previous checkpoint; "turn": the turn after it
+  events: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+function button(text, testid, onclick, cls) {
+  const b = el("button", cls || "", text);
+  b.type = "button";
+  if (testid) b.dataset.testid = testid;
+  b.addEventListener("click", onclick);
+  return b;
+}
+
+async function answer(response) {
+  let body = null;
+  try { body = await response.json(); } catch (_) { /* not JSON */ }
+  if (!response.ok) {
+    const message = body && body.error && body.error.message ? body.error.message : response.statusText;
+    throw new Error(message);
+  }
+  return body;
+}
+
+async function get(path, params) {
+  const query = new URLSearchParams();
+  for (const [k, v] of Object.entries(params || {})) {
+    if (v !== undefined && v !== null) query.set(k, v);
+  }
+  return answer(await fetch(`/api/${path}?${query}`, { credentials: "same-origin" }));
+}
+
+async function post(path, body) {
+  return answer(await fetch(`/api/${path}`, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  }));
+}
+
+function toast(message) {
+  const t = $("toast");
+  t.textContent = message;
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, 8000);
+}
+
+function ago(iso) {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return `${Math.floor(s)}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86400)}d ago`;
+}
+
+function title(c) {
+  if (c.label) return c.label;
+  return c.kind === "message" ? "(prompt without text)" : `(${c.kind.replace("_", " ")})`;
+}
+
+function counts(c) {
+  return `+${c.added} ~${c.modified} −${c.deleted}`;
+}
+
+// --- projects ---------------------------------------------------------------------------
+
+async function loadProjects() {
+  const { projects, start } = await get("projects");
+  const select = $("project");
+  select.replaceChildren();
+  let chosen = null;
+  for (const p of projects) {
+    const root = String(p.root);
+    const option = el("option", "", root + (p.available ? "" : " (missing)"));
+    option.value = root;
+    select.append(option);
+    const inside = start === root || String(start).startsWith(root.endsWith("/") ? root : root + "/");
+    if (inside && (!chosen || root.length > chosen.length)) chosen = root;
+  }
+  if (!projects.length) {
+    $("detail").replaceChildren(el("p", "muted", "No project is watched yet: run `ckpt watch` in one."));
+    return;
+  }
+  select.value = chosen || String(projects[0].root);
+  select.addEventListener("change", () => openProject(select.value));
+  await openProject(select.value);
+}
+
+async function openProject(root) {
+  state.project = root;
+  state.all = [];
+  state.open = null;
+  state.base = null;
+  state.cursor = -1;
+  $("detail").replaceChildren(el("p", "muted", "Select an entry (↑/↓ to move, Enter to open)."));
+  // The first screen from the newest entries, then the whole timeline.
+  const first = await get("list", { project: root, limit: 100 });
+  if (state.project !== root) return;
+  state.all = first;
+  refilter();
+  subscribe(root);
+  const all = await get("list", { project: root });
+  if (state.project !== root) return;
+  state.all = all;
+  refilter();
+}
+
+// --- live updates -----------------------------------------------------------------------
+
+function subscribe(root) {
+  if (state.events) state.events.close();
+  const source = new EventSource(`/api/events?${new URLSearchParams({ project: root })}`);
+  state.events = source;
+  source.onopen = () => { $("live").textContent = "● live"; };
+  source.onerror = () => { $("live").textContent = "○ reconnecting…"; };
+  source.onmessage = (message) => {
+    let event;
+    try { event = JSON.parse(message.data); } catch (_) { return; }
+    if (event.event === "file_changed") return;
+    clearTimeout(subscribe.timer);
+    subscribe.timer = setTimeout(() => refreshNewest(root), 100);
+  };
+}
+
+// Adds the checkpoints newer than the newest shown.
+async function refreshNewest(root) {
+  const newest = await get("list", { project: root, limit: 200 }).catch((e) => { toast(e.message); return null; });
+  if (!newest || state.project !== root) return;
+  const known = new Set(state.all.map((c) => c.id));
+  const fresh = newest.filter((c) => !known.has(c.id));
+  if (!fresh.length) return;
+  const openId = state.shown[state.cursor] && state.shown[state.cursor].id;
+  state.all = fresh.concat(state.all);
+  refilter(openId);
+}
+
+// --- the timeline -----------------------------------------------------------------------
+
+function refilter(keepId) {
+  const needle = $("filter").value.trim().toLowerCase();
+  state.shown = needle
+    ? state.all.filter((c) => `${c.label}\n${c.id}\n${(c.tags || []).join(" ")}`.toLowerCase().includes(needle))
+    : state.all;
+  if (keepId) state.cursor = state.shown.findIndex((c) => c.id === keepId);
+  if (state.cursor >= state.shown.length) state.cursor = state.shown.length - 1;
+  $("count").textContent = `${state.shown.length} of ${state.all.length} checkpoints`;
+  $("rows").style.height = `${state.shown.length * ROW}px`;
+  renderRows();
+}
+
+function renderRows() {
+  const list = $("timeline");
+  const from = Math.max(0, Math.floor(list.scrollTop / ROW) - 10);
+  const to = Math.min(state.shown.length, Math.ceil((list.scrollTop + list.clientHeight) / ROW) + 10);
+  const rows = [];
+  for (let i = from; i < to; i++) rows.push(entry(state.shown[i], i));
+  $("rows").replaceChildren(...rows);
+}
+
+function entry(c, i) {
+  const row = el("div", `entry kind-${c.kind}`);
+  row.style.top = `${i * ROW}px`;
+  row.setAttribute("role", "option");
+  row.dataset.checkpoint = c.id;
+  row.setAttribute("aria-selected", String(i === state.cursor));
+  if (state.base && state.base.id === c.id) row.classList.add("base");
+  row.append(el("div", "title", title(c)));
+  const meta = el("div", "meta");
+  meta.append(
+    el("span", "seq", `#${c.seq}`),
+    el("span", "badge", c.kind.replace("_", " ")),
+    el("span", "", ago(c.created_at)),
+    el("span", "dialog", c.dialog),
+    el("span", "add", `+${c.added}`),
+    el("span", "mod", `~${c.modified}`),
+    el("span", "del", `−${c.deleted}`),
+  );
+  row.append(meta);
+  row.addEventListener("click", () => { moveTo(i); openEntry(c); });
+  return row;
+}
+
+function moveTo(i) {
+  if (i < 0 || i >= state.shown.length) return;
+  state.cursor = i;
+  const list = $("timeline");
+  const top = i * ROW;
+  if (top < list.scrollTop) list.scrollTop = top;
+  else if (top + ROW > list.scrollTop + list.clientHeight) list.scrollTop = top + ROW - list.clientHeight;
+  renderRows();
+}
+
+// --- one entry --------------------------------------------------------------------------
+
+// The entry after `c` in its dialog (newer), whose checkpoint ends the turn `c` started.
+function nextInDialog(c) {
+  const i = state.all.findIndex((x) => x.id === c.id);
+  for (let j = i - 1; j >= 0; j--) if (state.all[j].dialog === c.dialog) return state.all[j];
+  return null;
+}
+
+async function openEntry(c) {
+  state.open = c;
+  const detail = $("detail");
+  const head = el("div", "head");
+  head.append(el("h2", "", title(c)));
+  const facts = el("dl", "facts");
+  const fact = (name, value) => { facts.append(el("dt", "", name), el("dd", "", value)); };
+  fact("checkpoint", c.id);
+  fact("when", `${new Date(c.created_at).toLocaleString()} (${ago(c.created_at)})`);
+  fact("kind", `${c.kind.replace("_", " ")} · #${c.seq} · dialog ${c.dialog} · session ${c.session}`);
+  fact("changes", `${counts(c)} · ${c.files} files`);
+  if (c.tags && c.tags.length) fact("tags", c.tags.join(", "));
+  if (c.notes) fact("notes", c.notes);
+  if (c.restore) fact("restored to", c.restore.restored_to);
+  const agent = el("dd", "", "…");
+  facts.append(el("dt", "", "agent"), agent);
+  head.append(facts);
+
+  const actions = el("div", "actions");
+  actions.append(
+    button("Restore files to this checkpoint…", "restore", () => planRestore(c), "primary"),
+    button(state.base ? "Stop comparing" : "Compare with another…", "compare", () => toggleCompare(c)),
+  );
+  const tabs = el("div", "tabs");
+  const tab = (name, label) => {
+    const b = button(label, `view-${name}`, () => { state.view = name; openEntry(c); });
+    b.setAttribute("aria-pressed", String(state.view === name));
+    return b;
+  };
+  if (!state.base || state.base.id === c.id) {
+    tabs.append(tab("own", "Changes since the previous checkpoint"), tab("turn", "What the turn after it changed"));
+  }
+  const plan = el("div", "plan-area");
+  const diff = el("div", "diff");
+  diff.dataset.testid = "diff";
+  diff.append(el("p", "muted", "Loading…"));
+  detail.replaceChildren(head, actions, plan, tabs, diff);
+
+  get("show", { project: state.project, id: c.id }).then((shown) => {
+    const meta = shown.meta || {};
+    agent.textContent = meta.ckpt_agent || (meta.transcript_path ? "claude-code" : meta.hook_event_name ? "agent hook" : "—");
+  }).catch(() => { agent.textContent = "—"; });
+
+  try {
+    let from, to, caption;
+    if (state.base && state.base.id !== c.id) {
+      [from, to] = Date.parse(state.base.created_at) <= Date.parse(c.created_at) ? [state.base, c] : [c, state.base];
+      caption = `Compared: #${from.seq} “${title(from)}” → #${to.seq} “${title(to)}”`;
+      from = from.id; to = to.id;
+    } else if (state.view === "turn") {
+      const next = nextInDialog(c);
+      from = c.id;
+      to = next ? next.id : null;
+      caption = next ? `From this checkpoint to the next of its dialog (#${next.seq})` : "From this checkpoint to the files as they are now";
+    } else {
+      if (!c.parent) {
+        const shown = await get("show", { project: state.project, id: c.id });
+        if (state.open !== c) return;
+        renderDiff(diff, "The first checkpoint: every file added", { files: shown.changes, patch: "" });
+        return;
+      }
+      from = c.parent; to = c.id;
+      caption = "Changes since the previous checkpoint";
+    }
+    const result = await get("diff", { project: state.project, from, to });
+    if (state.open !== c) return;
+    renderDiff(diff, caption, result);
+  } catch (e) {
+    if (state.open === c) diff.replaceChildren(el("p", "error", e.message));
+  }
+}
+
+function toggleCompare(c) {
+  state.base = state.base ? null : c;
+  if (state.base) toast("Now select the entry to compare with.");
+  renderRows();
+  openEntry(c);
+}
+
+// --- diffs ------------------------------------------------------------------------------
+
+const STATUS = { added: "A", modified: "M", deleted: "D", renamed: "R", type_changed: "T", mode_changed: "M" };
+
+function renderDiff(target, caption, result) {
+  const files = result.files || [];
+  const parts = [el("h3", "", `${caption} — ${files.length} file${files.length === 1 ? "" : "s"}`)];
+  if (!files.length) parts.push(el("p", "muted", "No file differs."));
+  const list = el("ul", "files");
+  for (const f of files) {
+    const li = el("li", `file status-${f.status}`);
+    li.append(el("span", "status", STATUS[f.status] || "?"), el("span", "path", f.path));
+    li.append(el("span", "add", f.binary ? "binary" : `+${f.lines_added}`));
+    if (!f.binary) li.append(el("span", "del", `−${f.lines_removed}`));
+    li.addEventListener("click", () => {
+      const section = target.querySelector(`[data-path="${CSS.escape(f.path)}"]`);
+      if (section) section.scrollIntoView({ block: "start" });
+    });
+    list.append(li);
+  }
+  parts.push(list);
+  for (const section of splitPatch(result.patch || "")) parts.push(renderFile(section));
+  target.replaceChildren(...parts);
+}
+
+// One entry per file of a unified diff: its path and its lines.
+function splitPatch(patch) {
+  const sections = [];
+  let current = null;
+  for (const line of patch.split("\n")) {
+    if (line.startsWith("diff --git ")) {
+      current = { header: [line], lines: [], path: null };
+      sections.push(current);
+    } else if (!current) {
+      continue;
+    } else if (!current.lines.length && !line.startsWith("@@")) {
+      current.header.push(line);
+      const m = /^\+\+\+ b\/(.*)$/.exec(line) || /^--- a\/(.*)$/.exec(line);
+      if (m && !current.path) current.path = m[1];
+    } else {
+      current.lines.push(line);
+    }
+  }
+  for (const s of sections) {
+    if (!s.path) s.path = s.header[0].replace(/^diff --git a\/(.*) b\/.*$/, "$1");
+  }
+  return sections;
+}
+
+const MAX_LINES = 4000;
+
+function renderFile(section) {
+  const box = el("section", "file-diff");
+  box.dataset.path = section.path;
+  box.append(el("h4", "", section.path));
+  for (const h of section.header.slice(1)) {
+    if (!h.startsWith("---") && !h.startsWith("+++") && !h.startsWith("index ")) box.append(el("div", "note", h));
+  }
+  const pre = el("pre", "lines");
+  const lines = section.lines.length > MAX_LINES ? section.lines.slice(0, MAX_LINES) : section.lines;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i];
+    // A removed line followed by an added one: highlight the words that differ.
+    if (line.startsWith("-") && i + 1 < lines.length && lines[i + 1].startsWith("+")
+        && !(i + 2 < lines.length && lines[i + 2].startsWith("+"))
+        && !(i > 0 && lines[i - 1].startsWith("-"))) {
+      pre.append(...wordPair(line.slice(1), lines[i + 1].slice(1)));
+      i++;
+      continue;
+    }
+    const cls = line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("\\") ? "note" : "ctx";
+    pre.append(el("div", `line ${cls}`, line));
+  }
+  if (section.lines.length > MAX_LINES) pre.append(el("div", "line note", `… ${section.lines.length - MAX_LINES} more lines (use \`ckpt diff\`)`));
+  box.append(pre);
+  return box;
+}
+
+// The two lines of a one-line change, their common start and end plain and the middle marked.
+function wordPair(old, now) {
+  let start = 0;
+  while (start < old.length && start < now.length && old[start] === now[start]) start++;
+  let end = 0;
+  while (end < old.length - start && end < now.length - start
+         && old[old.length - 1 - end] === now[now.length - 1 - end]) end++;
+  const make = (sign, cls, text) => {
+    const div = el("div", `line ${cls}`);
+    div.append(
+      document.createTextNode(sign + text.slice(0, start)),
+      el("mark", "", text.slice(start, text.length - end)),
+      document.createTextNode(text.slice(text.length - end)),
+    );
+    return div;
+  };
+  return [make("-", "del", old), make("+", "add", now)];
+}
+
+// --- restore and undo -------------------------------------------------------------------
+
+function pathList(title, cls, paths) {
+  const box = el("div", `plan-group ${cls}`);
+  box.append(el("h4", "", `${title} (${paths.length})`));
+  const ul = el("ul", "");
+  for (const p of paths.slice(0, 500)) ul.append(el("li", "", p));
+  if (paths.length > 500) ul.append(el("li", "muted", `… and ${paths.length - 500} more`));
+  box.append(ul);
+  return box;
+}
+
+function outcome(result) {
+  const skipped = (result.skipped || []).map((s) => `${s.path}: ${s.reason}${s.detail ? ` (${s.detail})` : ""}`);
+  return [
+    pathList("written", "write", result.written || []),
+    pathList("deleted", "delete", result.deleted || []),
+    pathList("skipped", "skip", skipped),
+  ];
+}
+
+async function planRestore(c) {
+  const area = document.querySelector(".plan-area");
+  area.replaceChildren(el("p", "muted", "Planning…"));
+  let plan;
+  try {
+    plan = await post("restore", { project: state.project, id: c.id, dry_run: true });
+  } catch (e) {
+    area.replaceChildren(el("p", "error", e.message));
+    return;
+  }
+  const box = el("div", "plan");
+  box.dataset.testid = "plan";
+  const n = (plan.written || []).length + (plan.deleted || []).length;
+  box.append(el("h3", "", n
+    ? `Restoring #${c.seq} “${title(c)}” will write ${plan.written.length}, delete ${plan.deleted.length} and skip ${plan.skipped.length} file(s). Nothing has changed yet.`
+    : `The files already are as #${c.seq} holds them. Nothing to restore.`));
+  box.append(...outcome(plan));
+  const buttons = el("div", "actions");
+  buttons.append(
+    button("Restore these files", "confirm", () => confirmRestore(c, area), "primary danger"),
+    button("Cancel", "cancel", () => area.replaceChildren()),
+  );
+  box.append(buttons);
+  area.replaceChildren(box);
+}
+
+async function confirmRestore(c, area) {
+  area.replaceChildren(el("p", "muted", "Restoring…"));
+  let result;
+  try {
+    result = await post("restore", { project: state.project, id: c.id });
+  } catch (e) {
+    area.replaceChildren(el("p", "error", e.message));
+    return;
+  }
+  const box = el("div", "plan done");
+  box.dataset.testid = "restored";
+  box.append(el("h3", "", `Restored to #${c.seq}: ${result.written.length} written, ${result.deleted.length} deleted, ${result.skipped.length} skipped.`));
+  box.append(...outcome(result));
+  const undo = button("Undo this restore", "undo", () => undoRestore(area), "primary");
+  const actions = el("div", "actions");
+  actions.append(undo);
+  box.append(actions);
+  area.replaceChildren(box);
+  refreshNewest(state.project);
+}
+
+async function undoRestore(area) {
+  area.replaceChildren(el("p", "muted", "Undoing…"));
+  try {
+    const result = await post("undo", { project: state.project });
+    const box = el("div", "plan done");
+    box.dataset.testid = "undone";
+    box.append(el("h3", "", `Undone: ${result.written.length} written, ${result.deleted.length} deleted, ${result.skipped.length} skipped.`));
+    box.append(...outcome(result));
+    area.replaceChildren(box);
+    refreshNewest(state.project);
+  } catch (e) {
+    area.replaceChildren(el("p", "error", e.message));
+  }
+}
+
+// --- keys and start ---------------------------------------------------------------------
+
+$("timeline").addEventListener("scroll", renderRows);
+window.addEventListener("resize", renderRows);
+$("filter").addEventListener("input", () => {
+  const keep = state.shown[state.cursor] && state.shown[state.cursor].id;
+  refilter(keep);
+});
+$("timeline").addEventListener("keydown", (e) => {
+  if (e.key === "ArrowDown") { moveTo(Math.max(0, state.cursor + 1)); e.preventDefault(); }
+  else if (e.key === "ArrowUp") { moveTo(Math.max(0, state.cursor - 1)); e.preventDefault(); }
+  else if (e.key === "Enter" && state.shown[state.cursor]) { openEntry(state.shown[state.cursor]); e.preventDefault(); }
+});
+
+loadProjects().catch((e) => toast(e.message));

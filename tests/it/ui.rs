@@ -1,0 +1,400 @@
+//! `ckpt ui`: the page's server reached with raw HTTP over a real socket (who may use it, bad
+//! requests, restore and undo through it), and the page itself in a real browser (Debian's
+//! Chromium driven through Selenium, `tests/ui/browser.py`; ignored by default, `.ci/run`
+//! installs what it needs and runs it).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::harness::*;
+
+/// A running `ckpt ui --no-open`: its port and token.
+struct Ui {
+    child: Child,
+    url: String,
+    port: u16,
+    token: String,
+}
+
+impl Ui {
+    fn start(env: &TestEnv, cwd: &Path) -> Ui {
+        let mut cmd = Command::new(CKPT);
+        env.env(&mut cmd);
+        let mut child = cmd
+            .current_dir(cwd)
+            .args(["--no-spawn", "ui", "--no-open"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let url = first.trim().to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "first line: {url:?}");
+        let (address, token) = url.split_once("/?token=").unwrap();
+        let port = address.rsplit(':').next().unwrap().parse().unwrap();
+        Ui {
+            child,
+            port,
+            token: token.to_string(),
+            url,
+        }
+    }
+
+    fn cookie(&self) -> String {
+        format!("Cookie: ckpt_ui_{}={}\r\n", self.port, self.token)
+    }
+
+    /// Sends one request (`Host` is the loopback name unless `extra` names another) and
+    /// returns the status, the headers (lowercase) and the body.
+    fn request(&self, method: &str, target: &str, extra: &str, body: &str) -> Reply {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let host = match extra.to_ascii_lowercase().contains("host:") {
+            true => String::new(),
+            false => format!("Host: 127.0.0.1:{}\r\n", self.port),
+        };
+        write!(
+            stream,
+            "{method} {target} HTTP/1.1\r\n{host}{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        let raw = String::from_utf8_lossy(&raw).to_string();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        Reply {
+            status,
+            head: head.to_ascii_lowercase(),
+            body: body.to_string(),
+        }
+    }
+
+    fn get(&self, target: &str) -> Reply {
+        self.request("GET", target, &self.cookie(), "")
+    }
+
+    fn post(&self, target: &str, body: &Value) -> Reply {
+        let extra = format!(
+            "{}Content-Type: application/json\r\nOrigin: http://127.0.0.1:{}\r\n",
+            self.cookie(),
+            self.port
+        );
+        self.request("POST", target, &extra, &body.to_string())
+    }
+}
+
+impl Drop for Ui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        assert!(self.status == 200, "{self:?}");
+        // A server-sent body may be chunked; these replies are sized.
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {self:?}"))
+    }
+}
+
+fn project_query(p: &Path) -> String {
+    format!("project={}", p.display())
+}
+
+#[test]
+fn nothing_is_served_without_the_token_the_loopback_host_or_from_another_origin() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "f.txt", "one\n");
+    env.watch();
+    let first = env.checkpoint("the secret plan");
+    write(&p, "f.txt", "two\n");
+    env.checkpoint("second");
+    let ui = Ui::start(&env, &p);
+    let list = format!("/api/list?{}", project_query(&p));
+
+    // No token, a wrong one (in the URL or the cookie): 401 and nothing of the project.
+    for reply in [
+        ui.request("GET", "/", "", ""),
+        ui.request("GET", &list, "", ""),
+        ui.request("GET", &format!("{list}&token=0000"), "", ""),
+        ui.request(
+            "GET",
+            &list,
+            &format!("Cookie: ckpt_ui_{}={}x\r\n", ui.port, ui.token),
+            "",
+        ),
+        ui.request("GET", "/app.js", "", ""),
+    ] {
+        assert_eq!(reply.status, 401, "{reply:?}");
+        assert!(!reply.body.contains("secret plan") && !reply.body.contains("f.txt"));
+    }
+    // A name rebound to 127.0.0.1 (DNS rebinding) is not the page's, token or not.
+    let rebound = ui.request(
+        "GET",
+        &format!("{list}&token={}", ui.token),
+        &format!("Host: attacker.example:{}\r\n{}", ui.port, ui.cookie()),
+        "",
+    );
+    assert_eq!(rebound.status, 403, "{rebound:?}");
+    assert!(!rebound.body.contains("secret plan"));
+
+    // Requests that would change files: from another origin, as a form, or cross-site.
+    let restore = json!({ "project": p, "id": first }).to_string();
+    for extra in [
+        format!(
+            "{}Content-Type: application/json\r\nOrigin: http://attacker.example\r\n",
+            ui.cookie()
+        ),
+        format!(
+            "{}Content-Type: text/plain\r\nOrigin: http://127.0.0.1:{}\r\n",
+            ui.cookie(),
+            ui.port
+        ),
+        format!(
+            "{}Content-Type: application/x-www-form-urlencoded\r\n",
+            ui.cookie()
+        ),
+        format!(
+            "{}Content-Type: application/json\r\nSec-Fetch-Site: cross-site\r\n",
+            ui.cookie()
+        ),
+        // The token alone does not make another origin's request the page's.
+        format!(
+            "Content-Type: application/json\r\nOrigin: http://localhost.attacker.example:{}\r\n",
+            ui.port
+        ),
+    ] {
+        let target = format!("/api/restore?token={}", ui.token);
+        let reply = ui.request("POST", &target, &extra, &restore);
+        assert_eq!(reply.status, 403, "{extra}: {reply:?}");
+        assert_eq!(std::fs::read_to_string(p.join("f.txt")).unwrap(), "two\n");
+    }
+
+    // With the token in the URL: the page, the cookie that carries it on, and the CSP.
+    let page = ui.request("GET", &format!("/?token={}", ui.token), "", "");
+    assert_eq!(page.status, 200, "{page:?}");
+    assert!(page.head.contains(&format!(
+        "set-cookie: ckpt_ui_{}={}; httponly; samesite=strict; path=/",
+        ui.port, ui.token
+    )));
+    assert!(page
+        .head
+        .contains("content-security-policy: default-src 'none'; script-src 'self'"));
+    assert!(page.body.contains("<script src=\"/app.js\"></script>"));
+    assert!(ui.url.ends_with(&ui.token) && ui.token.len() == 48);
+    env.assert_serving();
+}
+
+#[test]
+fn the_page_restores_after_a_plan_and_undoes_and_bad_requests_get_clear_errors() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "f.txt", "one\n");
+    write(&p, "keep.txt", "same\n");
+    env.watch();
+    let first = env.checkpoint("first");
+    write(&p, "f.txt", "two\n");
+    write(&p, "new.txt", "new\n");
+    env.checkpoint("second");
+    let ui = Ui::start(&env, &p);
+
+    let projects = ui.get("/api/projects").json();
+    assert_eq!(projects["projects"][0]["root"], json!(p));
+    assert_eq!(projects["start"], json!(p));
+    let list = ui.get(&format!("/api/list?{}", project_query(&p))).json();
+    let labels: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["second", "first"]);
+    let diff = ui
+        .get(&format!(
+            "/api/diff?{}&from={first}&to={}",
+            project_query(&p),
+            list[0]["id"].as_str().unwrap()
+        ))
+        .json();
+    let patch = diff["patch"].as_str().unwrap();
+    assert!(patch.contains("-one") && patch.contains("+two") && patch.contains("+new"));
+
+    // The plan changes nothing.
+    let plan = ui
+        .post(
+            "/api/restore",
+            &json!({ "project": p, "id": first, "dry_run": true }),
+        )
+        .json();
+    assert_eq!(plan["written"], json!(["f.txt"]));
+    assert_eq!(plan["deleted"], json!(["new.txt"]));
+    assert_eq!(std::fs::read_to_string(p.join("f.txt")).unwrap(), "two\n");
+    assert!(p.join("new.txt").exists());
+    // Confirmed, it restores exactly; the undo brings the files back.
+    let before = tree_state(&p);
+    let done = ui
+        .post("/api/restore", &json!({ "project": p, "id": first }))
+        .json();
+    assert!(done["undo_checkpoint"].is_string());
+    assert_eq!(std::fs::read_to_string(p.join("f.txt")).unwrap(), "one\n");
+    assert!(!p.join("new.txt").exists());
+    ui.post("/api/undo", &json!({ "project": p })).json();
+    assert_eq!(tree_state(&p), before);
+
+    // Bad requests: each a clear error, and both the page's server and the daemon go on.
+    let outside = env.home.join("home");
+    for (reply, says) in [
+        (
+            ui.get(&format!("/api/list?project={}", outside.display())),
+            "not inside a watched project",
+        ),
+        (
+            ui.post(
+                "/api/restore",
+                &json!({ "project": p, "id": "0000000", "dry_run": true }),
+            ),
+            "0000000",
+        ),
+        (ui.get("/api/list"), "project"),
+        (
+            ui.post(
+                "/api/restore",
+                &json!({ "project": p, "id": first, "x": 1 }),
+            ),
+            "unknown field",
+        ),
+        (ui.get("/api/nothing-here"), "no such page"),
+    ] {
+        assert!(
+            (400..500).contains(&reply.status),
+            "expected a 4xx: {reply:?}"
+        );
+        assert!(reply.body.contains(says), "{says:?} not in {reply:?}");
+    }
+    let broken = ui.request(
+        "POST",
+        "/api/restore",
+        &format!(
+            "{}Content-Type: application/json\r\nOrigin: http://127.0.0.1:{}\r\n",
+            ui.cookie(),
+            ui.port
+        ),
+        "{not json",
+    );
+    assert!((400..500).contains(&broken.status), "{broken:?}");
+    assert_eq!(tree_state(&p), before);
+    assert_eq!(ui.get("/api/projects").status, 200);
+    env.assert_serving();
+    env.fsck();
+}
+
+#[test]
+fn ui_without_a_daemon_says_so_and_does_not_listen() {
+    let env = TestEnv::without_daemon("");
+    let out = env.ckpt(&["ui", "--no-open"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no ckptd answers"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
+}
+
+#[test]
+#[ignore = "needs Chromium, ChromeDriver and Selenium: tests/ui/install.sh, then --ignored (.ci/run does both)"]
+fn a_real_browser_browses_compares_restores_undoes_and_sees_new_prompts_live() {
+    let env = TestEnv::with_config("[retention]\nkeep = 100000\n");
+    let p = env.proj();
+    write(&p, "app.py", "def main():\n    print('hello')\n");
+    env.watch();
+    // 2,000 prompts through the hook, each after a change; the last ones named for the test.
+    let prompts = 2000;
+    let script = format!(
+        "for i in $(seq 1 {prompts}); do echo \"line $i\" >> notes.txt; \
+         printf '{{\"session_id\":\"s1\",\"cwd\":\"%s\",\"prompt\":\"prompt %s\",\
+\"hook_event_name\":\"UserPromptSubmit\"}}' \"$PWD\" \"$i\" | \"$CKPT\" hook claude-code || exit 1; done"
+    );
+    let mut cmd = Command::new("bash");
+    env.env(&mut cmd);
+    let status = cmd
+        .current_dir(&p)
+        .env("CKPT", CKPT)
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    write(&p, "app.py", "def main():\n    print('hello, world')\n");
+    hook(&env, &p, "<img src=x onerror=window.__pwned=1>");
+    write(&p, "app.py", "def main():\n    print('goodbye')\n");
+    write(&p, "extra.txt", "made by the last turn\n");
+    hook(&env, &p, "make it say goodbye");
+    let list = env.json(&["list"]);
+    assert!(
+        list.as_array().unwrap().len() > prompts,
+        "retention kept them all"
+    );
+
+    let ui = Ui::start(&env, &p);
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-venv/bin/python");
+    assert!(
+        venv.exists(),
+        "{} missing: run tests/ui/install.sh",
+        venv.display()
+    );
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui");
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut cmd = Command::new(venv);
+    env.env(&mut cmd);
+    let out = cmd
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/browser.py"))
+        .args([&ui.url, CKPT])
+        .arg(&p)
+        .arg(shots.join("timeline.png"))
+        .current_dir(&p)
+        .output()
+        .unwrap();
+    println!("{}", stdout(&out));
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    env.fsck();
+}
+
+/// Runs `ckpt hook claude-code` for `prompt` in `project`.
+fn hook(env: &TestEnv, project: &Path, prompt: &str) {
+    let input = json!({ "session_id": "s1", "cwd": project, "prompt": prompt,
+        "hook_event_name": "UserPromptSubmit" });
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let mut child = cmd
+        .current_dir(project)
+        .args(["hook", "claude-code"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

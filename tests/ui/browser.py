@@ -1,0 +1,166 @@
+"""Drives `ckpt ui` in Debian's headless Chromium through Selenium, as a user would.
+
+Usage: browser.py URL CKPT PROJECT SCREENSHOT
+The project holds 2,000+ prompts, the two newest "make it say goodbye" and an HTML-looking one.
+Prints what it measured; exits non-zero (an assertion) on anything unexpected.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+URL, CKPT, PROJECT, SHOT = sys.argv[1:5]
+XSS = "<img src=x onerror=window.__pwned=1>"
+BASE = URL.split("/?token=")[0] + "/"
+
+
+def read(rel):
+    path = os.path.join(PROJECT, rel)
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def snapshot():
+    return {rel: read(rel) for rel in ("app.py", "extra.txt", "notes.txt")}
+
+
+def hook(prompt):
+    payload = {"session_id": "s1", "cwd": PROJECT, "prompt": prompt,
+               "hook_event_name": "UserPromptSubmit"}
+    subprocess.run([CKPT, "hook", "claude-code"], input=json.dumps(payload).encode(),
+                   cwd=PROJECT, check=True, timeout=30)
+
+
+def entries(driver):
+    return driver.find_elements(By.CSS_SELECTOR, "[data-checkpoint]")
+
+
+def entry_labelled(driver, label):
+    """The rendered entry showing `label` (None while the list is being re-rendered)."""
+    try:
+        for e in entries(driver):
+            if e.find_element(By.CSS_SELECTOR, ".title").text == label:
+                return e
+    except StaleElementReferenceException:
+        pass
+    return None
+
+
+def wait(driver, what, seconds=10):
+    try:
+        return WebDriverWait(driver, seconds, poll_frequency=0.02).until(lambda d: what(d))
+    except Exception:
+        # What the page showed instead.
+        print("page:", driver.find_element(By.TAG_NAME, "body").text[:3000], file=sys.stderr)
+        raise
+
+
+options = Options()
+options.binary_location = "/usr/bin/chromium"
+profile = tempfile.mkdtemp(prefix="ckpt-ui-chromium-")
+for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--window-size=1400,900", f"--user-data-dir={profile}"):
+    options.add_argument(arg)
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+driver.set_page_load_timeout(30)
+try:
+    # The first screen: from asking for the page to its first entries shown with their prompts.
+    firsts = []
+    for _ in range(3):
+        start = time.monotonic()
+        driver.get(URL)
+        wait(driver, lambda d: entry_labelled(d, "make it say goodbye"))
+        firsts.append(time.monotonic() - start)
+    print(f"first screen of the timeline: {', '.join(f'{t * 1000:.0f} ms' for t in firsts)}")
+    assert min(firsts) <= 1.0, f"the first screen took {firsts}"
+    # The whole timeline is then known (the count), though only what is in view is rendered.
+    wait(driver, lambda d: d.find_element(By.ID, "count").text.startswith("2002 of 2002")
+         or d.find_element(By.ID, "count").text.startswith("2003 of 2003"))
+    shown = entries(driver)
+    assert len(shown) < 200, f"{len(shown)} entries rendered at once"
+    first = shown[0]
+    assert first.find_element(By.CSS_SELECTOR, ".title").text == "make it say goodbye"
+    assert len(first.get_attribute("data-checkpoint")) == 40
+
+    # A prompt that looks like markup is shown as text and runs nothing.
+    xss = entry_labelled(driver, XSS)
+    assert xss is not None, "the HTML-looking prompt is not shown as its text"
+    assert driver.find_elements(By.CSS_SELECTOR, "#timeline img") == []
+    xss.click()
+    diff = wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=diff]"))
+    wait(driver, lambda d: "hello, world" in d.find_element(By.CSS_SELECTOR, "[data-testid=diff]").text)
+    assert "app.py" in diff.text
+    assert driver.find_element(By.CSS_SELECTOR, "#detail h2").text == XSS
+    assert driver.find_elements(By.CSS_SELECTOR, "img") == []
+    assert driver.execute_script("return window.__pwned") is None
+
+    # Keyboard: up to the newest entry, Enter opens it.
+    timeline = driver.find_element(By.ID, "timeline")
+    timeline.send_keys(Keys.ARROW_UP)
+    timeline.send_keys(Keys.ENTER)
+    wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#detail h2").text == "make it say goodbye")
+    wait(driver, lambda d: "goodbye" in d.find_element(By.CSS_SELECTOR, "[data-testid=diff]").text
+         and "extra.txt" in d.find_element(By.CSS_SELECTOR, "[data-testid=diff]").text)
+    driver.save_screenshot(SHOT)
+    print(f"screenshot: {SHOT}")
+
+    # Two entries compared: the newest against "prompt 2000".
+    driver.find_element(By.CSS_SELECTOR, "[data-testid=compare]").click()
+    entry_labelled(driver, "prompt 2000").click()
+    wait(driver, lambda d: "Compared" in d.find_element(By.CSS_SELECTOR, "[data-testid=diff]").text)
+    compared = driver.find_element(By.CSS_SELECTOR, "[data-testid=diff]").text
+    assert "extra.txt" in compared and "app.py" in compared, compared
+    driver.find_element(By.CSS_SELECTOR, "[data-testid=compare]").click()  # stop comparing
+
+    # Restore "prompt 2000": a plan first, which changes nothing; then exactly; then undone.
+    entry_labelled(driver, "prompt 2000").click()
+    wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#detail h2").text == "prompt 2000")
+    before = snapshot()
+    driver.find_element(By.CSS_SELECTOR, "[data-testid=restore]").click()
+    plan = wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=plan]"))
+    wait(driver, lambda d: "extra.txt" in plan.text)
+    assert "app.py" in plan.text, plan.text
+    time.sleep(0.5)
+    assert snapshot() == before, "the plan changed files"
+    driver.find_element(By.CSS_SELECTOR, "[data-testid=confirm]").click()
+    undo = wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=undo]"))
+    after = snapshot()
+    assert after["app.py"] == "def main():\n    print('hello')\n", after
+    assert after["extra.txt"] is None, after
+    assert after["notes.txt"] == "".join(f"line {i}\n" for i in range(1, 2001)), "notes.txt"
+    undo.click()
+    wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=undone]"))
+    assert snapshot() == before, "the undo did not bring the files back"
+    print("restore: plan, confirm and undo exact")
+
+    # A prompt sent while the page is open appears without a reload.
+    with open(os.path.join(PROJECT, "live.txt"), "w", encoding="utf-8") as f:
+        f.write("live\n")
+    start = time.monotonic()
+    hook("a prompt sent while the page was open")
+    wait(driver, lambda d: entry_labelled(d, "a prompt sent while the page was open"), 10)
+    print(f"live: a new prompt shown {1000 * (time.monotonic() - start):.0f} ms after its hook")
+
+    # Without the token (a fresh browser state): nothing of the project.
+    driver.delete_all_cookies()
+    driver.get(BASE)
+    body = driver.find_element(By.TAG_NAME, "body").text
+    assert "token" in body and "prompt" not in body, body
+    assert entries(driver) == []
+    print("ok")
+finally:
+    driver.quit()
