@@ -434,7 +434,7 @@ impl Connection {
 }
 
 /// A reply's `error` member as the client's error.
-fn rpc_error(err: &Value) -> ClientError {
+pub(crate) fn rpc_error(err: &Value) -> ClientError {
     match serde_json::from_value::<RpcError>(err.clone()) {
         Ok(err) => err.into(),
         Err(e) => ClientError::Protocol(e.to_string()),

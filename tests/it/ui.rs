@@ -310,6 +310,83 @@ fn the_page_restores_after_a_plan_and_undoes_and_bad_requests_get_clear_errors()
     env.fsck();
 }
 
+/// A prompt of a real Claude Code session (the fixture) rewound from the page: the plan says the
+/// conversation can be forked and changes nothing; the rewind forks it beside the original
+/// (left byte for byte) and restores the files; a prompt without a session rewinds files only.
+#[test]
+fn the_page_rewinds_a_prompt_with_its_conversation() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    let folder = env.home.join("home/.claude/projects/-proj");
+    std::fs::create_dir_all(&folder).unwrap();
+    let session_id = "193241d3-a622-4f2c-a4b6-ad4873cf4d61";
+    let transcript = folder.join(format!("{session_id}.jsonl"));
+    let session = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/claude-code.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(&transcript, &session).unwrap();
+    hook_with(
+        &env,
+        &p,
+        "turn B",
+        json!({ "session_id": session_id, "transcript_path": transcript,
+            "prompt_id": "5f04f98c-11b6-41f5-b3f1-b7385b164174" }),
+    );
+    write(&p, "a.txt", "two\n");
+    let id = env.json(&["list"])[0]["id"].as_str().unwrap().to_string();
+    let ui = Ui::start(&env, &p);
+    let sessions = || std::fs::read_dir(&folder).unwrap().count();
+
+    let plan = ui
+        .post(
+            "/api/rewind",
+            &json!({ "project": p, "id": id, "dry_run": true }),
+        )
+        .json();
+    assert_eq!(plan["conversation"]["agent"], "claude-code", "{plan}");
+    assert_eq!(plan["written"], json!(["a.txt"]));
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "two\n");
+    assert_eq!(sessions(), 1);
+
+    let done = ui
+        .post("/api/rewind", &json!({ "project": p, "id": id }))
+        .json();
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "one\n");
+    let fork = done["conversation"]["session_id"].as_str().unwrap();
+    assert_eq!(
+        done["conversation"]["resume"],
+        json!(["claude", "--resume", fork])
+    );
+    let forked = std::fs::read_to_string(folder.join(format!("{fork}.jsonl"))).unwrap();
+    assert!(forked.contains("turn A") && !forked.contains("\"turn B\""));
+    assert_eq!(std::fs::read(&transcript).unwrap(), session);
+    ui.post("/api/undo", &json!({ "project": p })).json();
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "two\n");
+
+    // A prompt whose agent session cannot be found: the files only, and why.
+    hook(&env, &p, "no session here");
+    write(&p, "a.txt", "three\n");
+    let id = env.json(&["list"])[0]["id"].as_str().unwrap().to_string();
+    let plan = ui
+        .post(
+            "/api/rewind",
+            &json!({ "project": p, "id": id, "dry_run": true }),
+        )
+        .json();
+    assert!(plan["conversation"].is_null(), "{plan}");
+    assert!(plan["conversation_skipped"].is_string(), "{plan}");
+    // Not a checkpoint: the command's own error, as the page's.
+    let bad = ui.post(
+        "/api/rewind",
+        &json!({ "project": p, "id": "--help", "dry_run": true }),
+    );
+    assert_eq!(bad.status, 400, "{bad:?}");
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "three\n");
+    env.assert_serving();
+}
+
 #[test]
 fn ui_without_a_daemon_says_so_and_does_not_listen() {
     let env = TestEnv::without_daemon("");
@@ -383,8 +460,17 @@ fn a_real_browser_browses_compares_restores_undoes_and_sees_new_prompts_live() {
 
 /// Runs `ckpt hook claude-code` for `prompt` in `project`.
 fn hook(env: &TestEnv, project: &Path, prompt: &str) {
-    let input = json!({ "session_id": "s1", "cwd": project, "prompt": prompt,
+    hook_with(env, project, prompt, json!({ "session_id": "s1" }));
+}
+
+/// Runs `ckpt hook claude-code` for `prompt` in `project`, with the hook input's `fields`.
+fn hook_with(env: &TestEnv, project: &Path, prompt: &str, fields: Value) {
+    let mut input = json!({ "cwd": project, "prompt": prompt,
         "hook_event_name": "UserPromptSubmit" });
+    input
+        .as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
     let mut cmd = Command::new(CKPT);
     env.env(&mut cmd);
     let mut child = cmd

@@ -134,6 +134,8 @@ try:
     plan = wait(driver, lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=plan]"))
     wait(driver, lambda d: "extra.txt" in plan.text)
     assert "app.py" in plan.text, plan.text
+    # These prompts came with no agent session: the files only, and the page says why.
+    wait(driver, lambda d: "conversation cannot be rewound" in plan.text)
     time.sleep(0.5)
     assert snapshot() == before, "the plan changed files"
     driver.find_element(By.CSS_SELECTOR, "[data-testid=confirm]").click()

@@ -141,6 +141,46 @@ pub async fn restore(State(ui): State<Arc<Ui>>, body: Json<RestoreBody>) -> Resp
     .await
 }
 
+/// Rewinds a prompt: the files and, where the agent's session can be read, the conversation
+/// forked to just before it (or the plan, with `dry_run`). It is `ckpt rewind ID --both --yes
+/// --json` run as a process of this binary in this environment, so that it finds the agent's
+/// sessions exactly where the command does.
+pub async fn rewind(State(ui): State<Arc<Ui>>, body: Json<RestoreBody>) -> Response {
+    let Json(body) = body;
+    let answer = tokio::task::spawn_blocking(move || rewind_process(&ui, &body)).await;
+    match answer {
+        Ok(Ok(value)) => Json(value).into_response(),
+        Ok(Err(e)) => failure(e),
+        Err(e) => failure(ClientError::Other(e.to_string())),
+    }
+}
+
+fn rewind_process(ui: &Ui, body: &RestoreBody) -> Result<serde_json::Value, ClientError> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("--socket")
+        .arg(&ui.ctx.paths.socket)
+        .args(["--no-spawn", "--json", "-C"])
+        .arg(&body.project)
+        .args(["rewind", "--both", "--yes"]);
+    if body.dry_run {
+        cmd.arg("--dry-run");
+    }
+    // The checkpoint after `--`, so that no id is ever read as an option.
+    let out = cmd
+        .arg("--")
+        .arg(&body.id)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()?;
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| ClientError::Other(format!("ckpt rewind answered no JSON ({e})")))?;
+    if let Some(error) = value.get("error") {
+        return Err(crate::client::rpc_error(error));
+    }
+    Ok(value)
+}
+
 /// Undoes the last restore (or plans it).
 pub async fn undo(State(ui): State<Arc<Ui>>, body: Json<UndoBody>) -> Response {
     let Json(body) = body;

@@ -420,9 +420,13 @@ function outcome(result) {
 async function planRestore(c) {
   const area = document.querySelector(".plan-area");
   area.replaceChildren(el("p", "muted", "Planning…"));
-  let plan;
+  let plan, rewind = null;
   try {
     plan = await post("restore", { project: state.project, id: c.id, dry_run: true });
+    // A prompt's conversation can be rewound with the files where its agent's session is readable.
+    if (c.kind === "message") {
+      rewind = await post("rewind", { project: state.project, id: c.id, dry_run: true }).catch((e) => ({ conversation: null, conversation_skipped: e.message }));
+    }
   } catch (e) {
     area.replaceChildren(el("p", "error", e.message));
     return;
@@ -435,12 +439,22 @@ async function planRestore(c) {
     : `The files already are as #${c.seq} holds them. Nothing to restore.`));
   box.append(...outcome(plan));
   const buttons = el("div", "actions");
-  buttons.append(
-    button("Restore these files", "confirm", () => confirmRestore(c, area), "primary danger"),
-    button("Cancel", "cancel", () => area.replaceChildren()),
-  );
+  buttons.append(button("Restore these files", "confirm", () => confirmRestore(c, area), "primary danger"));
+  if (rewind && rewind.conversation) {
+    box.append(el("p", "conversation", `Rewind also forks the ${rewind.conversation.agent} conversation to just before this prompt: a new session (the original stays as it is).`));
+    buttons.append(button("Rewind files and conversation", "rewind", () => confirmRewind(c, area), "primary"));
+  } else if (rewind && rewind.conversation_skipped) {
+    box.append(el("p", "muted", `The conversation cannot be rewound with the files: ${rewind.conversation_skipped}`));
+  }
+  buttons.append(button("Cancel", "cancel", () => area.replaceChildren()));
   box.append(buttons);
   area.replaceChildren(box);
+}
+
+function undoButton(area) {
+  const actions = el("div", "actions");
+  actions.append(button("Undo this restore", "undo", () => undoRestore(area), "primary"));
+  return actions;
 }
 
 async function confirmRestore(c, area) {
@@ -455,11 +469,36 @@ async function confirmRestore(c, area) {
   const box = el("div", "plan done");
   box.dataset.testid = "restored";
   box.append(el("h3", "", `Restored to #${c.seq}: ${result.written.length} written, ${result.deleted.length} deleted, ${result.skipped.length} skipped.`));
-  box.append(...outcome(result));
-  const undo = button("Undo this restore", "undo", () => undoRestore(area), "primary");
-  const actions = el("div", "actions");
-  actions.append(undo);
-  box.append(actions);
+  box.append(...outcome(result), undoButton(area));
+  area.replaceChildren(box);
+  refreshNewest(state.project);
+}
+
+async function confirmRewind(c, area) {
+  area.replaceChildren(el("p", "muted", "Rewinding…"));
+  let result;
+  try {
+    result = await post("rewind", { project: state.project, id: c.id });
+  } catch (e) {
+    area.replaceChildren(el("p", "error", e.message));
+    return;
+  }
+  const box = el("div", "plan done");
+  box.dataset.testid = "restored";
+  box.append(el("h3", "", `Rewound to just before “${title(c)}”: ${result.written.length} written, ${result.deleted.length} deleted, ${result.skipped.length} skipped.`));
+  const fork = result.conversation;
+  if (fork) {
+    const said = fork.session_id
+      ? `The ${fork.agent} conversation is forked: continue it with`
+      : `No conversation came before that prompt: start a new one with`;
+    box.append(el("p", "", said));
+    const resume = el("pre", "resume", fork.resume.join(" "));
+    resume.dataset.testid = "resume";
+    box.append(resume, el("p", "muted", "The prompt, to edit and send again:"), el("pre", "resume", fork.prompt));
+  } else if (result.conversation_skipped) {
+    box.append(el("p", "muted", `Only the files were rewound: ${result.conversation_skipped}`));
+  }
+  box.append(...outcome(result), undoButton(area));
   area.replaceChildren(box);
   refreshNewest(state.project);
 }
