@@ -132,7 +132,11 @@ function subscribe(root) {
   if (state.events) state.events.close();
   const source = new EventSource(`/api/events?${new URLSearchParams({ project: root })}`);
   state.events = source;
-  source.onopen = () => { $("live").textContent = "● live"; };
+  source.onopen = () => {
+    $("live").textContent = "● live";
+    // After a reconnection, what happened while the stream was down.
+    if (state.all.length) refreshNewest(root);
+  };
   source.onerror = () => { $("live").textContent = "○ reconnecting…"; };
   source.onmessage = (message) => {
     let event;
@@ -157,10 +161,29 @@ async function refreshNewest(root) {
 
 // --- the timeline -----------------------------------------------------------------------
 
+// The dialogs (agent sessions) of the timeline, newest first, in the dialog menu.
+function listDialogs() {
+  const select = $("dialog");
+  const chosen = select.value;
+  const seen = [...new Set(state.all.map((c) => c.dialog))];
+  const options = [el("option", "", `all ${seen.length} dialog${seen.length === 1 ? "" : "s"}`)];
+  options[0].value = "";
+  for (const d of seen) {
+    const option = el("option", "", d);
+    option.value = d;
+    options.push(option);
+  }
+  select.replaceChildren(...options);
+  select.value = seen.includes(chosen) ? chosen : "";
+}
+
 function refilter(keepId) {
+  listDialogs();
   const needle = $("filter").value.trim().toLowerCase();
-  state.shown = needle
-    ? state.all.filter((c) => `${c.label}\n${c.id}\n${(c.tags || []).join(" ")}`.toLowerCase().includes(needle))
+  const dialog = $("dialog").value;
+  state.shown = needle || dialog
+    ? state.all.filter((c) => (!dialog || c.dialog === dialog)
+        && (!needle || `${c.label}\n${c.id}\n${(c.tags || []).join(" ")}`.toLowerCase().includes(needle)))
     : state.all;
   if (keepId) state.cursor = state.shown.findIndex((c) => c.id === keepId);
   if (state.cursor >= state.shown.length) state.cursor = state.shown.length - 1;
@@ -522,6 +545,10 @@ async function undoRestore(area) {
 
 $("timeline").addEventListener("scroll", renderRows);
 window.addEventListener("resize", renderRows);
+$("dialog").addEventListener("change", () => {
+  const keep = state.shown[state.cursor] && state.shown[state.cursor].id;
+  refilter(keep);
+});
 $("filter").addEventListener("input", () => {
   const keep = state.shown[state.cursor] && state.shown[state.cursor].id;
   refilter(keep);
