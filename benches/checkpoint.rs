@@ -2,12 +2,14 @@
 //!
 //! `cargo bench --bench checkpoint -- [--files N] [--ignored M] [--runs R] [--history H] [--dir D]
 //!  [--hook-runs K] [--op-runs O] [--load-runs L] [--load-mb MB] [--idle-seconds S] [--million]
-//!  [--no-aggressive] [--client PATH]`
+//!  [--no-aggressive] [--client PATH] [--daemon PATH]`
 //!
 //! Builds a project of N files of ~2 KiB in nested folders plus a gitignored `node_modules/` of
 //! M files, starts the real `ckptd` on a temp socket, and times through the socket (the client
 //! library, as `ckpt` uses it): the first checkpoint, a checkpoint with nothing changed, a
-//! checkpoint after 10 files changed, the first checkpoint after a daemon restart, a restore of
+//! checkpoint after 10 files changed, the first prompt after the daemon starts (socket-activated
+//! by the hook's own connection, as systemd starts it; 10 files changed while it was stopped),
+//! the first checkpoint after a daemon restart, a restore of
 //! a checkpoint 10 files away, the daemon's peak RSS, and the store size after H checkpoints of
 //! 10 changed files each, and `blame` of a 5,000-line file over 200 prompts (against `git blame` of
 //! the same 200 versions). The baseline is what existing tools do: `git --git-dir=SHADOW
@@ -65,6 +67,13 @@ fn client_path() -> &'static Path {
     CLIENT.get_or_init(|| PathBuf::from(env!("CARGO_BIN_EXE_ckpt")))
 }
 
+/// The `ckptd` binary run (`--daemon`; this build's by default).
+static DAEMON: OnceLock<PathBuf> = OnceLock::new();
+
+fn daemon_path() -> &'static Path {
+    DAEMON.get_or_init(|| PathBuf::from(env!("CARGO_BIN_EXE_ckptd")))
+}
+
 fn client() -> Command {
     Command::new(client_path())
 }
@@ -75,7 +84,7 @@ fn parse_args() -> Args {
         ignored: 50_000,
         runs: 5,
         history: 100,
-        hook_runs: 50,
+        hook_runs: 200,
         op_runs: 20,
         load_runs: 40,
         load_mb: 200,
@@ -123,6 +132,12 @@ fn parse_args() -> Args {
                 let path = std::fs::canonicalize(&path)
                     .unwrap_or_else(|e| panic!("--client {}: {e}", path.display()));
                 CLIENT.set(path).expect("--client given once");
+            }
+            "--daemon" => {
+                let path = PathBuf::from(it.next().expect("--daemon takes a path"));
+                let path = std::fs::canonicalize(&path)
+                    .unwrap_or_else(|e| panic!("--daemon {}: {e}", path.display()));
+                DAEMON.set(path).expect("--daemon given once");
             }
             "--bench" => {}
             other => panic!("unknown argument {other}"),
@@ -205,10 +220,8 @@ fn main() {
     for n in 0..args.hook_runs {
         round += 1;
         touch_ten(&root, args.files, round);
-        let payload = json!({ "session_id": "bench-session", "cwd": root,
-            "prompt_id": format!("prompt-{n}"), "hook_event_name": "UserPromptSubmit",
-            "prompt": format!("prompt {n}") });
-        ours.push(time_settled(|| hook(&daemon.socket, &payload.to_string())));
+        let payload = prompt_payload(&root, &format!("prompt-{n}"));
+        ours.push(time_settled(|| hook(&daemon.socket, &payload)));
         theirs.push(time_settled(|| shadow_snapshot(&shadow, &root)));
         floor.push(time_settled(|| run(client().arg("--version"))));
     }
@@ -272,12 +285,22 @@ fn main() {
     rows.push(blame_case(&mut conn, &root, tmp.path(), args.runs));
 
     // Under load: a build-like writer beside the project.
-    let (loaded, loaded_theirs) = under_load(&args, &mut conn, &root, &shadow, &mut round);
+    let (loaded, loaded_theirs) = under_load(&args, &daemon.socket, &root, &shadow, &mut round);
 
-    // First checkpoint after a daemon restart.
     let rss_before_restart = daemon.peak_rss_kib();
     drop(conn);
     daemon.stop();
+
+    // The first prompt after ckptd starts (login, reboot): ckptd is started by the prompt's own
+    // connection, as systemd's socket activation starts it, and the hook process is timed from
+    // its start to its exit; 10 files changed while no daemon ran.
+    let mut rss_cold = 0;
+    if let Some(cold) = cold_starts(&args, tmp.path(), &root, &shadow, &mut round) {
+        rss_cold = cold.2;
+        rows.push(Row::new("first prompt after start", cold.0, cold.1));
+    }
+
+    // First checkpoint after a daemon restart (once the daemon listens, through the library).
     let mut daemon = Daemon::start(tmp.path());
     let mut conn = daemon.connect();
     let rss_before_open = daemon.rss_kib();
@@ -371,10 +394,11 @@ fn main() {
         );
     }
     println!(
-        "{:<34} {:>9.1} ms  (max {:.1} ms; every 10th prompt also applies retention)",
+        "{:<34} {:>9.1} ms  (p99 {:.1} ms, max {:.1} ms; every 10th prompt also applies retention)",
         "hook claude-code p90",
         ms(hook_tail.0),
-        ms(hook_tail.1)
+        ms(hook_tail.1),
+        ms(hook_tail.2)
     );
     println!(
         "{:<34} {:>9.1} ms  (the floor of any process start)",
@@ -382,13 +406,14 @@ fn main() {
         ms(version_floor)
     );
     let p50 = median(loaded.clone());
-    let max = loaded.iter().max().copied().unwrap_or_default();
+    let (_, p99, max) = tail(&loaded);
     println!(
-        "{:<34} {:>9.1} ms {:>11.1} ms {:>8.1}x  (max {:.1} ms over {}; {} MB files written beside)",
-        "under load, 10 changed (p50)",
+        "{:<34} {:>9.1} ms {:>11.1} ms {:>8.1}x  (p99 {:.1}, max {:.1} ms over {}; {} MB files written beside)",
+        "hook under load, 10 changed (p50)",
         ms(p50),
         ms(median(loaded_theirs.clone())),
         median(loaded_theirs).as_secs_f64() / p50.as_secs_f64().max(1e-9),
+        ms(p99),
         ms(max),
         loaded.len(),
         args.load_mb
@@ -404,6 +429,13 @@ fn main() {
         );
     }
     let mib = |kib: u64| kib as f64 / 1024.0;
+    if rss_cold > 0 {
+        println!(
+            "{:<34} {:>9.1} MiB  (the most of the first-prompt-after-start runs)",
+            "daemon peak RSS, first prompt",
+            mib(rss_cold)
+        );
+    }
     println!(
         "{:<34} {:>9.1} MiB  (first checkpoint; {:.1} MiB by the restart; {:.1} MiB after it, its gc included)",
         "daemon peak RSS",
@@ -534,11 +566,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// The 90th percentile and the maximum.
-fn tail(v: &[Duration]) -> (Duration, Duration) {
+/// The 90th and 99th percentiles and the maximum.
+fn tail(v: &[Duration]) -> (Duration, Duration, Duration) {
     let mut v = v.to_vec();
     v.sort();
-    (v[v.len() * 9 / 10], v[v.len() - 1])
+    (v[v.len() * 9 / 10], v[v.len() * 99 / 100], v[v.len() - 1])
 }
 
 fn ms(d: Duration) -> f64 {
@@ -560,6 +592,13 @@ fn time<T>(f: impl FnOnce() -> T) -> Duration {
 }
 
 /// ~2 KiB of text that differs per file (so blobs do not deduplicate).
+/// Claude Code's `UserPromptSubmit` input for prompt `id` in `root`.
+fn prompt_payload(root: &Path, id: &str) -> String {
+    json!({ "session_id": "bench-session", "cwd": root, "prompt_id": id,
+        "hook_event_name": "UserPromptSubmit", "prompt": format!("prompt {id}") })
+    .to_string()
+}
+
 /// Runs `ckpt hook claude-code` with `payload` on stdin, as Claude Code does; it must record.
 fn hook(socket: &Path, payload: &str) {
     use std::io::Write;
@@ -677,12 +716,12 @@ fn du(path: &Path) -> u64 {
         * 1024
 }
 
-/// Times `args.load_runs` checkpoints of 10 changed files while a writer creates files of
+/// Times `args.load_runs` prompts (`ckpt hook` processes) of 10 changed files while a writer creates files of
 /// `args.load_mb` MB one after another beside the project (same filesystem), like a build; and
 /// five shadow-git snapshots under the same load. Returns (ours, theirs).
 fn under_load(
     args: &Args,
-    conn: &mut Client,
+    socket: &Path,
     root: &Path,
     shadow: &Path,
     round: &mut usize,
@@ -718,15 +757,11 @@ fn under_load(
     };
     // Let the load build up dirty pages first.
     std::thread::sleep(Duration::from_secs(2));
-    let project = json!(root);
     let mut ours = Vec::new();
-    for _ in 0..args.load_runs {
+    for n in 0..args.load_runs {
         *round += 1;
         touch_ten(root, args.files, *round);
-        ours.push(time(|| {
-            conn.call_value("checkpoint", json!({ "project": project }))
-                .unwrap();
-        }));
+        ours.push(time(|| hook(socket, &prompt_payload(root, &format!("load-{n}")))));
         std::thread::sleep(Duration::from_millis(50));
     }
     let mut theirs = Vec::new();
@@ -739,6 +774,39 @@ fn under_load(
     writer.join().unwrap();
     let _ = std::fs::remove_dir_all(&load_dir);
     (ours, theirs)
+}
+
+/// `args.runs` first prompts after a start (see the case in `main`), each with 10 files changed
+/// while no daemon ran, against a shadow-git snapshot; and the most peak RSS of those daemons.
+/// None (said) when `systemd-socket-activate` is missing.
+fn cold_starts(
+    args: &Args,
+    dir: &Path,
+    root: &Path,
+    shadow: &Path,
+    round: &mut usize,
+) -> Option<(Vec<Duration>, Vec<Duration>, u64)> {
+    if Command::new("systemd-socket-activate")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .status()
+        .is_err()
+    {
+        println!("# first prompt after start: not measured (no systemd-socket-activate)");
+        return None;
+    }
+    let (mut ours, mut theirs, mut rss) = (Vec::new(), Vec::new(), 0);
+    for n in 0..args.runs {
+        *round += 1;
+        touch_ten(root, args.files, *round);
+        let mut daemon = Daemon::start_activated(dir);
+        let payload = prompt_payload(root, &format!("cold-{n}"));
+        ours.push(time_settled(|| hook(&daemon.socket, &payload)));
+        rss = rss.max(daemon.peak_rss_kib());
+        daemon.stop();
+        theirs.push(time_settled(|| shadow_snapshot(shadow, root)));
+    }
+    Some((ours, theirs, rss))
 }
 
 /// The daemon's CPU seconds: idle over `args.idle_seconds`, over a burst of 1,000 changed
@@ -793,23 +861,52 @@ impl Client {
 }
 
 impl Daemon {
-    fn start(dir: &Path) -> Daemon {
-        let socket = dir.join("run/ckptd.sock");
+    /// `program` (ckptd, or what starts it) with the daemon's environment under `dir`.
+    fn command(dir: &Path, program: &Path) -> Command {
         // Keep every checkpoint, as the shadow repository does, so the store sizes compare.
         let config = dir.join("config/ckpt");
         std::fs::create_dir_all(&config).unwrap();
         std::fs::write(config.join("config.toml"), "[retention]\nkeep = 1000000\n").unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_ckptd"))
-            .env_clear()
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", dir)
             .env("XDG_DATA_HOME", dir.join("data"))
             .env("XDG_CONFIG_HOME", dir.join("config"))
             .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        cmd
+    }
+
+    /// ckptd as systemd's socket activation starts it: the socket listens now, the daemon
+    /// starts at the first connection (`systemd-socket-activate` execs it, keeping its pid).
+    fn start_activated(dir: &Path) -> Daemon {
+        let socket = dir.join("run/ckptd.sock");
+        let _ = std::fs::remove_file(&socket);
+        std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+        let child = Daemon::command(dir, Path::new("systemd-socket-activate"))
+            .arg("-l")
+            .arg(&socket)
+            .arg(daemon_path())
             .arg("--socket")
             .arg(&socket)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start systemd-socket-activate");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "the activated socket did not appear");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Daemon { child, socket }
+    }
+
+    fn start(dir: &Path) -> Daemon {
+        let socket = dir.join("run/ckptd.sock");
+        let child = Daemon::command(dir, daemon_path())
+            .arg("--socket")
+            .arg(&socket)
             .spawn()
             .expect("start ckptd");
         let d = Daemon { child, socket };
