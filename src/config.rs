@@ -10,6 +10,8 @@ use serde::Deserialize;
 
 /// Largest request line the daemon accepts by default (client metadata may be up to 16 MiB).
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 20 * 1024 * 1024;
+/// Registered projects opened and verified as ckptd starts (see [`Config::warm_up`]).
+const DEFAULT_WARM_UP: usize = 8;
 /// Files larger than this are skipped (and reported) by default.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 50 * 1024 * 1024;
 
@@ -83,6 +85,9 @@ pub struct Config {
     pub auto_checkpoint: Option<Interval>,
     /// Settings for one project, keyed by its root (as `ckpt projects` prints it).
     pub projects: std::collections::BTreeMap<PathBuf, ProjectConfig>,
+    /// How many registered projects, the most recently used first, ckptd opens and verifies as
+    /// it starts (default 8; 0: none), so that the first prompt after a login does not wait for it.
+    pub warm_up: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
@@ -356,6 +361,10 @@ impl Config {
             .and_then(|p| p.auto_checkpoint)
             .or(self.auto_checkpoint)
             .and_then(|i| i.0)
+    }
+
+    pub fn warm_up(&self) -> usize {
+        self.warm_up.unwrap_or(DEFAULT_WARM_UP)
     }
 
     pub fn max_request_bytes(&self) -> u64 {

@@ -10,6 +10,7 @@ mod handlers;
 pub mod owner;
 mod projects;
 mod server;
+mod warm;
 pub mod service;
 pub mod socket;
 

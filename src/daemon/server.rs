@@ -141,17 +141,8 @@ impl Connections {
 /// Serves `listener` until `shutdown` resolves (or a client calls `shutdown`), then waits for
 /// in-flight work and returns. Dropping the listener removes the socket file.
 pub async fn run(daemon: Arc<Daemon>, listener: Listener, shutdown: impl Future<Output = ()>) {
-    // Projects with automatic checkpoints are opened (and watched) now, not at first use.
-    for project in daemon.projects.read().await.values() {
-        if daemon.config().auto_checkpoint_for(&project.root).is_some() {
-            let project = project.clone();
-            tokio::spawn(async move {
-                if let Err(e) = project.run(|_, _| Ok(())).await {
-                    tracing::warn!(root = %project.root.display(), error = %e, "cannot open the project");
-                }
-            });
-        }
-    }
+    // The projects likely to be asked about are opened and verified now, in the background.
+    let warming = tokio::spawn(super::warm::warm_up(daemon.clone()));
     let (stop_tx, stop_rx) = watch::channel(false);
     let connections = Arc::new(Connections::default());
     let mut tasks = JoinSet::new();
@@ -189,6 +180,8 @@ pub async fn run(daemon: Arc<Daemon>, listener: Listener, shutdown: impl Future<
         while tasks.try_join_next().is_some() {}
     }
     tracing::info!("shutting down: no new connections; finishing in-flight requests");
+    // A warm-up still under way stops at the project it is on (which finishes like a request).
+    warming.abort();
     let _ = stop_tx.send(true);
     drop(listener);
     let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {

@@ -37,3 +37,4 @@ mod service;
 mod soak;
 mod ui;
 mod unrecorded;
+mod warm;

@@ -50,6 +50,7 @@ pub fn check(ctx: &Ctx, file: Option<PathBuf>) -> Result<i32, ClientError> {
         "log_level": config.log_level.as_deref().unwrap_or("info"),
         "max_file_size": config.max_file_size(),
         "max_request_bytes": config.max_request_bytes(),
+        "warm_up": config.warm_up(),
         "excluded": excluded,
         "allowed": config.exclusions.allow,
         "keep": retention.keep,
