@@ -761,7 +761,9 @@ fn under_load(
     for n in 0..args.load_runs {
         *round += 1;
         touch_ten(root, args.files, *round);
-        ours.push(time(|| hook(socket, &prompt_payload(root, &format!("load-{n}")))));
+        ours.push(time(|| {
+            hook(socket, &prompt_payload(root, &format!("load-{n}")))
+        }));
         std::thread::sleep(Duration::from_millis(50));
     }
     let mut theirs = Vec::new();
@@ -874,6 +876,12 @@ impl Daemon {
             .env("XDG_DATA_HOME", dir.join("data"))
             .env("XDG_CONFIG_HOME", dir.join("config"))
             .env("RUST_LOG", "warn")
+            // What the systemd units and `ckpt`'s own start of ckptd set (or the bench's own
+            // MALLOC_ARENA_MAX: 16 is glibc's default on 2 cores, to measure a build before it).
+            .env(
+                "MALLOC_ARENA_MAX",
+                std::env::var_os("MALLOC_ARENA_MAX").unwrap_or_else(|| "2".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         cmd
@@ -896,7 +904,10 @@ impl Daemon {
             .expect("start systemd-socket-activate");
         let deadline = Instant::now() + Duration::from_secs(10);
         while !socket.exists() {
-            assert!(Instant::now() < deadline, "the activated socket did not appear");
+            assert!(
+                Instant::now() < deadline,
+                "the activated socket did not appear"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         Daemon { child, socket }

@@ -33,8 +33,8 @@ cp systemd/ckptd.socket "$units/ckptd.socket"
 echo "installed the units in $units (ExecStart=$ckptd)"
 if command -v systemctl >/dev/null 2>&1 && systemctl --user show-environment >/dev/null 2>&1; then
   systemctl --user daemon-reload
-  systemctl --user enable --now ckptd.socket
-  echo "enabled ckptd.socket: the daemon starts on first use"
+  systemctl --user enable --now ckptd.socket ckptd.service
+  echo "enabled ckptd.socket and ckptd.service: the daemon starts at login (and on first use)"
 else
   echo "no systemd user manager here: start ckptd yourself (ckpt starts it on first use)"
 fi

@@ -472,7 +472,12 @@ fn spawn_daemon(socket: &Path, log_dir: &Path) -> Result<std::process::Child, Cl
             .mode(0o600)
             .open(log_dir.join("ckptd.log"))?
     };
-    let child = std::process::Command::new(&program)
+    let mut cmd = std::process::Command::new(&program);
+    // As the systemd units set it (see ckptd.service), unless the user chose otherwise.
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        cmd.env("MALLOC_ARENA_MAX", "2");
+    }
+    let child = cmd
         .arg("--socket")
         .arg(socket)
         .stdin(std::process::Stdio::null())

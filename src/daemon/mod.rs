@@ -10,9 +10,9 @@ mod handlers;
 pub mod owner;
 mod projects;
 mod server;
-mod warm;
 pub mod service;
 pub mod socket;
+mod warm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -57,9 +57,13 @@ pub async fn warm_up(daemon: Arc<Daemon>) {
             })
             .await;
         match result {
-            Ok(()) if verify => tracing::info!(root = %owner.root.display(), ms = started.elapsed().as_millis() as u64, "warmed up"),
+            Ok(()) if verify => {
+                tracing::info!(root = %owner.root.display(), ms = started.elapsed().as_millis() as u64, "warmed up")
+            }
             Ok(()) => {}
-            Err(e) => tracing::warn!(root = %owner.root.display(), error = %e, "cannot open the project"),
+            Err(e) => {
+                tracing::warn!(root = %owner.root.display(), error = %e, "cannot open the project")
+            }
         }
     }
 }

@@ -70,5 +70,8 @@ fn warm_up_zero_opens_nothing_at_start() {
     assert!(!env.log().contains("warmed up"), "{}", env.log());
     write(&p, "a.txt", "two\n");
     let id = env.checkpoint("two");
-    assert_eq!(env.git(&["cat-file", "-p", &format!("{id}:a.txt")]), "two\n");
+    assert_eq!(
+        env.git(&["cat-file", "-p", &format!("{id}:a.txt")]),
+        "two\n"
+    );
 }
