@@ -421,6 +421,13 @@ fn main() {
         loaded.len(),
         args.load_mb
     );
+    let gave_up = GAVE_UP.load(std::sync::atomic::Ordering::Relaxed);
+    if gave_up > 0 {
+        println!(
+            "{:<34} {gave_up} (after 2 s; their checkpoints completed behind them)",
+            "hooks that gave up waiting"
+        );
+    }
     if let Some((quiet, burst, after)) = idle {
         println!(
             "{:<34} {:>9.3} s CPU over {} s idle; {:.3} s for a 1,000-file burst + 10 s; {:.3} s over 10 s after",
@@ -621,12 +628,22 @@ fn hook(socket: &Path, payload: &str) {
         .write_all(payload.as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() && said.contains("gave up waiting for ckptd") {
+        // What the user saw: the prompt went on after the hook's bound, the checkpoint was
+        // recorded behind it. Timed as it was, and counted.
+        GAVE_UP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        println!("# a hook gave up waiting (its checkpoint completed in the background)");
+        return;
+    }
     assert!(
         out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "the hook failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "the hook failed: {said}"
     );
 }
+
+/// Hooks that gave up waiting for their checkpoint (their 2 s bound).
+static GAVE_UP: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn content(i: usize, round: usize) -> String {
     let mut s = format!("// file {i} round {round}\n");

@@ -61,7 +61,8 @@ def entry_labelled(driver, label):
 
 def wait(driver, what, seconds=10):
     try:
-        return WebDriverWait(driver, seconds, poll_frequency=0.02).until(lambda d: what(d))
+        return WebDriverWait(driver, seconds, poll_frequency=0.02,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: what(d))
     except Exception:
         # What the page showed instead.
         print("page:", driver.find_element(By.TAG_NAME, "body").text[:3000], file=sys.stderr)
@@ -95,6 +96,8 @@ try:
     first = shown[0]
     assert first.find_element(By.CSS_SELECTOR, ".title").text == "make it say goodbye"
     assert len(first.get_attribute("data-checkpoint")) == 40
+    # Each entry names the agent its dialog's prompts came from.
+    wait(driver, lambda d: "claude-code" in entries(d)[0].find_element(By.CSS_SELECTOR, ".meta").text)
 
     # A prompt that looks like markup is shown as text and runs nothing.
     xss = entry_labelled(driver, XSS)

@@ -12,6 +12,7 @@ const state = {
   base: null,     // the checkpoint to compare the open one with, when comparing
   view: "own",    // "own": its changes since the previous checkpoint; "turn": the turn after it
   events: null,
+  agents: new Map(), // dialog → the agent that sent its prompts (from its newest checkpoint)
 };
 
 const $ = (id) => document.getElementById(id);
@@ -113,6 +114,7 @@ async function openProject(root) {
   state.open = null;
   state.base = null;
   state.cursor = -1;
+  state.agents = new Map();
   $("detail").replaceChildren(el("p", "muted", "Select an entry (↑/↓ to move, Enter to open)."));
   // The first screen from the newest entries, then the whole timeline.
   const first = await get("list", { project: root, limit: 100 });
@@ -124,6 +126,22 @@ async function openProject(root) {
   if (state.project !== root) return;
   state.all = all;
   refilter();
+  loadAgents(root);
+}
+
+// Which agent each dialog's prompts came from: one look at each dialog's newest checkpoint
+// (the hook keeps its input there), at most 50 dialogs.
+async function loadAgents(root) {
+  const newest = new Map();
+  for (const c of state.all) if (!newest.has(c.dialog)) newest.set(c.dialog, c.id);
+  for (const [dialog, id] of [...newest].slice(0, 50)) {
+    if (state.agents.has(dialog)) continue;
+    const shown = await get("show", { project: root, id }).catch(() => null);
+    if (state.project !== root) return;
+    const agent = shown && shown.meta && shown.meta.ckpt_agent;
+    state.agents.set(dialog, agent || "");
+    if (agent) renderRows();
+  }
 }
 
 // --- live updates -----------------------------------------------------------------------
@@ -215,6 +233,7 @@ function entry(c, i) {
     el("span", "badge", c.kind.replace("_", " ")),
     el("span", "", ago(c.created_at)),
     el("span", "dialog", c.dialog),
+    el("span", "agent", state.agents.get(c.dialog) || ""),
     el("span", "add", `+${c.added}`),
     el("span", "mod", `~${c.modified}`),
     el("span", "del", `−${c.deleted}`),
@@ -257,7 +276,7 @@ async function openEntry(c) {
   if (c.tags && c.tags.length) fact("tags", c.tags.join(", "));
   if (c.notes) fact("notes", c.notes);
   if (c.restore) fact("restored to", c.restore.restored_to);
-  const agent = el("dd", "", "…");
+  const agent = el("dd", "", state.agents.get(c.dialog) || "…");
   facts.append(el("dt", "", "agent"), agent);
   head.append(facts);
 
@@ -283,7 +302,7 @@ async function openEntry(c) {
 
   get("show", { project: state.project, id: c.id }).then((shown) => {
     const meta = shown.meta || {};
-    agent.textContent = meta.ckpt_agent || (meta.transcript_path ? "claude-code" : meta.hook_event_name ? "agent hook" : "—");
+    agent.textContent = meta.ckpt_agent || state.agents.get(c.dialog) || "—";
   }).catch(() => { agent.textContent = "—"; });
 
   try {
