@@ -387,6 +387,34 @@ fn the_page_rewinds_a_prompt_with_its_conversation() {
     env.assert_serving();
 }
 
+/// Ctrl-C stops the page's server within its bound even while a page holds the event stream
+/// (which never ends by itself).
+#[test]
+fn ctrl_c_stops_the_page_with_an_event_stream_open() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "f.txt", "one\n");
+    env.watch();
+    let mut ui = Ui::start(&env, &p);
+    let mut stream = TcpStream::connect(("127.0.0.1", ui.port)).unwrap();
+    write!(
+        stream,
+        "GET /api/events?{} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n{}\r\n",
+        project_query(&p),
+        ui.port,
+        ui.cookie()
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    signal(ui.child.id(), "INT");
+    let status = wait_timeout(&mut ui.child, Duration::from_secs(5))
+        .expect("ckpt ui did not stop on SIGINT with an event stream open");
+    assert!(status.success(), "{status:?}");
+    env.assert_serving();
+}
+
 #[test]
 fn ui_without_a_daemon_says_so_and_does_not_listen() {
     let env = TestEnv::without_daemon("");

@@ -12,6 +12,7 @@ mod api;
 mod guard;
 mod page;
 
+use std::future::IntoFuture;
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -65,11 +66,22 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
             eprintln!("ckpt: serving the timeline on 127.0.0.1:{port} until interrupted (Ctrl-C)");
         }
         let app = router(ui, access);
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let serve = axum::serve(listener, app)
+            .with_graceful_shutdown({
+                let stop = stop.clone();
+                async move { stop.notified().await }
             })
-            .await?;
+            .into_future();
+        tokio::pin!(serve);
+        tokio::select! {
+            served = &mut serve => served?,
+            _ = tokio::signal::ctrl_c() => {
+                stop.notify_one();
+                // Pages' event streams never end by themselves: they get a second, no more.
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), serve).await;
+            }
+        }
         Ok(0)
     })
 }
