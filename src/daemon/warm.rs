@@ -37,7 +37,7 @@ pub async fn warm_up(daemon: Arc<Daemon>) {
     else {
         return;
     };
-    ranked.sort_by(|a, b| b.0.cmp(&a.0));
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.0));
     let mut verified = 0;
     for (_, available, owner) in ranked {
         let auto = config.auto_checkpoint_for(&owner.root).is_some();
