@@ -258,16 +258,31 @@ impl Opened {
         let hard = vec![project.data_dir.clone(), project.store_dir.clone()];
         let exclusions = project.config().exclusions;
         let filter = Filter::new(&project.root, &exclusions, hard.clone())?;
-        let mut stale = load_stat_cache(&stat_cache_path(store.dir()));
         let repo = store.repo();
-        if let Ok(Some(tree)) = store.ref_target(&repo, INDEX_REF) {
-            if !repo.has_object(tree) {
-                tracing::warn!(store = %store.dir().display(), "the stat cache names objects the store lost; ignoring it");
-                stale = StatCache::default();
-            }
-        }
+        let lost = match store.ref_target(&repo, INDEX_REF) {
+            Ok(Some(tree)) => !repo.has_object(tree),
+            _ => false,
+        };
         drop(repo);
-        let index = FileIndex::with_stat_cache(stale, project.progress.clone());
+        let index = if lost {
+            tracing::warn!(store = %store.dir().display(), "the stat cache names objects the store lost; ignoring it");
+            FileIndex::with_stat_cache(StatCache::default(), project.progress.clone())
+        } else {
+            // Read while the first verify lists the project (see `FileIndex::stale_ready`).
+            let path = stat_cache_path(store.dir());
+            match std::thread::Builder::new()
+                .name("ckpt-stat-cache".into())
+                .spawn(move || load_stat_cache(&path))
+            {
+                Ok(loading) => {
+                    FileIndex::with_stat_cache_loading(loading, project.progress.clone())
+                }
+                Err(_) => FileIndex::with_stat_cache(
+                    load_stat_cache(&stat_cache_path(store.dir())),
+                    project.progress.clone(),
+                ),
+            }
+        };
         let (tap_tx, tap_rx) = crate::watch::queue::bounded(TAP_QUEUE);
         let tap = Tap {
             tx: tap_tx,
@@ -350,7 +365,11 @@ impl Opened {
 
     /// At shutdown: saves the stat cache and settles the store's journal.
     pub fn close(&mut self) {
-        self.save_index(true);
+        // An index that never verified knows less than the cache it was opened with (a
+        // project opened and not yet used): that cache stays as it is.
+        if self.index.is_verified() {
+            self.save_index(true);
+        }
         // Everything the journal holds is flushed where it belongs: the next daemon has
         // nothing to redo (and a ref someone changes in between is not set back).
         if let Err(e) = self.store.retire_journal() {

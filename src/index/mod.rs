@@ -173,6 +173,9 @@ pub struct FileIndex {
     /// Entries loaded from disk, used as a stat cache by the next full verify (each folder's
     /// taken out as the verify reaches it), then dropped.
     stale: DirNode,
+    /// The stat cache while it is still being read, on a thread of its own: the first verify
+    /// lists the project meanwhile and waits for it only when it starts matching.
+    stale_loading: Option<std::thread::JoinHandle<StatCache>>,
     /// True once a full verify has run: from then on dirty paths suffice.
     verified: bool,
     /// The root tree last written: every blob and tree id the index holds is reachable from it.
@@ -192,6 +195,26 @@ impl FileIndex {
             stale: stale.root,
             progress,
             ..FileIndex::default()
+        }
+    }
+
+    /// Like [`FileIndex::with_stat_cache`], with the cache still being read by `loading`.
+    pub fn with_stat_cache_loading(
+        loading: std::thread::JoinHandle<StatCache>,
+        progress: Arc<Progress>,
+    ) -> FileIndex {
+        FileIndex {
+            stale_loading: Some(loading),
+            progress,
+            ..FileIndex::default()
+        }
+    }
+
+    /// The stat cache, once read (an empty one if its reading thread failed: every file is
+    /// then read again, which is slower and as exact).
+    fn stale_ready(&mut self) {
+        if let Some(loading) = self.stale_loading.take() {
+            self.stale = loading.join().map(|c| c.root).unwrap_or_default();
         }
     }
 
@@ -286,6 +309,7 @@ impl FileIndex {
             }
         }
         visit(&mut self.root, &gone);
+        self.stale_ready();
         visit(&mut self.stale, &gone);
         self.last_root = None;
         self.baseline.lose();

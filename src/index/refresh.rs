@@ -177,7 +177,6 @@ impl FileIndex {
         // What was known below `start`: the index's own entries, or (first verify after a
         // restart) the stat cache's. Each folder's are taken out when the walk reaches it.
         let mut old = self.detach(start.as_bstr()).unwrap_or_default();
-        let mut stale = take_folder(&mut self.stale, start.as_bstr()).unwrap_or_default();
         let here = std::slice::from_ref(&start);
         let racy: BTreeSet<BString> = self
             .racy
@@ -198,6 +197,9 @@ impl FileIndex {
             on_dir(dir)
         };
         let walk = filter.walk_from(start.clone(), rules, &mut counting);
+        // The stat cache (first verify after a restart) was read while the walk listed.
+        self.stale_ready();
+        let mut stale = take_folder(&mut self.stale, start.as_bstr()).unwrap_or_default();
         let mut node = DirNode::default();
         for dir in &walk.dirs {
             if dir != &start {

@@ -75,3 +75,33 @@ fn warm_up_zero_opens_nothing_at_start() {
         "two\n"
     );
 }
+
+/// A project opened at start but never verified (no warm-up, only a `list`) keeps its stat cache
+/// as it was at shutdown: the next start still re-reads nothing.
+#[test]
+fn a_project_opened_and_not_verified_keeps_its_stat_cache() {
+    let mut env = TestEnv::with_config("warm_up = 0\n");
+    let p = env.proj();
+    for i in 0..50 {
+        write(&p, &format!("f{i}.txt"), &format!("file {i}\n"));
+    }
+    // Past the racy window: the files go into the stat cache.
+    std::thread::sleep(Duration::from_millis(1500));
+    env.watch();
+    env.checkpoint("one");
+    let cache = env.store_of(&p).join("ckpt-index");
+    env.stop_daemon();
+    let saved = std::fs::read(&cache).unwrap();
+    assert!(saved.len() > 50 * 64, "the stat cache holds the files");
+
+    env.start_daemon();
+    env.json(&["list"]);
+    env.stop_daemon();
+    assert_eq!(std::fs::read(&cache).unwrap(), saved);
+
+    env.start_daemon();
+    let log_before = env.log().len();
+    env.checkpoint("two");
+    let log = &env.log()[log_before..];
+    assert!(log.contains("verified the whole project") && log.contains("hashed=0"), "{log}");
+}
