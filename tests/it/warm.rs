@@ -103,5 +103,8 @@ fn a_project_opened_and_not_verified_keeps_its_stat_cache() {
     let log_before = env.log().len();
     env.checkpoint("two");
     let log = &env.log()[log_before..];
-    assert!(log.contains("verified the whole project") && log.contains("hashed=0"), "{log}");
+    assert!(
+        log.contains("verified the whole project") && log.contains("hashed=0"),
+        "{log}"
+    );
 }
