@@ -416,6 +416,34 @@ fn ctrl_c_stops_the_page_with_an_event_stream_open() {
 }
 
 #[test]
+fn ui_json_prints_the_url_as_one_json_document() {
+    let env = TestEnv::new();
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let mut child = cmd
+        .current_dir(env.proj())
+        .args(["--no-spawn", "--json", "ui", "--no-open"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let doc: Value = serde_json::from_str(&first).unwrap();
+    let port = doc["port"].as_u64().unwrap();
+    let url = doc["url"].as_str().unwrap();
+    assert!(
+        url.starts_with(&format!("http://127.0.0.1:{port}/?token=")),
+        "{doc}"
+    );
+}
+
+#[test]
 fn ui_without_a_daemon_says_so_and_does_not_listen() {
     let env = TestEnv::without_daemon("");
     let out = env.ckpt(&["ui", "--no-open"]);

@@ -54,9 +54,16 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
             ctx: ctx.clone(),
             start: ctx.project(),
         });
-        // The URL is the first line on stdout, whatever else is printed.
+        // The URL is the first line on stdout (with --json, in one JSON document).
         let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{url}")?;
+        match ctx.out.json {
+            true => writeln!(
+                stdout,
+                "{}",
+                serde_json::json!({ "url": url, "port": port })
+            )?,
+            false => writeln!(stdout, "{url}")?,
+        }
         stdout.flush()?;
         drop(stdout);
         if !args.no_open {
