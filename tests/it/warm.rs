@@ -108,3 +108,21 @@ fn a_project_opened_and_not_verified_keeps_its_stat_cache() {
         "{log}"
     );
 }
+
+/// A `warm_up` that is not a count is refused by `config check` (and by a reload, the running
+/// daemon keeping what it had), naming the key.
+#[test]
+fn a_bad_warm_up_is_a_clear_error_and_the_daemon_keeps_serving() {
+    let env = TestEnv::new();
+    for bad in ["warm_up = \"eight\"\n", "warm_up = -1\n", "warm_up = 1.5\n"] {
+        let file = env.home.join("bad.toml");
+        std::fs::write(&file, bad).unwrap();
+        let out = env.ckpt(&["config", "check", file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(78), "{bad}");
+        assert!(stderr(&out).contains("warm_up"), "{bad}: {}", stderr(&out));
+        std::fs::write(env.home.join("config/ckpt/config.toml"), bad).unwrap();
+        let out = env.ckpt(&["reload"]);
+        assert!(!out.status.success(), "{bad}");
+        env.assert_serving();
+    }
+}
