@@ -88,6 +88,11 @@ pub struct Config {
     /// How many registered projects, the most recently used first, ckptd opens and verifies as
     /// it starts (default 8; 0: none), so that the first prompt after a login does not wait for it.
     pub warm_up: Option<usize>,
+    /// The name `ckpt push` sends checkpoints under, `refs/ckpt/<push_as>/` (default user@host).
+    pub push_as: Option<String>,
+    /// After each checkpoint, push to every remote of its project in the background
+    /// (coalesced; never delays a checkpoint). Default false.
+    pub auto_push: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
@@ -254,6 +259,12 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(who) = &self.push_as {
+            crate::store::share::validate_who(who).map_err(|e| ConfigError::Value {
+                key: "push_as",
+                message: e.to_string(),
+            })?;
+        }
         if let Some(level) = &self.log_level {
             if tracing_subscriber::EnvFilter::try_new(level).is_err() {
                 return Err(ConfigError::Value {

@@ -172,6 +172,18 @@ pub enum Command {
     /// A local page to browse the timeline, compare checkpoints, restore and undo: serves it on
     /// 127.0.0.1 (the first line printed is its URL, with a token) and opens the browser.
     Ui(cmd::ui::Args),
+    /// Remotes to share checkpoints through: `add NAME URL`, `list`, `remove NAME`.
+    #[command(subcommand)]
+    Remote(cmd::share::RemoteCommand),
+    /// Send your checkpoints to a remote, under `refs/ckpt/<you>/` (never branches or tags);
+    /// prompts are scanned for secrets, the agents' metadata stays here unless asked for.
+    Push(cmd::share::PushArgs),
+    /// Bring others' checkpoints from a remote (every remote when none is named); `ckpt list
+    /// --all` shows them, and show, diff and restore take their ids.
+    Fetch {
+        /// The remote (default: every remote of the project).
+        name: Option<String>,
+    },
     /// Re-read the daemon's configuration file (as SIGHUP does).
     Reload,
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
@@ -489,6 +501,9 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Rewind(args) => cmd::rewind::rewind(ctx, args),
         Command::Fork(args) => cmd::fork::fork(ctx, args),
         Command::Ui(args) => cmd::ui::run(ctx, args),
+        Command::Remote(command) => cmd::share::remote(ctx, command),
+        Command::Push(args) => cmd::share::push(ctx, args, config.push_as.clone()),
+        Command::Fetch { name } => cmd::share::fetch(ctx, name),
         Command::Mcp(McpArgs {
             command: None,
             allow_restore,

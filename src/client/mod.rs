@@ -27,6 +27,7 @@ macro_rules! outln {
 pub mod cli;
 mod commands;
 mod conversation;
+mod git;
 mod output;
 mod quick;
 pub mod unrecorded;

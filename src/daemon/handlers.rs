@@ -13,7 +13,7 @@ use super::blocking;
 use super::owner::Owner;
 use super::projects::{forget, projects, status, unwatch, watch};
 use super::Daemon;
-use crate::engine::{self, checkpoint, edit, history, restore, timeline, Opened, Project};
+use crate::engine::{self, checkpoint, edit, history, restore, share, timeline, Opened, Project};
 use crate::protocol::events::EventKind;
 use crate::protocol::methods::{rpc, Method, NoParams, SubscribeParams};
 use crate::protocol::results as r;
@@ -120,6 +120,23 @@ of_project!(
     PruneParams
 );
 
+macro_rules! of_project_sharing {
+    ($($ty:ident),*) => {$(
+        impl OfProject for crate::protocol::sharing::$ty {
+            fn project(&self) -> &Path {
+                &self.project
+            }
+        }
+    )*};
+}
+
+of_project_sharing!(
+    RemoteAddParams,
+    RemoteParams,
+    PushBeginParams,
+    ScratchParams
+);
+
 /// Decodes `M`'s params, runs `op` on the project they name, and encodes its result. A damaged
 /// store is refused before `op` runs.
 async fn on_project<M: Method>(daemon: &Arc<Daemon>, params: Option<Value>, op: Op<M>) -> Reply
@@ -202,6 +219,13 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         Verify::NAME => on_project::<Verify>(d, params, checkpoint::verify).await,
         Fsck::NAME => fsck(d, params).await,
         Rescan::NAME => on_project::<Rescan>(d, params, checkpoint::rescan).await,
+        RemoteAdd::NAME => on_project::<RemoteAdd>(d, params, share::remote_add).await,
+        RemoteList::NAME => on_project::<RemoteList>(d, params, share::remote_list).await,
+        RemoteRemove::NAME => on_project::<RemoteRemove>(d, params, share::remote_remove).await,
+        PushBegin::NAME => on_project::<PushBegin>(d, params, share::push_begin).await,
+        PushEnd::NAME => on_project::<PushEnd>(d, params, share::push_end).await,
+        FetchBegin::NAME => on_project::<FetchBegin>(d, params, share::fetch_begin).await,
+        FetchEnd::NAME => on_project::<FetchEnd>(d, params, share::fetch_end).await,
         PANIC_METHOD if super::test_hooks() => panic!("`{PANIC_METHOD}` was asked for"),
         other => Err(RpcError::new(
             ErrorCode::MethodNotFound,

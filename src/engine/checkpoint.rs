@@ -78,7 +78,10 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
 
 pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Checkpoint>> {
     let repo = o.store.repo();
-    let mut all = o.store.list(&repo, params.dialog.as_deref())?;
+    let mut all = match &params.remote {
+        Some(_) => Vec::new(),
+        None => o.store.list(&repo, params.dialog.as_deref())?,
+    };
     if !params.all_sessions {
         // Each dialog's active session, and its latest checkpoint (which shows the approved or
         // reset state a fresh session starts from).
@@ -94,6 +97,15 @@ pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Ch
         });
     }
     o.store.annotate(&repo, &mut all)?;
+    if params.remote.is_some() || params.all {
+        // Others' checkpoints, fetched: every session of theirs.
+        let mut theirs = o.store.remote_list(&repo, params.remote.as_deref())?;
+        if let Some(d) = &params.dialog {
+            theirs.retain(|c| &c.dialog == d);
+        }
+        all.extend(theirs);
+        all.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    }
     if let Some(pattern) = params.grep.as_deref().map(str::to_lowercase) {
         all.retain(|c| {
             let text = format!(

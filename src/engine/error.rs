@@ -52,8 +52,21 @@ pub enum Error {
     NothingToUndo,
     #[error("no open edit transaction `{0}` (committed, aborted or expired)")]
     UnknownEdit(String),
+    #[error(transparent)]
+    Share(crate::store::share::ShareError),
     #[error("{0}")]
     Internal(String),
+}
+
+impl From<crate::store::share::ShareError> for Error {
+    fn from(e: crate::store::share::ShareError) -> Error {
+        use crate::store::share::ShareError as S;
+        match e {
+            S::Store(e) => Error::Store(e),
+            S::Checkpoint(e) => Error::Checkpoint(e),
+            other => Error::Share(other),
+        }
+    }
 }
 
 impl Error {
@@ -79,6 +92,7 @@ impl Error {
             Error::DialogExists(_) => ErrorCode::DialogExists,
             Error::NothingToUndo => ErrorCode::NothingToUndo,
             Error::UnknownEdit(_) => ErrorCode::UnknownEdit,
+            Error::Share(_) => ErrorCode::InvalidParams,
             Error::Internal(_) => ErrorCode::Internal,
         }
     }

@@ -20,6 +20,7 @@
 //! - [`flush`]: flushing what the worktree wrote, on threads kept for it.
 //! - [`workers`]: the threads kept parked for the parts of a restore that run side by side.
 //! - [`edit`], [`transactions`]: edit transactions for agent tools, and their saved copies.
+//! - [`share`]: remotes, push and fetch (the transport is the client's `git`).
 //! - [`timeline`]: dialogs, sessions, retention, the disk budget, gc.
 //! - [`history`]: what the prompts did: their log, and blame by prompt.
 //! - [`events`]: live events for subscribers (fed by the watcher).
@@ -37,6 +38,7 @@ pub mod record;
 pub mod registry;
 pub mod replace;
 pub mod restore;
+pub mod share;
 pub mod timeline;
 pub mod transactions;
 pub mod workers;

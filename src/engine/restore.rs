@@ -35,11 +35,19 @@ pub fn restore(p: &Project, o: &mut Opened, params: RestoreParams) -> Result<Res
             ));
         }
     }
-    let target = {
+    let mut target = {
         let repo = o.store.repo();
         o.store
             .resolve_in(&repo, &params.id, params.dialog.as_deref())?
     };
+    if target.origin.is_some() {
+        // Another person's checkpoint: the restore and its undo are recorded in one of this
+        // store's own dialogs.
+        target.dialog = params
+            .dialog
+            .clone()
+            .unwrap_or_else(|| crate::store::DEFAULT_DIALOG.to_string());
+    }
     restore_to(
         p,
         o,

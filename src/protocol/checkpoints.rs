@@ -41,6 +41,9 @@ pub struct Checkpoint {
     /// Client metadata (JSON), when asked for and present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
+    /// Another person's checkpoint: the remote it was fetched from and who pushed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<store::share::Origin>,
 }
 
 /// What a `restore` checkpoint links: the checkpoint restored to, and the `pre-restore`
@@ -98,6 +101,7 @@ impl From<store::Checkpoint> for Checkpoint {
                 ref_name: i.ref_name,
             }),
             meta: c.meta,
+            origin: c.origin,
         }
     }
 }

@@ -11,6 +11,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::sharing as share;
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HelloParams {
@@ -87,6 +89,12 @@ pub struct ListParams {
     /// Only checkpoints whose label, notes, tags or message id contain this (any case).
     #[serde(default)]
     pub grep: Option<String>,
+    /// Others' checkpoints fetched from this remote instead of this store's own.
+    #[serde(default)]
+    pub remote: Option<String>,
+    /// This store's own checkpoints and everyone's fetched ones.
+    #[serde(default)]
+    pub all: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -493,4 +501,13 @@ methods! {
     /// Re-reads the configuration file, as SIGHUP does.
     Reload = "reload", NoParams => r::Reloaded;
     Shutdown = "shutdown", NoParams => r::Stopping;
+    RemoteAdd = "remote_add", share::RemoteAddParams => share::RemoteInfo;
+    RemoteList = "remote_list", ProjectParams => Vec<share::RemoteInfo>;
+    RemoteRemove = "remote_remove", share::RemoteParams => share::RemoteRemoved;
+    /// Makes a push ready in a scratch repository for the client's `git push`.
+    PushBegin = "push_begin", share::PushBeginParams => share::PushReady;
+    PushEnd = "push_end", share::ScratchParams => share::PushEnded;
+    /// A scratch repository for the client's `git fetch`.
+    FetchBegin = "fetch_begin", share::RemoteParams => share::FetchReady;
+    FetchEnd = "fetch_end", share::ScratchParams => share::Fetched;
 }

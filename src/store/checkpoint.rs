@@ -141,6 +141,9 @@ pub struct Checkpoint {
     /// Client metadata (JSON), when asked for and present.
     pub meta: Option<serde_json::Value>,
     meta_blob: Option<ObjectId>,
+    /// Where another person's checkpoint came from (a remote's, see [`super::share`]); None for
+    /// this store's own.
+    pub origin: Option<super::share::Origin>,
 }
 
 /// What a client asks to record.
@@ -379,6 +382,7 @@ impl Store {
             tags: Vec::new(),
             notes: None,
             meta: None,
+            origin: None,
             meta_blob: header
                 .meta
                 .as_deref()
@@ -399,6 +403,10 @@ impl Store {
         checkpoint: &mut Checkpoint,
     ) -> Result<(), CheckpointError> {
         if let Some(blob) = checkpoint.meta_blob {
+            // Another person's checkpoint arrives without its metadata unless it was pushed.
+            if checkpoint.origin.is_some() && !repo.has_object(blob) {
+                return Ok(());
+            }
             let object = repo
                 .find_object(blob)
                 .map_err(|e| StoreError::git("reading metadata", e))?;

@@ -20,6 +20,7 @@ pub mod import;
 pub mod names;
 pub mod retention;
 mod sentinel;
+pub mod share;
 pub mod snapshot;
 pub mod timeline;
 pub mod tree;

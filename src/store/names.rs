@@ -164,7 +164,8 @@ impl Store {
             }
         }
         match matches.len() {
-            0 => Err(CheckpointError::Unknown(text.to_string())),
+            // Not one of this store's own: one a fetch brought, if any.
+            0 => self.resolve_remote(repo, &t, text),
             1 => Ok(matches.pop().expect("one match")),
             _ => Err(CheckpointError::Ambiguous {
                 prefix: text.to_string(),

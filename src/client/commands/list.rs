@@ -24,6 +24,12 @@ pub struct Args {
     /// Draw every dialog and session (approved, abandoned, active) as a tree.
     #[arg(long)]
     pub graph: bool,
+    /// Others' checkpoints fetched from remote NAME (`ckpt fetch`) instead of your own.
+    #[arg(long, value_name = "NAME", conflicts_with = "graph")]
+    pub remote: Option<String>,
+    /// Your checkpoints and everyone's fetched ones, newest first, with who made each.
+    #[arg(long, conflicts_with_all = ["graph", "remote"])]
+    pub all: bool,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
@@ -33,6 +39,8 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         limit: args.limit,
         all_sessions: args.all_sessions || args.graph,
         grep: args.grep,
+        remote: args.remote,
+        all: args.all,
     };
     let list = ctx.connect()?.call::<rpc::List>(&params)?;
     if ctx.out.json(&list) {
@@ -61,17 +69,30 @@ fn rows(list: &[Checkpoint]) {
         outln!("no checkpoints yet (record one with `ckpt checkpoint -m TEXT`)");
         return;
     }
-    let header = [
-        "ID", "SEQ", "DIALOG", "SESSION", "KIND", "WHEN", "CHANGES", "LABEL",
-    ];
-    let mut rows = vec![header.map(String::from).to_vec()];
+    // Others' checkpoints (fetched from a remote) say whose they are.
+    let whose = list.iter().any(|c| c.origin.is_some());
+    let mut header = vec!["ID"];
+    if whose {
+        header.push("WHO");
+    }
+    header.extend([
+        "SEQ", "DIALOG", "SESSION", "KIND", "WHEN", "CHANGES", "LABEL",
+    ]);
+    let mut rows = vec![header.into_iter().map(String::from).collect::<Vec<_>>()];
     for c in list {
         let mut changes = counts(c);
         if !c.skipped.is_empty() {
             changes.push_str(&format!(" !{}", c.skipped.len()));
         }
-        rows.push(vec![
-            c.id.short(),
+        let mut row = vec![c.id.short()];
+        if whose {
+            row.push(match &c.origin {
+                Some(o) => format!("{} ({})", o.who, o.remote),
+                None => "you".into(),
+            });
+        }
+        rows.push(row);
+        rows.last_mut().expect("just pushed").extend([
             format!("#{}", c.seq),
             c.dialog.clone(),
             c.session.to_string(),

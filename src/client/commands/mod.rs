@@ -21,6 +21,7 @@ pub mod restore;
 pub mod rewind;
 pub mod session;
 pub mod settings;
+pub mod share;
 pub mod show;
 pub mod transfer;
 pub mod ui;

@@ -43,6 +43,8 @@ pub fn prompts(ctx: &Ctx, dialog: Option<String>) -> Result<Vec<Checkpoint>, Cli
         limit: None,
         all_sessions: true,
         grep: None,
+        remote: None,
+        all: false,
     };
     let mut list = ctx.connect()?.call::<rpc::List>(&params)?;
     list.retain(|c| c.kind == Kind::Message);

@@ -227,45 +227,16 @@ impl Store {
             .filter(|id| !repo.has_object(*id))
             .copied()
             .collect();
-        let pack_dir = self.dir().join("objects").join("pack");
-        std::fs::create_dir_all(&pack_dir).map_err(|source| StoreError::Io {
-            path: pack_dir.clone(),
-            source,
-        })?;
-        let options = gix_pack::bundle::write::Options {
-            thread_limit: Some(2),
-            // An entry's declared size is never trusted for an allocation past this.
-            alloc_limit_bytes: Some(MAX_BUNDLE_OBJECT_BYTES as usize),
-            ..Default::default()
-        };
-        let outcome = gix_pack::Bundle::write_to_directory(
-            &mut reader,
-            Some(&pack_dir),
-            &mut gix::progress::Discard,
-            &AtomicBool::new(false),
-            Some(repo.objects.clone()),
-            gix::hash::Kind::Sha1,
-            options,
-        )
-        .map_err(|e| {
-            let message = error_chain(&e);
-            match missing.is_empty() {
+        let outcome = self.index_pack(&mut reader).map_err(|e| match e {
+            PackError::Store(e) => ImportError::Store(e),
+            PackError::Pack(message) => match missing.is_empty() {
                 true => ImportError::Pack(message),
                 false => ImportError::MissingPrerequisites {
                     missing: missing.clone(),
                     message,
                 },
-            }
+            },
         })?;
-        // gix does not fsync what it wrote: the pack, its index and the folder, before any ref
-        // names them.
-        for path in [&outcome.data_path, &outcome.index_path]
-            .into_iter()
-            .flatten()
-        {
-            super::txn::files::fsync_if_present(path)?;
-        }
-        super::txn::files::fsync_if_present(&pack_dir)?;
         // Refs must name objects the store has now.
         let repo = self.repo();
         let unknown: HashSet<ObjectId> = header
@@ -285,14 +256,74 @@ impl Store {
             )));
         }
         tracing::info!(
-            objects = outcome.index.num_objects,
+            objects = outcome.objects,
             refs = header.refs.len(),
             "bundle indexed"
         );
         Ok(ImportedObjects {
             header,
-            objects: outcome.index.num_objects,
+            objects: outcome.objects,
             keep: outcome.keep_path,
+        })
+    }
+}
+
+/// Why a pack could not be indexed into the store.
+#[derive(Debug)]
+pub(crate) enum PackError {
+    /// The pack itself (damaged, or needing objects nobody has).
+    Pack(String),
+    Store(StoreError),
+}
+
+/// A pack indexed into the store by [`Store::index_pack`].
+pub(crate) struct IndexedPack {
+    pub objects: u32,
+    /// The `.keep` file that protects it until refs reach what is needed.
+    pub keep_path: Option<PathBuf>,
+}
+
+impl Store {
+    /// Indexes the pack `reader` streams (deltas against this store's objects allowed) into
+    /// the store's pack folder, durable (pack, index, folder flushed) before this returns;
+    /// nothing refers to it yet and a `.keep` file protects it.
+    pub(crate) fn index_pack(&self, reader: &mut dyn BufRead) -> Result<IndexedPack, PackError> {
+        let repo = self.repo();
+        let pack_dir = self.dir().join("objects").join("pack");
+        std::fs::create_dir_all(&pack_dir).map_err(|source| {
+            PackError::Store(StoreError::Io {
+                path: pack_dir.clone(),
+                source,
+            })
+        })?;
+        let options = gix_pack::bundle::write::Options {
+            thread_limit: Some(2),
+            // An entry's declared size is never trusted for an allocation past this.
+            alloc_limit_bytes: Some(MAX_BUNDLE_OBJECT_BYTES as usize),
+            ..Default::default()
+        };
+        let outcome = gix_pack::Bundle::write_to_directory(
+            reader,
+            Some(&pack_dir),
+            &mut gix::progress::Discard,
+            &AtomicBool::new(false),
+            Some(repo.objects.clone()),
+            gix::hash::Kind::Sha1,
+            options,
+        )
+        .map_err(|e| PackError::Pack(error_chain(&e)))?;
+        // gix does not fsync what it wrote: the pack, its index and the folder, before any ref
+        // names them.
+        for path in [&outcome.data_path, &outcome.index_path]
+            .into_iter()
+            .flatten()
+        {
+            super::txn::files::fsync_if_present(path).map_err(PackError::Store)?;
+        }
+        super::txn::files::fsync_if_present(&pack_dir).map_err(PackError::Store)?;
+        Ok(IndexedPack {
+            objects: outcome.index.num_objects,
+            keep_path: outcome.keep_path,
         })
     }
 }

@@ -37,16 +37,7 @@ impl Store {
         name: &str,
         expected: ObjectId,
     ) -> Result<(), StoreError> {
-        let edit = RefEdit {
-            change: Change::Delete {
-                expected: PreviousValue::MustExistAndMatch(Target::Object(expected)),
-                log: RefLog::AndReference,
-            },
-            name: name
-                .try_into()
-                .map_err(|e| StoreError::git("ref name", e))?,
-            deref: false,
-        };
+        let edit = delete_edit(name, expected)?;
         self.move_refs(repo, vec![edit], "deleting")
     }
 
@@ -217,6 +208,20 @@ pub(crate) fn update_edit(
             },
             expected,
             new: Target::Object(new),
+        },
+        name: name
+            .try_into()
+            .map_err(|e| StoreError::git("ref name", e))?,
+        deref: false,
+    })
+}
+
+/// An edit deleting `name` if it still points at `expected`.
+pub(crate) fn delete_edit(name: &str, expected: ObjectId) -> Result<RefEdit, StoreError> {
+    Ok(RefEdit {
+        change: Change::Delete {
+            expected: PreviousValue::MustExistAndMatch(Target::Object(expected)),
+            log: RefLog::AndReference,
         },
         name: name
             .try_into()

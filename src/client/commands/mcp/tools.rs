@@ -122,6 +122,8 @@ pub fn call(
                 limit: None,
                 all_sessions: true,
                 grep: None,
+                remote: None,
+                all: false,
             };
             let mut all = conn.call::<rpc::List>(&params).map_err(failed)?;
             if args.get("prompts_only").and_then(Value::as_bool) == Some(true) {
@@ -251,6 +253,8 @@ fn restore(
             limit: Some(100),
             all_sessions: true,
             grep: None,
+            remote: None,
+            all: false,
         };
         let recent = conn.call::<rpc::List>(&params).map_err(|e| e.to_string())?;
         for c in recent {

@@ -91,6 +91,8 @@ pub async fn list(State(ui): State<Arc<Ui>>, Query(q): Query<ListQuery>) -> Resp
             limit: q.limit,
             all_sessions: true,
             grep: None,
+            remote: None,
+            all: false,
         })
     })
     .await
