@@ -360,3 +360,197 @@ fn a_hanging_or_killed_server_fails_the_push_in_time_and_checkpoints_go_on() {
     a.fsck();
     a.assert_serving();
 }
+
+#[test]
+fn bad_remotes_and_requests_get_clear_errors_and_change_nothing() {
+    let a = user("ann");
+    write(&a.proj(), "f.txt", "one\n");
+    a.watch();
+    a.checkpoint("first");
+    let fails = |args: &[&str], wanted: &str| {
+        let out = a.ckpt(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr(&out).contains(wanted), "{args:?}: {}", stderr(&out));
+    };
+    fails(&["push"], "has no remotes");
+    fails(&["fetch"], "has no remotes");
+    fails(&["remote", "add", "-x", "/tmp/r.git"], "");
+    fails(
+        &["remote", "add", "bad/name", "/tmp/r.git"],
+        "invalid remote name",
+    );
+    fails(
+        &["remote", "add", "o", "--", "--upload-pack=touch /tmp/pwned"],
+        "starts with `-`",
+    );
+    fails(
+        &["remote", "add", "o", "ext::sh -c touch% /tmp/pwned"],
+        "ext::",
+    );
+    fails(&["remote", "add", "o", "git://h/x\ny"], "control character");
+    let base = tempfile::tempdir().unwrap();
+    let remote = bare_repo(base.path(), "team.git");
+    a.json(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    fails(
+        &["remote", "add", "origin", "/elsewhere.git"],
+        "exists already",
+    );
+    fails(&["push", "upstream"], "no remote named `upstream`");
+    fails(
+        &["remote", "remove", "upstream"],
+        "no remote named `upstream`",
+    );
+    // A folder that is no repository: git's own words, naming the remote.
+    a.json(&["remote", "add", "nowhere", "/nonexistent/repo.git"]);
+    fails(&["push", "nowhere"], "push to nowhere");
+    fails(&["fetch", "nowhere"], "fetch from nowhere");
+    // The scratch-repository calls take only their own scratch repositories.
+    let project = a.proj().to_str().unwrap().to_string();
+    let store = a.store();
+    for git_dir in [
+        "/tmp",
+        store.to_str().unwrap(),
+        &format!("{}/ckpt-share/../..", store.display()),
+    ] {
+        for method in ["push_end", "fetch_end"] {
+            let req = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params":
+                {"project": project, "remote": "origin", "git_dir": git_dir, "succeeded": true}});
+            let reply = &a.raw(&[req.to_string().as_bytes()])[0];
+            let message = reply["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("not a scratch repository"),
+                "{method} {git_dir}: {reply}"
+            );
+        }
+    }
+    let req = r#"{"jsonrpc":"2.0","id":1,"method":"push_begin","params":{"project":"PROJ","remote":"origin","who":"../heads/main"}}"#;
+    let reply = &a.raw(&[req.replace("PROJ", &project).as_bytes()])[0];
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid name to push as"),
+        "{reply}"
+    );
+    assert!(refs(&remote).is_empty());
+    assert!(!Path::new("/tmp/pwned").exists());
+    // A configuration that cannot be used never pushes under a guessed name.
+    std::fs::write(
+        a.home.join("config/ckpt/config.toml"),
+        "push_as = \"a b\"\n",
+    )
+    .unwrap();
+    fails(&["push", "origin"], "cannot push");
+    let check = a.ckpt(&["config", "check"]);
+    assert!(stderr(&check).contains("push_as") || stdout(&check).contains("push_as"));
+    assert!(refs(&remote).is_empty());
+    a.fsck();
+    a.assert_serving();
+}
+
+#[test]
+fn junk_on_the_remote_is_ignored_and_prune_and_metadata_do_what_they_say() {
+    let base = tempfile::tempdir().unwrap();
+    let remote = bare_repo(base.path(), "team.git");
+    let url = remote.to_str().unwrap();
+    let a = user("ann");
+    write(&a.proj(), "f.txt", "one\n");
+    a.watch();
+    let meta = a.home.join("meta.json");
+    std::fs::write(&meta, r#"{"model":"MODEL-MARKER"}"#).unwrap();
+    let meta = meta.to_str().unwrap();
+    a.json(&[
+        "checkpoint",
+        "-m",
+        "kept",
+        "--dialog",
+        "keep",
+        "--meta",
+        meta,
+    ]);
+    a.json(&["checkpoint", "-m", "gone soon", "--dialog", "gone"]);
+    a.json(&["remote", "add", "origin", url]);
+    a.json(&["push"]);
+    assert!(refs(&remote)
+        .iter()
+        .any(|r| r.starts_with("refs/ckpt/ann/dialogs/gone ")));
+    // Someone else's junk: a plain commit where a dialog would be, a branch-like ref.
+    let work = base.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(&work)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", &work)
+            .env("GIT_AUTHOR_NAME", "E")
+            .env("GIT_AUTHOR_EMAIL", "e@example.com")
+            .env("GIT_COMMITTER_NAME", "E")
+            .env("GIT_COMMITTER_EMAIL", "e@example.com")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    git(&["init", "-q"]);
+    write(&work, "x.txt", "x\n");
+    git(&["add", "."]);
+    git(&["commit", "-qm", "not a checkpoint"]);
+    git(&[
+        "push",
+        "-q",
+        url,
+        "HEAD:refs/ckpt/eve/dialogs/main",
+        "HEAD:refs/ckpt/eve/heads/x",
+    ]);
+    let b = user("bob");
+    b.watch();
+    b.json(&["remote", "add", "origin", url]);
+    let fetched = b.json(&["fetch"]);
+    let ignored = fetched[0]["ignored"].to_string();
+    assert!(ignored.contains("refs/ckpt/eve/heads/x"), "{fetched}");
+    assert!(ignored.contains("refs/ckpt/eve/dialogs/main"), "{fetched}");
+    assert_eq!(fetched[0]["people"], serde_json::json!({"ann": 2}));
+    let theirs = b.json(&["list", "--remote", "origin"]);
+    let kept = theirs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["label"] == "kept")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Without --with-metadata, none of it; the checkpoint still shows.
+    let shown = b.json(&["show", &kept]);
+    assert!(
+        shown["meta"].is_null() && shown["label"] == "kept",
+        "{shown}"
+    );
+    a.json(&["dialog", "rm", "gone"]);
+    let pruned = a.json(&["push", "--prune", "--with-metadata"]);
+    assert_eq!(pruned["refs_deleted"], 1, "{pruned}");
+    assert_eq!(pruned["metadata"], 1, "{pruned}");
+    let on_remote = refs(&remote);
+    assert!(!on_remote
+        .iter()
+        .any(|r| r.starts_with("refs/ckpt/ann/dialogs/gone ")));
+    assert!(on_remote
+        .iter()
+        .any(|r| r.starts_with("refs/ckpt/ann/meta/")));
+    assert!(
+        on_remote.iter().any(|r| r.starts_with("refs/ckpt/eve/")),
+        "others' refs stay"
+    );
+    let fetched = b.json(&["fetch"]);
+    assert_eq!(fetched[0]["removed"], 1, "{fetched}");
+    let shown = b.json(&["show", &kept]);
+    assert_eq!(shown["meta"]["model"], "MODEL-MARKER", "{shown}");
+    // Forgetting the remote forgets what came from it, and nothing of B's own.
+    let removed = b.json(&["remote", "remove", "origin"]);
+    assert!(removed["refs_removed"].as_u64().unwrap() >= 2, "{removed}");
+    assert!(git_in(&b.store(), &["for-each-ref", "refs/ckpt/remotes/"]).is_empty());
+    let out = b.ckpt(&["show", &kept]);
+    assert!(!out.status.success());
+    b.fsck();
+    git_in(&remote, &["fsck", "--strict", "--no-progress"]);
+}

@@ -144,10 +144,16 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
             return Err(e);
         }
     };
+    // The current project's remotes: what is not pushed yet (none outside a project).
+    let remotes = ctx
+        .connect()
+        .and_then(|mut c| c.call::<rpc::RemoteList>(&ctx.project_params()))
+        .unwrap_or_default();
     if ctx.out.json {
         let mut v = serde_json::to_value(&s).expect("a status serialises");
         v["config_problem"] = serde_json::json!(ctx.config_problem);
         v["unrecorded"] = serde_json::json!(unrecorded);
+        v["remotes"] = serde_json::json!(remotes);
         ctx.out.json(&v);
         return Ok(0);
     }
@@ -172,6 +178,14 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
             p.project.root.display(),
             p.mode,
             human_bytes(p.store_bytes)
+        );
+    }
+    for r in &remotes {
+        outln!(
+            "remote   {}: {} not pushed yet (last push {})",
+            r.name,
+            plural(r.unpushed, "checkpoint", "checkpoints"),
+            r.pushed_at.as_deref().map_or("never".into(), relative_time)
         );
     }
     local_status(ctx, &unrecorded);

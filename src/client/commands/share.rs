@@ -173,6 +173,10 @@ struct Pushed {
 }
 
 pub fn push(ctx: &Ctx, args: PushArgs, push_as: Option<String>) -> Result<i32, ClientError> {
+    if let Some(problem) = &ctx.config_problem {
+        // `push_as` names you on the remote: never guessed past a broken file.
+        return Err(ClientError::Config(format!("cannot push: {problem}")));
+    }
     let mut conn = ctx.connect()?;
     let remotes = chosen(ctx, &mut conn, args.name.clone())?;
     if remotes.len() > 1 {

@@ -22,6 +22,9 @@ pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result
     let c = &shown.checkpoint;
     outln!("checkpoint {}", c.id);
     outln!("dialog     {}  #{}  {}", c.dialog, c.seq, c.kind);
+    if let Some(o) = &c.origin {
+        outln!("from       {} (fetched from remote {})", o.who, o.remote);
+    }
     outln!(
         "created    {} ({})",
         c.created_at,
