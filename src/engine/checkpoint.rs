@@ -104,7 +104,7 @@ pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Ch
             theirs.retain(|c| &c.dialog == d);
         }
         // A checkpoint of this store's own that came back from a remote is listed once.
-        let own: HashSet<_> = all.iter().map(|c| c.id.clone()).collect();
+        let own: HashSet<_> = all.iter().map(|c| c.id).collect();
         theirs.retain(|c| !own.contains(&c.id));
         all.extend(theirs);
         all.sort_by(|a, b| b.created_at.cmp(&a.created_at));
