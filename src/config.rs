@@ -259,11 +259,18 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
-        if let Some(who) = &self.push_as {
-            crate::store::share::validate_who(who).map_err(|e| ConfigError::Value {
+        if let Some(who) = self
+            .push_as
+            .as_ref()
+            .filter(|w| !crate::model::is_valid_who(w))
+        {
+            return Err(ConfigError::Value {
                 key: "push_as",
-                message: e.to_string(),
-            })?;
+                message: format!(
+                    "`{who}` cannot name you on a remote: use 1-100 characters from A-Z a-z 0-9 \
+                     . _ - @, not starting with . - or @"
+                ),
+            });
         }
         if let Some(level) = &self.log_level {
             if tracing_subscriber::EnvFilter::try_new(level).is_err() {

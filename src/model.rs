@@ -298,6 +298,35 @@ impl<'de> Deserialize<'de> for WatchMode {
     }
 }
 
+/// Where another person's checkpoint came from (see `store::share`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The remote it was fetched from.
+    pub remote: String,
+    /// Who pushed it (their `push_as`, by default user@host).
+    pub who: String,
+}
+
+/// Names under `refs/ckpt/` that are a store's own, and so no person's name.
+pub const RESERVED_WHO: &[&str] = &[
+    "dialogs", "meta", "approved", "tags", "notes", "kept", "index", "remotes", "pool",
+];
+
+/// Whether `who` can name a person on a remote (`refs/ckpt/<who>/`): a ref component (`@`
+/// allowed, for user@host) that is none of [`RESERVED_WHO`].
+pub fn is_valid_who(who: &str) -> bool {
+    !who.is_empty()
+        && who.len() <= 100
+        && !who.starts_with(['.', '-', '@'])
+        && !who.ends_with(".lock")
+        && !who.contains("..")
+        && !who.contains("@{")
+        && !RESERVED_WHO.contains(&who)
+        && who
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -207,6 +207,9 @@ pub enum Command {
         /// Only the prompts whose turns changed these paths, after `--`.
         #[arg(last = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
+        /// One timeline across every watched worktree of this git repository.
+        #[arg(long)]
+        all_worktrees: bool,
     },
     /// For each line of a file as it is now, the prompt whose turn wrote it.
     Blame(cmd::blame::Args),
@@ -538,7 +541,8 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
             dialog,
             limit,
             paths,
-        } => cmd::log::log(ctx, dialog, limit, paths),
+            all_worktrees,
+        } => cmd::log::log(ctx, dialog, limit, paths, all_worktrees),
         Command::Blame(args) => cmd::blame::blame(ctx, args),
     }
 }

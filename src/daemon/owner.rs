@@ -230,9 +230,10 @@ impl Owner {
     /// Runs [`Opened::upkeep`] under the lock.
     async fn upkeep(self: Arc<Self>) {
         let mut guard = self.state.clone().lock_owned().await;
+        let me = self.clone();
         let _ = tokio::task::spawn_blocking(move || {
             if let Some(opened) = guard.as_mut() {
-                opened.upkeep();
+                opened.upkeep(&me.project);
             }
         })
         .await;

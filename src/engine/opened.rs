@@ -54,6 +54,9 @@ pub struct Opened {
     /// A dialog whose retention is due (its 10th checkpoint was just recorded): it runs after
     /// the reply, before the project's lock is let go (see [`Opened::prune_after_reply`]).
     prune_due: Option<String>,
+    /// The store borrows from its worktrees' pool and has not given it its objects yet: a gc
+    /// does, once the project is quiet (see [`Opened::upkeep`]).
+    pool_due: bool,
 }
 
 impl Opened {
@@ -253,7 +256,15 @@ impl Opened {
             tracing::info!(store = %project.store_dir.display(), "making the store private to this user");
             crate::safe_io::make_private(&project.store_dir, true);
         }
-        let store = Store::open_or_init(&project.store_dir, &project.root)?;
+        let mut store = Store::open_or_init(&project.store_dir, &project.root)?;
+        match project.join_pool(&store) {
+            Ok(Some(joined)) => store = joined,
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(store = %store.dir().display(), error = %e, "cannot use the worktrees' pool; the store keeps its own objects")
+            }
+        }
+        let pool_due = store.pool().is_some() && !store.given_to_pool();
         // The data directory is never part of a project, even when it lives inside one.
         let hard = vec![project.data_dir.clone(), project.store_dir.clone()];
         let exclusions = project.config().exclusions;
@@ -319,6 +330,7 @@ impl Opened {
             recent_messages: Default::default(),
             written_root: None,
             prune_due: None,
+            pool_due,
         })
     }
 
@@ -341,7 +353,7 @@ impl Opened {
     pub fn leftovers(&mut self) -> Leftovers {
         Leftovers {
             urgent: self.store.must_merge(),
-            later: self.save_due || self.store.needs_merge(),
+            later: self.save_due || self.store.needs_merge() || self.pool_due,
             load: self.store.pack_loader().map(|l| Box::new(l) as Box<_>),
             spares: self.store.spare_maker().map(|m| Box::new(m) as Box<_>),
             retired: self.store.take_retired(),
@@ -351,7 +363,14 @@ impl Opened {
 
     /// The upkeep operations leave for a quiet moment: the stat cache when it is due, and
     /// merging the store's small packs (one per checkpoint) when their turn comes.
-    pub fn upkeep(&mut self) {
+    pub fn upkeep(&mut self, project: &Project) {
+        // A worktree whose sibling was registered since the store was opened joins the pool.
+        if !self.pool_due && self.store.pool().is_none() {
+            if let Ok(Some(joined)) = project.join_pool(&self.store) {
+                self.store = joined;
+                self.pool_due = true;
+            }
+        }
         if self.save_due {
             self.save_index(true);
         }
@@ -360,7 +379,33 @@ impl Opened {
                 tracing::warn!(store = %self.store.dir().display(), error = %e, "cannot merge small packs");
             }
         }
+        if self.pool_due {
+            self.give_to_pool();
+        }
         drop(self.store.take_retired());
+    }
+
+    /// Gives the worktrees' pool this store's objects (a gc), once it has a checkpoint.
+    fn give_to_pool(&mut self) {
+        let has_checkpoints = self
+            .store
+            .dialogs(&self.store.repo())
+            .is_ok_and(|d| !d.is_empty());
+        if !has_checkpoints {
+            return;
+        }
+        // The tree the index describes is kept too (its ids are what the next checkpoint reuses).
+        let extra: Vec<gix::ObjectId> = self.index.last_root().into_iter().collect();
+        match self.store.gc(&extra) {
+            Ok(report) => {
+                self.pool_due = false;
+                tracing::info!(store = %self.store.dir().display(), kept_here = report.objects, "objects given to the worktrees' pool");
+                self.save_index(true);
+            }
+            Err(e) => {
+                tracing::warn!(store = %self.store.dir().display(), error = %e, "cannot give objects to the worktrees' pool")
+            }
+        }
     }
 
     /// At shutdown: saves the stat cache and settles the store's journal.

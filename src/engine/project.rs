@@ -142,6 +142,23 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+impl Project {
+    /// Makes `store` borrow from its worktrees' pool when this project is one of several
+    /// registered worktrees of one git repository (see [`crate::store::pool`]); the store
+    /// opened again when it joined just now.
+    pub(crate) fn join_pool(&self, store: &Store) -> Result<Option<Store>> {
+        let registered = super::registry::load_registry(&self.data_dir.join("projects.json"));
+        let Some(pool) = crate::store::pool::pool_for(&self.root, &self.data_dir, &registered)?
+        else {
+            return Ok(None);
+        };
+        match Store::join_pool(store.dir(), &pool)? {
+            true => Ok(Some(Store::open(store.dir())?)),
+            false => Ok(None),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -253,6 +253,10 @@ pub fn gc(p: &Project, o: &mut Opened, _: ProjectParams) -> Result<r::GcReport> 
 
 /// Runs gc keeping the project's current tree (which the index's cached ids point into).
 fn collect_garbage(p: &Project, o: &mut Opened) -> Result<r::GcReport> {
+    // A worktree whose sibling was registered since the store was opened joins the pool now.
+    if let Some(joined) = p.join_pool(&o.store)? {
+        o.store = joined;
+    }
     let tree = o.current_tree(p)?;
     let report = o.store.gc(&[tree])?;
     o.save_index(true);

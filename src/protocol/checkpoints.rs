@@ -43,7 +43,7 @@ pub struct Checkpoint {
     pub meta: Option<serde_json::Value>,
     /// Another person's checkpoint: the remote it was fetched from and who pushed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<store::share::Origin>,
+    pub origin: Option<crate::model::Origin>,
 }
 
 /// What a `restore` checkpoint links: the checkpoint restored to, and the `pre-restore`

@@ -143,7 +143,7 @@ pub struct Checkpoint {
     meta_blob: Option<ObjectId>,
     /// Where another person's checkpoint came from (a remote's, see [`super::share`]); None for
     /// this store's own.
-    pub origin: Option<super::share::Origin>,
+    pub origin: Option<crate::model::Origin>,
 }
 
 /// What a client asks to record.

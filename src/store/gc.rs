@@ -38,12 +38,25 @@ pub(crate) fn pack_reachable(
     roots: &[ObjectId],
     shallow: &HashSet<ObjectId>,
     pack: &PackWriter,
+    on_commit: impl FnMut(ObjectId),
+) -> Result<Vec<ObjectId>, StoreError> {
+    pack_reachable_beyond(repo, roots, shallow, pack, on_commit, &|_| false)
+}
+
+/// Like [`pack_reachable`], leaving out every object `elsewhere` has, and what it reaches
+/// (a place that holds an object holds everything it reaches: the worktrees' pool).
+pub(crate) fn pack_reachable_beyond(
+    repo: &gix::Repository,
+    roots: &[ObjectId],
+    shallow: &HashSet<ObjectId>,
+    pack: &PackWriter,
     mut on_commit: impl FnMut(ObjectId),
+    elsewhere: &dyn Fn(&ObjectId) -> bool,
 ) -> Result<Vec<ObjectId>, StoreError> {
     let mut todo: Vec<ObjectId> = roots.to_vec();
     let mut cut = Vec::new();
     while let Some(id) = todo.pop() {
-        if pack.holds(&id) {
+        if pack.holds(&id) || elsewhere(&id) {
             continue;
         }
         let object = repo
@@ -98,8 +111,14 @@ impl Store {
             .collect();
         roots.extend_from_slice(extra_roots);
         let shallow = self.shallow()?;
+        // A store of a worktree first gives the pool what it lacks, then keeps only the rest.
+        let pool = match self.pool() {
+            Some(pool) => Some(self.donate(&repo, &pool, &roots, &shallow)?),
+            None => None,
+        };
+        let in_pool = |id: &ObjectId| pool.as_ref().is_some_and(|p| p.has_object(id));
         let pack = PackWriter::new(self.dir())?;
-        pack_reachable(&repo, &roots, &shallow, &pack, |_| {})?;
+        pack_reachable_beyond(&repo, &roots, &shallow, &pack, |_| {}, &in_pool)?;
         drop(repo);
         // Durable (pack, index and folder fsynced) before anything is removed.
         let (objects, new_pack) = pack.finish_named()?;
@@ -121,6 +140,7 @@ impl Store {
         let reachable = |id: &ObjectId| {
             kept.as_ref()
                 .is_some_and(|index| index.lookup(id).is_some())
+                || in_pool(id)
         };
         trim_reflogs(&self.dir().join("logs"), &reachable)?;
         let kept_shallow: HashSet<ObjectId> =

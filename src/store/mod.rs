@@ -18,6 +18,7 @@ pub mod fsck;
 pub mod gc;
 pub mod import;
 pub mod names;
+pub mod pool;
 pub mod retention;
 mod sentinel;
 pub mod share;

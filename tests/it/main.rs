@@ -40,3 +40,4 @@ mod soak;
 mod ui;
 mod unrecorded;
 mod warm;
+mod worktrees;

@@ -13,6 +13,7 @@ use crate::client::unrecorded::{self, Unrecorded};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, LogParams};
 use crate::protocol::results::Turn;
+use crate::store::pool::git_common_dir;
 
 /// Whether a prompt's conversation can be forked (`ckpt rewind` takes it back too).
 #[derive(Debug, Serialize)]
@@ -30,6 +31,9 @@ struct Shown<'a> {
     turn: &'a Turn,
     #[serde(skip_serializing_if = "Option::is_none")]
     conversation: Option<Conversation>,
+    /// With `--all-worktrees`: the worktree (project root) it was recorded in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worktree: Option<std::path::PathBuf>,
 }
 
 /// For each turn (newest first), whether its conversation can be forked; none for a prompt no
@@ -70,15 +74,36 @@ pub fn log(
     dialog: Option<String>,
     limit: usize,
     paths: Vec<std::path::PathBuf>,
+    all_worktrees: bool,
 ) -> Result<i32, ClientError> {
-    let params = LogParams {
-        project: ctx.project(),
-        dialog: dialog.clone(),
-        limit: Some(limit),
-        meta: true,
-        paths: wire_all(&ctx.base, &paths),
-    };
-    let mut turns = ctx.connect()?.call::<rpc::Log>(&params)?;
+    let mut conn = ctx.connect()?;
+    // Each project asked and the worktree it is, when there are several.
+    let mut asked: Vec<(std::path::PathBuf, Vec<std::path::PathBuf>)> =
+        vec![(ctx.project(), wire_all(&ctx.base, &paths))];
+    if all_worktrees {
+        asked = worktrees(ctx, &mut conn, &paths)?;
+    }
+    let mut turns = Vec::new();
+    let mut worktree_of = HashMap::new();
+    for (project, paths) in &asked {
+        let params = LogParams {
+            project: project.clone(),
+            dialog: dialog.clone(),
+            limit: Some(limit),
+            meta: true,
+            paths: paths.clone(),
+        };
+        for t in conn.call::<rpc::Log>(&params)? {
+            if all_worktrees {
+                worktree_of.insert(t.prompt.id, project.clone());
+            }
+            turns.push(t);
+        }
+    }
+    if asked.len() > 1 {
+        turns.sort_by(|a, b| b.prompt.created_at.cmp(&a.prompt.created_at));
+        turns.truncate(limit);
+    }
     let forks = conversations(&turns);
     for t in &mut turns {
         t.prompt.meta = None;
@@ -95,7 +120,11 @@ pub fn log(
         let prompts: Vec<Shown> = turns
             .iter()
             .zip(forks)
-            .map(|(turn, conversation)| Shown { turn, conversation })
+            .map(|(turn, conversation)| Shown {
+                worktree: worktree_of.get(&turn.prompt.id).cloned(),
+                turn,
+                conversation,
+            })
             .collect();
         ctx.out
             .json(&serde_json::json!({ "prompts": prompts, "unrecorded": missed }));
@@ -146,8 +175,12 @@ pub fn log(
             ),
             None => String::new(),
         };
+        let place = match worktree_of.get(&c.id).and_then(|w| w.file_name()) {
+            Some(name) => format!("[{}] ", name.to_string_lossy()),
+            None => String::new(),
+        };
         outln!(
-            "{}  {}  {} #{}  its turn: +{} ~{} -{}{so_far}{conversation}",
+            "{}  {}  {place}{} #{}  its turn: +{} ~{} -{}{so_far}{conversation}",
             c.id.short(),
             relative_time(&c.created_at),
             c.dialog,
@@ -169,4 +202,44 @@ fn print_prompt(text: &str) {
     if text.lines().count() > 3 {
         outln!("    …");
     }
+}
+
+/// The registered projects that are worktrees of the current project's git repository (the
+/// current one first), each with the paths asked about made relative to it.
+fn worktrees(
+    ctx: &Ctx,
+    conn: &mut crate::client::Connection,
+    paths: &[std::path::PathBuf],
+) -> Result<Vec<(std::path::PathBuf, Vec<std::path::PathBuf>)>, ClientError> {
+    let projects = conn.call::<rpc::Projects>(&crate::protocol::methods::NoParams {})?;
+    let current = projects
+        .iter()
+        .map(|p| p.root.clone())
+        .filter(|r| ctx.base.starts_with(r))
+        .max_by_key(|r| r.components().count())
+        .ok_or_else(|| {
+            ClientError::Usage(format!("{} is in no watched project", ctx.base.display()))
+        })?;
+    let common = git_common_dir(&current).ok_or_else(|| {
+        ClientError::Usage(format!(
+            "{} is not a git worktree (--all-worktrees joins the worktrees of one repository)",
+            current.display()
+        ))
+    })?;
+    // Paths are asked of each worktree relative to its root.
+    let relative: Vec<std::path::PathBuf> = wire_all(&ctx.base, paths)
+        .into_iter()
+        .map(|p| {
+            p.strip_prefix(&current)
+                .map(|r| r.to_path_buf())
+                .unwrap_or(p)
+        })
+        .collect();
+    let mut out = vec![(current.clone(), relative.clone())];
+    for p in projects {
+        if p.root != current && p.available && git_common_dir(&p.root).as_ref() == Some(&common) {
+            out.push((p.root, relative.clone()));
+        }
+    }
+    Ok(out)
 }

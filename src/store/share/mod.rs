@@ -27,19 +27,8 @@ pub const REMOTE_REFS: &str = "refs/ckpt/remotes/";
 const REMOTES_FILE: &str = "ckpt-remotes.json";
 /// The folder of the scratch repositories a push or a fetch works in.
 pub const SCRATCH_DIR: &str = "ckpt-share";
-/// Names under `refs/ckpt/` that are this store's own, and so no person's name.
-const RESERVED: &[&str] = &[
-    "dialogs", "meta", "approved", "tags", "notes", "kept", "index", "remotes",
-];
-
-/// Where another person's checkpoint came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Origin {
-    /// The remote it was fetched from.
-    pub remote: String,
-    /// Who pushed it (their `push_as`, by default user@host).
-    pub who: String,
-}
+pub use crate::model::Origin;
+use crate::model::{is_valid_who, RESERVED_WHO};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ShareError {
@@ -51,7 +40,7 @@ pub enum ShareError {
     Exists(String),
     #[error("no remote named `{name}`{}", known_list(.known))]
     Unknown { name: String, known: Vec<String> },
-    #[error("invalid name to push as `{0}`: use 1-100 characters from A-Z a-z 0-9 . _ - @, not starting with . - or @, and none of {RESERVED:?}")]
+    #[error("invalid name to push as `{0}`: use 1-100 characters from A-Z a-z 0-9 . _ - @, not starting with . - or @, and none of {RESERVED_WHO:?}")]
     BadWho(String),
     #[error("{0}")]
     Scratch(String),
@@ -98,17 +87,7 @@ pub fn validate_remote_name(name: &str) -> Result<(), ShareError> {
 /// A name to push as: a ref component (`@` allowed, for user@host) that is none of the store's
 /// own names.
 pub fn validate_who(who: &str) -> Result<(), ShareError> {
-    let ok = !who.is_empty()
-        && who.len() <= 100
-        && !who.starts_with(['.', '-', '@'])
-        && !who.ends_with(".lock")
-        && !who.contains("..")
-        && !who.contains("@{")
-        && !RESERVED.contains(&who)
-        && who
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'));
-    match ok {
+    match is_valid_who(who) {
         true => Ok(()),
         false => Err(ShareError::BadWho(who.to_string())),
     }

@@ -277,7 +277,7 @@ mod tests {
     fn redacts_a_private_key_block_whole() {
         let text = "key:\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaA\n-----END OPENSSH PRIVATE KEY-----\nthanks";
         let (out, found) = redact(text);
-        assert_eq!(out, "key:\n[redacted]thanks");
+        assert_eq!(out, "key:\n[redacted]\nthanks");
         assert_eq!(found, vec!["private key"]);
         let cut = "-----BEGIN RSA PRIVATE KEY-----\nMIIE";
         assert_eq!(redact(cut).0, "[redacted]");
