@@ -149,6 +149,17 @@ where
     Ok(encode::<M>(&result))
 }
 
+/// `checkpoint`, then (with `auto_push`) a push of the project in the background.
+async fn checkpoint_then_push(daemon: &Arc<Daemon>, params: Option<Value>) -> Reply {
+    let params: <rpc::Checkpoint as Method>::Params = parse(params)?;
+    let project = find_project(daemon, params.project()).await?;
+    let result = project
+        .run(move |p, o| checkpoint::checkpoint(p, o, params))
+        .await?;
+    super::autopush::after_checkpoint(daemon, project);
+    Ok(encode::<rpc::Checkpoint>(&result))
+}
+
 /// `fsck`: like [`on_project`], also on a damaged store (it reports and repairs the damage).
 async fn fsck(daemon: &Arc<Daemon>, params: Option<Value>) -> Reply {
     let params: <rpc::Fsck as Method>::Params = parse(params)?;
@@ -181,7 +192,7 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
             parse::<NoParams>(params)?;
             Ok(encode::<Shutdown>(&r::Stopping { stopping: true }))
         }
-        Checkpoint::NAME => on_project::<Checkpoint>(d, params, checkpoint::checkpoint).await,
+        Checkpoint::NAME => checkpoint_then_push(d, params).await,
         List::NAME => on_project::<List>(d, params, checkpoint::list).await,
         Log::NAME => on_project::<Log>(d, params, history::log).await,
         Blame::NAME => on_project::<Blame>(d, params, history::blame).await,

@@ -554,3 +554,44 @@ fn junk_on_the_remote_is_ignored_and_prune_and_metadata_do_what_they_say() {
     b.fsck();
     git_in(&remote, &["fsck", "--strict", "--no-progress"]);
 }
+
+#[test]
+fn auto_push_sends_checkpoints_in_the_background_and_status_says_what_is_left() {
+    let base = tempfile::tempdir().unwrap();
+    let remote = bare_repo(base.path(), "team.git");
+    let a = TestEnv::with_config("push_as = \"ann\"\nauto_push = true\n");
+    write(&a.proj(), "f.txt", "one\n");
+    a.watch();
+    a.json(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    let mut last = String::new();
+    for i in 0..4 {
+        write(&a.proj(), "f.txt", &format!("edit {i}\n"));
+        let t = Instant::now();
+        last = a.checkpoint(&format!("prompt {i}"));
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "a checkpoint waited for a push"
+        );
+    }
+    let wanted = format!("refs/ckpt/ann/dialogs/default {last}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !refs(&remote).contains(&wanted) {
+        assert!(
+            Instant::now() < deadline,
+            "not pushed: {:?}\n{}",
+            refs(&remote),
+            a.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = a.json(&["status"]);
+    assert_eq!(status["remotes"][0]["name"], "origin", "{status}");
+    assert_eq!(status["remotes"][0]["unpushed"], 0, "{status}");
+    let out = a.ckpt(&["status"]);
+    assert!(
+        stdout(&out).contains("origin: 0 checkpoints not pushed yet"),
+        "{}",
+        stdout(&out)
+    );
+    git_in(&remote, &["fsck", "--strict", "--no-progress"]);
+}
