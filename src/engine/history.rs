@@ -106,7 +106,8 @@ pub fn blame(p: &Project, o: &mut Opened, params: BlameParams) -> Result<r::Blam
             params.path.display()
         )));
     }
-    let head = o.store.resolve_in(&repo, "@", params.dialog.as_deref())?;
+    let from = params.at.as_deref().unwrap_or("@");
+    let head = o.store.resolve_in(&repo, from, params.dialog.as_deref())?;
     let blamed = o.store.blame(&repo, head, path.as_bstr(), &data)?;
     let walk = &blamed.walk;
     // For each checkpoint of the walk, the prompt whose turn was under way when it was taken:

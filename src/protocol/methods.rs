@@ -127,6 +127,10 @@ pub struct BlameParams {
     /// The dialog whose checkpoints are walked (default: the newest checkpoint's).
     #[serde(default)]
     pub dialog: Option<String>,
+    /// Walk back from this checkpoint (any name, also one fetched from a remote) instead of
+    /// the dialog's newest.
+    #[serde(default)]
+    pub at: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -198,11 +198,15 @@ impl Store {
         repo: &gix::Repository,
         c: &Checkpoint,
     ) -> Result<Option<Checkpoint>, CheckpointError> {
-        let next = match (&c.kind, &c.restore) {
-            (Kind::Restore, Some(link)) => Some(link.restored_to),
-            _ => c.parent,
-        };
-        next.map(|id| self.checkpoint(repo, id.object_id()))
+        // A restore continues from what it restored, when this store has it (another person's
+        // restore may name a checkpoint that was sent with another id).
+        if let (Kind::Restore, Some(link)) = (&c.kind, &c.restore) {
+            if let Ok(restored) = self.checkpoint(repo, link.restored_to.object_id()) {
+                return Ok(Some(restored));
+            }
+        }
+        c.parent
+            .map(|id| self.checkpoint(repo, id.object_id()))
             .transpose()
     }
 

@@ -410,8 +410,12 @@ impl Store {
             let object = repo
                 .find_object(blob)
                 .map_err(|e| StoreError::git("reading metadata", e))?;
-            let value = serde_json::from_slice(&object.data)
-                .map_err(|e| StoreError::git("decoding metadata", e))?;
+            let value = match serde_json::from_slice(&object.data) {
+                Ok(value) => value,
+                // Whatever someone else pushed as metadata is theirs to get wrong.
+                Err(_) if checkpoint.origin.is_some() => return Ok(()),
+                Err(e) => return Err(StoreError::git("decoding metadata", e).into()),
+            };
             checkpoint.meta = Some(value);
         }
         Ok(())

@@ -81,6 +81,7 @@ fn a_history(a: &TestEnv, token: &str) -> (String, String, String) {
         "checkpoint",
         "-m",
         &prompt,
+        "--prompt",
         "--meta",
         meta,
         "--dialog",
@@ -88,11 +89,36 @@ fn a_history(a: &TestEnv, token: &str) -> (String, String, String) {
     ]);
     write(&p, "src/main.rs", "fn main() { println!(\"v2\"); }\n");
     write(&p, "notes/today.md", "# notes\n");
-    let second = a.json(&["checkpoint", "-m", "now add notes", "--dialog", "s1"]);
+    let second = a.json(&[
+        "checkpoint",
+        "-m",
+        "now add notes",
+        "--prompt",
+        "--dialog",
+        "s1",
+    ]);
     write(&p, "plain.txt", "nothing to hide\n");
     let plain = a.json(&["checkpoint", "-m", "plain", "--dialog", "s2"]);
     let id = |v: &Value| v["id"].as_str().unwrap().to_string();
     (id(&first), id(&second), id(&plain))
+}
+
+/// What `git ls-tree` says checkpoint `id` holds, as [`tree_state`] describes files.
+fn state_of_checkpoint(env: &TestEnv, id: &str) -> std::collections::BTreeMap<String, String> {
+    let store = env.store();
+    let mut out = std::collections::BTreeMap::new();
+    for line in git_in(&store, &["ls-tree", "-r", id]).lines() {
+        let (meta, path) = line.split_once('\t').unwrap();
+        let parts: Vec<&str> = meta.split(' ').collect();
+        let content = git_in(&store, &["cat-file", "blob", parts[2]]);
+        let desc = match parts[0] {
+            "120000" => format!("link -> {content}"),
+            "100755" => format!("file 755 {content}"),
+            _ => format!("file 644 {content}"),
+        };
+        out.insert(path.to_string(), desc);
+    }
+    out
 }
 
 fn share_round_trip(url: &str, remote: &Path, extra: &[(&str, &str)]) {
@@ -175,6 +201,33 @@ fn share_round_trip(url: &str, remote: &Path, extra: &[(&str, &str)]) {
     assert_eq!(tree_state(&b.proj()), state_a);
     let shown = b.json(&["show", &newest[..12]]);
     assert_eq!(shown["origin"]["who"], "ann", "{shown}");
+    // Blame along A's timeline: the line came in the turn of the prompt with the secret.
+    let notes = theirs
+        .iter()
+        .find(|c| c["label"] == "now add notes")
+        .unwrap();
+    let blamed = b.json(&[
+        "blame",
+        "src/main.rs",
+        "--at",
+        notes["id"].as_str().unwrap(),
+    ]);
+    let line = blamed["lines"][0].to_string();
+    assert!(line.contains("deploy it with [redacted]"), "{blamed}");
+    b.json(&["undo", "--yes"]);
+    assert_eq!(tree_state(&b.proj()), before_b);
+    // Rewind to A's first prompt: the files as they were when it arrived (the code only: its
+    // conversation is on A's machine).
+    let prompt = theirs
+        .iter()
+        .find(|c| c["label"].as_str().unwrap().starts_with("deploy it"))
+        .unwrap()["id"]
+        .as_str()
+        .unwrap();
+    b.json(&["rewind", prompt, "--code", "--yes"]);
+    assert_eq!(b.json(&["show", "@"])["kind"], "restore");
+    let first_state = state_of_checkpoint(&b, prompt);
+    assert_eq!(tree_state(&b.proj()), first_state);
     b.json(&["undo", "--yes"]);
     assert_eq!(tree_state(&b.proj()), before_b);
     b.fsck();

@@ -17,6 +17,9 @@ pub struct Args {
     /// The dialog whose checkpoints are walked (default: the newest checkpoint's).
     #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
+    /// Walk back from checkpoint ID instead (any name; also a teammate's, after `ckpt fetch`).
+    #[arg(long, value_name = "ID")]
+    pub at: Option<String>,
 }
 
 /// The width of the column naming who wrote a line: an id, a time and a prompt cut short.
@@ -27,6 +30,7 @@ pub fn blame(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         project: ctx.project(),
         path: ctx.base.join(&args.path),
         dialog: args.dialog,
+        at: args.at,
     };
     let b = ctx.connect()?.call::<rpc::Blame>(&params)?;
     if ctx.out.json {

@@ -103,7 +103,10 @@ impl Store {
             true => Ok(()),
             false => self.move_refs(&repo, edits, "fetching"),
         };
-        // The refs reach what matters now; gc may drop the rest.
+        // The refs reach what matters now; gc may drop the rest, and the next merge of small
+        // packs takes these in (one more pack a fetch: lookups visit every pack).
+        self.small_packs
+            .fetch_add(keeps.len(), std::sync::atomic::Ordering::Relaxed);
         for keep in keeps {
             let _ = std::fs::remove_file(keep);
         }

@@ -192,6 +192,7 @@ pub fn call(
                 project: ctx.project(),
                 path: ctx.base.join(required("path")?),
                 dialog: None,
+                at: None,
             };
             let b = conn.call::<rpc::Blame>(&params).map_err(failed)?;
             let first = number("offset", 1, usize::MAX).max(1);
