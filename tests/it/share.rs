@@ -637,7 +637,14 @@ fn auto_push_sends_checkpoints_in_the_background_and_status_says_what_is_left() 
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let status = a.json(&["status"]);
+    // The push is recorded once git is done: status catches up.
+    let status = loop {
+        let status = a.json(&["status"]);
+        if status["remotes"][0]["unpushed"] == 0 || Instant::now() > deadline {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert_eq!(status["remotes"][0]["name"], "origin", "{status}");
     assert_eq!(status["remotes"][0]["unpushed"], 0, "{status}");
     let out = a.ckpt(&["status"]);
