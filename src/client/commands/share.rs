@@ -153,13 +153,26 @@ fn chosen(
 /// The name pushes go under: `push_as` from the configuration, else user@host.
 fn who(configured: Option<String>) -> String {
     configured.unwrap_or_else(|| {
+        let uid = rustix::process::getuid().as_raw();
         let user = std::env::var("USER")
             .or_else(|_| std::env::var("LOGNAME"))
-            .unwrap_or_else(|_| rustix::process::getuid().as_raw().to_string());
+            .ok()
+            .filter(|u| !u.is_empty())
+            .or_else(|| user_of(uid))
+            .unwrap_or_else(|| uid.to_string());
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "localhost".into());
         default_who(&user, &host)
+    })
+}
+
+/// The name `/etc/passwd` gives user `uid`.
+fn user_of(uid: u32) -> Option<String> {
+    let text = crate::safe_io::read_small(std::path::Path::new("/etc/passwd"), 1 << 20)?;
+    String::from_utf8_lossy(&text).lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() > 2 && fields[2] == uid.to_string()).then(|| fields[0].to_string())
     })
 }
 
