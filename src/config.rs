@@ -90,6 +90,8 @@ pub struct Config {
     pub warm_up: Option<usize>,
     /// The name `ckpt push` sends checkpoints under, `refs/ckpt/<push_as>/` (default user@host).
     pub push_as: Option<String>,
+    /// `ckpt push` also sends the client metadata (as `--with-metadata`). Default false.
+    pub push_metadata: Option<bool>,
     /// After each checkpoint, push to every remote of its project in the background
     /// (coalesced; never delays a checkpoint). Default false.
     pub auto_push: Option<bool>,

@@ -505,7 +505,10 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Fork(args) => cmd::fork::fork(ctx, args),
         Command::Ui(args) => cmd::ui::run(ctx, args),
         Command::Remote(command) => cmd::share::remote(ctx, command),
-        Command::Push(args) => cmd::share::push(ctx, args, config.push_as.clone()),
+        Command::Push(mut args) => {
+            args.with_metadata |= config.push_metadata == Some(true);
+            cmd::share::push(ctx, args, config.push_as.clone())
+        }
         Command::Fetch { name } => cmd::share::fetch(ctx, name),
         Command::Mcp(McpArgs {
             command: None,

@@ -495,7 +495,19 @@ fn bad_remotes_and_requests_get_clear_errors_and_change_nothing() {
     .unwrap();
     fails(&["push", "origin"], "cannot push");
     let check = a.ckpt(&["config", "check"]);
-    assert!(stderr(&check).contains("push_as") || stdout(&check).contains("push_as"));
+    assert!(!check.status.success(), "{}", stdout(&check));
+    assert!(stderr(&check).contains("push_as"), "{}", stderr(&check));
+    std::fs::write(
+        a.home.join("config/ckpt/config.toml"),
+        "auto_push = \"yes\"\n",
+    )
+    .unwrap();
+    let check = a.ckpt(&["config", "check"]);
+    assert!(
+        !check.status.success() && stderr(&check).contains("auto_push"),
+        "{}",
+        stderr(&check)
+    );
     assert!(refs(&remote).is_empty());
     a.fsck();
     a.assert_serving();
