@@ -419,7 +419,6 @@ fn bad_remotes_and_requests_get_clear_errors_and_change_nothing() {
     let a = user("ann");
     write(&a.proj(), "f.txt", "one\n");
     a.watch();
-    a.checkpoint("first");
     let fails = |args: &[&str], wanted: &str| {
         let out = a.ckpt(args);
         assert!(!out.status.success(), "{args:?} succeeded");
@@ -444,6 +443,10 @@ fn bad_remotes_and_requests_get_clear_errors_and_change_nothing() {
     let base = tempfile::tempdir().unwrap();
     let remote = bare_repo(base.path(), "team.git");
     a.json(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    fails(&["push"], "no checkpoints yet");
+    // An empty remote: nothing to fetch, and that is no error.
+    assert_eq!(a.json(&["fetch"])[0]["new_checkpoints"], 0);
+    a.checkpoint("first");
     fails(
         &["remote", "add", "origin", "/elsewhere.git"],
         "exists already",

@@ -206,6 +206,18 @@ pub fn push(ctx: &Ctx, args: PushArgs, push_as: Option<String>) -> Result<i32, C
         with_metadata: args.with_metadata,
     };
     let ready = conn.call::<rpc::PushBegin>(&params)?;
+    if ready.refs == 0 {
+        conn.call::<rpc::PushEnd>(&ScratchParams {
+            project: ctx.project(),
+            remote: ready.remote.clone(),
+            git_dir: ready.git_dir.clone(),
+            succeeded: false,
+        })?;
+        return Err(ClientError::Other(format!(
+            "nothing to push to {}: this project has no checkpoints yet",
+            ready.remote
+        )));
+    }
     let mut command: Vec<OsString> = vec!["--git-dir".into(), ready.git_dir.clone().into()];
     command.extend(["push", "--porcelain", "--progress", "--no-verify"].map(OsString::from));
     if args.prune {
