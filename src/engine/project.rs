@@ -147,6 +147,10 @@ impl Project {
     /// registered worktrees of one git repository (see [`crate::store::pool`]); the store
     /// opened again when it joined just now.
     pub(crate) fn join_pool(&self, store: &Store) -> Result<Option<Store>> {
+        // Most projects are no worktree's top: no registry to read for them.
+        if crate::store::pool::git_common_dir(&self.root).is_none() {
+            return Ok(None);
+        }
         let registered = super::registry::load_registry(&self.data_dir.join("projects.json"));
         let Some(pool) = crate::store::pool::pool_for(&self.root, &self.data_dir, &registered)?
         else {
