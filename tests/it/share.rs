@@ -670,3 +670,63 @@ fn auto_push_sends_checkpoints_in_the_background_and_status_says_what_is_left() 
     );
     git_in(&remote, &["fsck", "--strict", "--no-progress"]);
 }
+
+#[test]
+fn a_history_cut_by_retention_is_pushed_whole_and_the_remote_follows_it() {
+    let base = tempfile::tempdir().unwrap();
+    let remote = bare_repo(base.path(), "team.git");
+    let a = user("ann");
+    a.watch();
+    for i in 0..6 {
+        write(&a.proj(), "f.txt", &format!("version {i}\n"));
+        a.checkpoint(&format!("prompt {i}"));
+    }
+    a.json(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    a.json(&["push"]);
+    a.json(&["prune", "--keep", "2", "--gc"]);
+    assert!(
+        a.store().join("shallow").exists(),
+        "retention cut the timeline"
+    );
+    let pushed = a.json(&["push"]);
+    assert!(pushed["rewritten"].as_u64().unwrap() >= 1, "{pushed}");
+    git_in(&remote, &["gc", "--prune=now", "--quiet"]);
+    git_in(&remote, &["fsck", "--strict", "--no-progress"]);
+    // The remote holds what the store keeps, no more: the cut checkpoints are gone there too.
+    let mut on_remote: Vec<String> = git_in(&remote, &["log", "--format=%b", "--all"])
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    on_remote.sort();
+    let mut kept: Vec<String> = a
+        .json(&["list", "--all-sessions"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["label"].as_str().unwrap().to_string())
+        .collect();
+    kept.sort();
+    assert!(kept.len() < 6, "{kept:?}");
+    assert_eq!(on_remote, kept);
+    // Pushing again sends the same commits (nothing moves).
+    let again = a.json(&["push"]);
+    assert_eq!(again["refs_updated"], 0, "{again}");
+    // A store whose history was cut fetches too (git must not walk past the cut).
+    let fetched = a.json(&["fetch"]);
+    assert_eq!(fetched[0]["people"]["ann"], 1, "{fetched}");
+    a.fsck();
+    let b = user("bob");
+    b.watch();
+    b.json(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    b.json(&["fetch"]);
+    let theirs = b.json(&["list", "--remote", "origin"]);
+    let newest = theirs[0]["id"].as_str().unwrap();
+    assert_eq!(theirs[0]["label"], "prompt 5");
+    b.json(&["restore", newest, "--yes"]);
+    assert_eq!(
+        std::fs::read_to_string(b.proj().join("f.txt")).unwrap(),
+        "version 5\n"
+    );
+    b.fsck();
+}

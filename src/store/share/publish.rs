@@ -77,6 +77,15 @@ impl Store {
                 message: e.to_string(),
             }
         })?;
+        // git must know where the store's history was cut: the remote's old refs may name
+        // checkpoints whose parents retention removed (git stops at a shallow commit).
+        let shallow = self.dir().join("shallow");
+        if shallow.exists() {
+            std::fs::copy(&shallow, git_dir.join("shallow")).map_err(|source| StoreError::Io {
+                path: shallow.clone(),
+                source,
+            })?;
+        }
         let mut sent = Sent {
             store: self,
             repo,
