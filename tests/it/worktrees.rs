@@ -150,6 +150,20 @@ fn three_worktrees_share_one_pool_and_every_gc_keeps_every_checkpoint() {
         std::fs::remove_file(dir.join("src/m3/f3.txt")).unwrap();
         record(dir, &format!("second {n}"));
     }
+    // Retention cuts one worktree's timeline: the pool records the cut, the rest stays whole.
+    write(&wt[0], "src/m4/f4.txt", "third\n");
+    record(&wt[0], "third 1");
+    let pruned = env.json_in(&wt[0], &["prune", "--keep", "1", "--gc"]);
+    let pruned: Vec<&str> = pruned["pruned"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(!pruned.is_empty());
+    for id in &pruned {
+        expected.remove(*id);
+    }
     env.json_in(&wt[0], &["gc"]);
     git_in(&pool, &["gc", "--prune=now", "--quiet"]);
     for s in &stores {
