@@ -204,6 +204,14 @@ impl Store {
             },
             &in_pool,
         )?;
+        let given = self.dir().join(GIVEN_FILE);
+        if pack.first_id().is_none() {
+            // The pool has everything the roots reach, so an anchor reaches it already: no
+            // anchor and no pack (each would be one more file for every lookup).
+            pack.discard();
+            write_atomically(&given, pool.display().to_string().as_bytes())?;
+            return open_pool(pool);
+        }
         let name = self.dir().file_name().expect("a store has a name");
         let anchor_ref = format!("{ANCHOR_REFS}{}", name.to_string_lossy());
         let previous = std::fs::read_to_string(pool.join(&anchor_ref))
@@ -242,10 +250,7 @@ impl Store {
         if let Some(keep) = keep {
             let _ = std::fs::remove_file(keep);
         }
-        write_atomically(
-            &self.dir().join(GIVEN_FILE),
-            pool.display().to_string().as_bytes(),
-        )?;
+        write_atomically(&given, pool.display().to_string().as_bytes())?;
         tracing::info!(store = %self.dir().display(), objects, "gave objects to the worktrees' pool");
         open_pool(pool)
     }

@@ -173,6 +173,12 @@ fn three_worktrees_share_one_pool_and_every_gc_keeps_every_checkpoint() {
     for s in stores.iter().chain([&pool]) {
         git_in(s, &["fsck", "--strict", "--no-progress"]);
     }
+    // A gc with nothing new for the pool adds nothing to it.
+    let packs = |dir: &Path| std::fs::read_dir(dir.join("objects/pack")).unwrap().count();
+    env.json_in(&wt[1], &["gc"]);
+    let before = packs(&pool);
+    env.json_in(&wt[1], &["gc"]);
+    assert_eq!(packs(&pool), before);
     // Every checkpoint of every worktree restores exactly.
     for (id, (dir, files)) in &expected {
         let r = env.json_in(dir, &["restore", id, "--yes"]);
