@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use gix::ObjectId;
 use sha2::Digest;
 
-use super::gc::pack_reachable_beyond;
+use super::gc::{pack_reachable, pack_reachable_beyond};
 use super::txn::files::{fsync_if_present, write_atomically};
 use super::txn::pack::PackWriter;
 use super::{signature, Store, StoreError};
@@ -35,6 +35,9 @@ const ANCHOR_REFS: &str = "refs/ckpt/pool/";
 const POOL_FILE: &str = "ckpt-pool.json";
 /// A store's note that it has given its objects to its pool at least once.
 const GIVEN_FILE: &str = "ckpt-pool-given";
+/// Packs a pool may hold before a gift merges them into one (every lookup of every worktree
+/// visits each, and a store's handles have room for a bounded number).
+const POOL_PACKS: usize = 16;
 
 /// The git common directory of the repository whose worktree (or main working folder) is
 /// `root` itself; None when `root` is no worktree's top (no `.git` there, a link, unreadable).
@@ -188,6 +191,7 @@ impl Store {
         shallow: &HashSet<ObjectId>,
     ) -> Result<gix::Repository, StoreError> {
         let _giving = GIVING.lock();
+        merge_pool_packs(pool)?;
         let pool_repo = open_pool(pool)?;
         let in_pool = |id: &ObjectId| pool_repo.has_object(id);
         let pack = PackWriter::new(pool)?;
@@ -254,6 +258,58 @@ impl Store {
         tracing::info!(store = %self.dir().display(), objects, "gave objects to the worktrees' pool");
         open_pool(pool)
     }
+}
+
+/// Once the pool holds more than [`POOL_PACKS`] packs, writes everything its anchors reach as one
+/// pack, durable, then removes the others (a worktree reading one meanwhile finds the object in
+/// the new one: each holds only what the anchors reach, and no gift is under way).
+fn merge_pool_packs(pool: &Path) -> Result<(), StoreError> {
+    let pack_dir = pool.join("objects/pack");
+    let entries = std::fs::read_dir(&pack_dir).map_err(|source| StoreError::Io {
+        path: pack_dir.clone(),
+        source,
+    })?;
+    let stems: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".pack").map(String::from)
+        })
+        .filter(|stem| !pack_dir.join(format!("{stem}.keep")).exists())
+        .collect();
+    if stems.len() <= POOL_PACKS {
+        return Ok(());
+    }
+    let repo = open_pool(pool)?;
+    let platform = repo
+        .references()
+        .map_err(|e| StoreError::git("listing the pool's anchors", e))?;
+    let mut anchors = Vec::new();
+    for r in platform
+        .prefixed(ANCHOR_REFS)
+        .map_err(|e| StoreError::git("listing the pool's anchors", e))?
+    {
+        let r = r.map_err(|e| StoreError::git("listing the pool's anchors", e))?;
+        anchors.extend(r.target().try_id().map(|id| id.to_owned()));
+    }
+    let shallow: HashSet<ObjectId> = std::fs::read_to_string(pool.join("shallow"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| ObjectId::from_hex(l.trim().as_bytes()).ok())
+        .collect();
+    let pack = PackWriter::new(pool)?;
+    pack_reachable(&repo, &anchors, &shallow, &pack, |_| {})?;
+    drop(repo);
+    let (objects, merged) = pack.finish_named()?;
+    for stem in stems.iter().filter(|s| Some(*s) != merged.as_ref()) {
+        // The index first, so that no reader finds an index without its pack.
+        for ext in ["idx", "rev", "bitmap", "pack"] {
+            let _ = std::fs::remove_file(pack_dir.join(format!("{stem}.{ext}")));
+        }
+    }
+    fsync_if_present(&pack_dir)?;
+    tracing::info!(pool = %pool.display(), packs = stems.len(), objects, "merged the pool's packs");
+    Ok(())
 }
 
 /// Writes (into `pack`) the anchor commit: parents the commits among `roots` and `previous`,

@@ -243,3 +243,57 @@ fn a_project_that_is_the_only_worktree_of_its_repository_keeps_its_own_store() {
         stderr(&out)
     );
 }
+
+#[test]
+fn the_pools_packs_are_merged_as_gifts_accumulate_and_nothing_is_lost() {
+    let env = TestEnv::new();
+    let repo = env.home.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    for i in 0..20 {
+        write(&repo, &format!("f{i}.txt"), &format!("file {i}\n"));
+    }
+    git_work(&repo, &["init", "-q"]);
+    git_work(&repo, &["add", "-A"]);
+    git_work(&repo, &["commit", "-qm", "init"]);
+    let wt = env.home.join("wt");
+    git_work(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    env.json_in(&repo, &["watch"]);
+    env.json_in(&wt, &["watch"]);
+    let mut expected = Vec::new();
+    for round in 0..24 {
+        let dir = if round % 2 == 0 { &repo } else { &wt };
+        write(
+            dir,
+            &format!("f{}.txt", round % 20),
+            &format!("round {round}\n"),
+        );
+        let id = env.json_in(dir, &["checkpoint", "-m", &format!("round {round}")])["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        expected.push((dir.clone(), id, state(dir)));
+        env.json_in(dir, &["gc"]);
+    }
+    let pool = std::fs::read_dir(env.data_dir().join("shared"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let packs = std::fs::read_dir(pool.join("objects/pack"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "pack")
+        })
+        .count();
+    assert!((1..=17).contains(&packs), "{packs} packs in the pool");
+    git_in(&pool, &["fsck", "--strict", "--no-progress"]);
+    for (dir, id, files) in &expected {
+        env.json_in(dir, &["restore", id, "--yes"]);
+        assert_eq!(&state(dir), files, "{id}");
+    }
+}
