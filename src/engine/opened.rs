@@ -57,6 +57,9 @@ pub struct Opened {
     /// The store borrows from its worktrees' pool and has not given it its objects yet: a gc
     /// does, once the project is quiet (see [`Opened::upkeep`]).
     pool_due: bool,
+    /// When the registry of projects last changed, as the last look for a sibling worktree saw
+    /// it (see [`Opened::upkeep`]).
+    registry_seen: Option<std::time::SystemTime>,
 }
 
 impl Opened {
@@ -331,6 +334,7 @@ impl Opened {
             written_root: None,
             prune_due: None,
             pool_due,
+            registry_seen: None,
         })
     }
 
@@ -365,7 +369,11 @@ impl Opened {
     /// merging the store's small packs (one per checkpoint) when their turn comes.
     pub fn upkeep(&mut self, project: &Project) {
         // A worktree whose sibling was registered since the store was opened joins the pool.
-        if !self.pool_due && self.store.pool().is_none() {
+        let registry = std::fs::metadata(project.data_dir.join("projects.json"))
+            .and_then(|m| m.modified())
+            .ok();
+        if registry != self.registry_seen && !self.pool_due && self.store.pool().is_none() {
+            self.registry_seen = registry;
             if let Ok(Some(joined)) = project.join_pool(&self.store) {
                 self.store = joined;
                 self.pool_due = true;
