@@ -50,6 +50,68 @@ pub fn open_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<File> {
     }
 }
 
+/// Opens the folder `rel` below `root` as [`open_beneath`] opens a file: never through a
+/// symlink, its own name included.
+fn open_dir_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<OwnedFd> {
+    let rel = std::ffi::OsStr::from_bytes(rel);
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    match rustix::fs::openat2(root, rel, flags, Mode::empty(), resolve) {
+        Ok(fd) => Ok(fd),
+        Err(rustix::io::Errno::NOSYS) => Ok(rustix::fs::openat(root, rel, flags, Mode::empty())?),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Opens files below a root folder by folder, as [`open_beneath`] does: the last parent
+/// folder stays open (itself opened beneath the root, never through a symlink), and each
+/// file is opened by its name in it with `O_NOFOLLOW`. A walk lists a folder's files together,
+/// so each costs a lookup of one name instead of a walk of its whole path (a first checkpoint
+/// opens every file of the project).
+pub struct Beneath<'a> {
+    root: BorrowedFd<'a>,
+    parent: Option<(Vec<u8>, OwnedFd)>,
+}
+
+impl<'a> Beneath<'a> {
+    pub fn new(root: BorrowedFd<'a>) -> Beneath<'a> {
+        Beneath { root, parent: None }
+    }
+
+    pub fn root(&self) -> BorrowedFd<'a> {
+        self.root
+    }
+
+    /// Opens the file `rel` for reading; a final symlink fails with `ELOOP`, a FIFO never
+    /// blocks.
+    pub fn open(&mut self, rel: &[u8]) -> io::Result<File> {
+        let Some(slash) = rel.iter().rposition(|b| *b == b'/') else {
+            return open_beneath(self.root, rel);
+        };
+        let (parent, name) = (&rel[..slash], &rel[slash + 1..]);
+        let dir = match &self.parent {
+            Some((open, dir)) if open.as_slice() == parent => dir,
+            _ => {
+                self.parent = None;
+                match open_dir_beneath(self.root, parent) {
+                    Ok(dir) => &self.parent.insert((parent.to_vec(), dir)).1,
+                    // The whole path's open says why, in its own words (a symlink on the
+                    // way is `ELOOP`, as callers expect).
+                    Err(_) => return open_beneath(self.root, rel),
+                }
+            }
+        };
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let name = std::ffi::OsStr::from_bytes(name);
+        Ok(File::from(rustix::fs::openat(
+            dir,
+            name,
+            flags,
+            Mode::empty(),
+        )?))
+    }
+}
+
 /// Reads the target of the symlink `rel` below `root`, without following any parent symlink.
 pub fn read_link_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<Vec<u8>> {
     let rel = std::ffi::OsStr::from_bytes(rel);
@@ -69,14 +131,7 @@ pub fn remove_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<()> {
         Some(i) => (&rel[..i], &rel[i + 1..]),
         None => (&b"."[..], rel),
     };
-    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    let dir = rustix::fs::openat2(
-        root,
-        std::ffi::OsStr::from_bytes(parent),
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        resolve,
-    )?;
+    let dir = open_dir_beneath(root, parent)?;
     Ok(rustix::fs::unlinkat(
         &dir,
         std::ffi::OsStr::from_bytes(name),
@@ -318,6 +373,68 @@ mod tests {
             read_link_beneath(root.as_fd(), b"link").unwrap(),
             outside.path().as_os_str().as_bytes()
         );
+    }
+
+    /// Opening folder by folder refuses what `open_beneath` refuses, and a folder swapped for
+    /// a symlink between two opens is not followed.
+    #[test]
+    fn folder_by_folder_opens_refuse_what_open_beneath_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        std::fs::write(dir.path().join("a/b/one"), "1").unwrap();
+        std::fs::write(dir.path().join("a/b/two"), "2").unwrap();
+        std::fs::write(dir.path().join("top"), "t").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        std::os::unix::fs::symlink("one", dir.path().join("a/b/alias")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &dir.path().join("a/b/fifo"),
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let root = open_dir(dir.path()).unwrap();
+        let mut files = Beneath::new(root.as_fd());
+        let read = |f: File| read_small_from(f);
+        assert_eq!(read(files.open(b"a/b/one").unwrap()), b"1");
+        assert_eq!(read(files.open(b"a/b/two").unwrap()), b"2");
+        assert_eq!(read(files.open(b"top").unwrap()), b"t");
+        let loop_err = files.open(b"a/b/alias").unwrap_err();
+        assert_eq!(
+            loop_err.raw_os_error(),
+            Some(rustix::io::Errno::LOOP.raw_os_error())
+        );
+        // A FIFO opens without blocking; reading it finds no regular file.
+        let fifo = files.open(b"a/b/fifo").unwrap();
+        assert!(matches!(read_stable(&fifo, 10), Ok(StableRead::NotRegular)));
+        assert!(files.open(b"link/secret").is_err());
+        assert!(files.open(b"../x/y").is_err());
+        let gone = files.open(b"a/b/none").unwrap_err();
+        assert_eq!(gone.kind(), io::ErrorKind::NotFound);
+        // The folder is moved away and a symlink to the outside takes its name: the open
+        // folder is still the one it opened (never the symlink's target), and a fresh open of
+        // the folder refuses the symlink.
+        assert_eq!(read(files.open(b"a/b/one").unwrap()), b"1");
+        std::fs::rename(dir.path().join("a/b"), dir.path().join("a/old")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("a/b")).unwrap();
+        assert_eq!(read(files.open(b"a/b/two").unwrap()), b"2");
+        assert!(files.open(b"a/b/secret").is_err());
+        let mut fresh = Beneath::new(root.as_fd());
+        let refused = fresh.open(b"a/b/secret").unwrap_err();
+        assert_eq!(
+            refused.raw_os_error(),
+            Some(rustix::io::Errno::LOOP.raw_os_error())
+        );
+    }
+
+    fn read_small_from(file: File) -> Vec<u8> {
+        match read_stable(&file, 100).unwrap() {
+            StableRead::Data { data, .. } => data,
+            other => panic!("{other:?}"),
+        }
     }
 }
 

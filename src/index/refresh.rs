@@ -312,8 +312,9 @@ impl FileIndex {
         let pack = pack.as_deref();
         let read = |repo: &gix::Repository, part: Vec<WalkEntry>| {
             let mut found = Vec::with_capacity(part.len());
+            let mut files = crate::safe_io::Beneath::new(root_fd);
             for e in part {
-                found.push(capture(repo, root_fd, &e, options, pack)?);
+                found.push(capture(repo, &mut files, &e, options, pack)?);
                 progress.step();
             }
             Ok::<_, StoreError>(found)

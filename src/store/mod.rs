@@ -116,6 +116,9 @@ pub struct Store {
     lost: std::sync::atomic::AtomicBool,
     /// Set when packs this handle checked disappeared (see [`Store::take_packs_vanished`]).
     packs_vanished: std::sync::atomic::AtomicBool,
+    /// Set once the store was seen holding objects (see `Store::holds_no_objects`): a store
+    /// never loses all of them again (its refs keep some).
+    holds_objects: std::sync::atomic::AtomicBool,
     /// Small packs on disk the next merge would take (see [`Store::needs_merge`]).
     small_packs: std::sync::atomic::AtomicUsize,
     /// An object of the pack written last, when the handles have not loaded that pack yet
@@ -307,6 +310,7 @@ impl Store {
             pending: Default::default(),
             lost: Default::default(),
             packs_vanished: Default::default(),
+            holds_objects: Default::default(),
             small_packs: merge::merge_candidates(dir).len().into(),
             unloaded: Default::default(),
             journal,

@@ -12,14 +12,14 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::{Entry, EntryKind};
 use gix::ObjectId;
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 
 use super::tree::FileState;
 use super::txn::pack::PackWriter;
 use super::{Store, StoreError};
 use crate::filter::{split_parent, Filter, WalkEntry};
 use crate::model::{SkipReason, SkippedFile};
-use crate::safe_io::{open_beneath, open_dir, read_link_beneath, read_stable, StableRead};
+use crate::safe_io::{open_dir, read_link_beneath, read_stable, Beneath, StableRead};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -85,8 +85,9 @@ impl Snapshot {
                     let root = root.as_fd();
                     scope.spawn(move || {
                         let repo = repo.to_thread_local();
+                        let mut files = Beneath::new(root);
                         part.iter()
-                            .map(|e| capture(&repo, root, e, options, None))
+                            .map(|e| capture(&repo, &mut files, e, options, None))
                             .collect::<Result<Vec<_>, _>>()
                     })
                 })
@@ -142,7 +143,7 @@ pub(crate) enum Captured {
 
 pub(crate) fn capture(
     repo: &gix::Repository,
-    root: BorrowedFd<'_>,
+    files: &mut Beneath<'_>,
     entry: &WalkEntry,
     options: SnapshotOptions,
     pack: Option<&PackWriter>,
@@ -158,7 +159,7 @@ pub(crate) fn capture(
     };
     let vanished = || Ok(Captured::Vanished(entry.rel.clone()));
     let (kind, data, stat) = if entry.file_type.is_symlink() {
-        match read_link_beneath(root, &entry.rel) {
+        match read_link_beneath(files.root(), &entry.rel) {
             Ok(target) => (EntryKind::Link, target, entry.stat),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return vanished(),
             Err(e) => return skip(unreadable(format!("cannot read symlink: {e}"))),
@@ -167,12 +168,12 @@ pub(crate) fn capture(
         if entry.stat.size > options.max_file_size {
             return skip(too_large(entry.stat.size, options.max_file_size));
         }
-        let file = match open_beneath(root, &entry.rel) {
+        let file = match files.open(&entry.rel) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return vanished(),
             // Replaced by a symlink since the walk: capture what is there now.
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-                return match read_link_beneath(root, &entry.rel) {
+                return match read_link_beneath(files.root(), &entry.rel) {
                     Ok(target) => store_captured(
                         repo,
                         entry,
@@ -235,7 +236,11 @@ fn store_captured(
 ) -> Result<Captured, StoreError> {
     let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data)
         .map_err(|e| StoreError::git("hashing a file", e))?;
-    if options.write && !repo.objects.exists_without_refresh(&id) {
+    let is_new = || match pack {
+        Some(pack) => pack.is_new(repo, &id),
+        None => !repo.objects.exists_without_refresh(&id),
+    };
+    if options.write && is_new() {
         // Written only into the operation's pending pack: never as a loose object, which would
         // cost an inode and its own flush.
         let pack = pack.ok_or_else(|| {

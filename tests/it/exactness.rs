@@ -546,3 +546,60 @@ fn racy_files_are_settled_after_the_reply_and_checkpoints_stay_exact() {
     check(&mut rpc, &root, 8, 0);
     env.fsck();
 }
+
+/// A project's first checkpoint (an empty store: objects are not looked up in it) writes each
+/// distinct content once however many files hold it, every file is in it, and the next
+/// checkpoint (a store holding objects) writes none of the contents it already has.
+#[test]
+fn a_first_checkpoint_writes_each_content_once() {
+    let env = TestEnv::new();
+    let root = env.proj();
+    for i in 0..300 {
+        write(
+            &root,
+            &format!("d{}/f{i}.txt", i % 7),
+            &format!("content {}\n", i % 100),
+        );
+    }
+    env.watch();
+    let first = env.checkpoint("first");
+    assert_eq!(env.ls_tree(&first).len(), 300);
+    let blobs_in_packs = || {
+        let mut count = 0;
+        for entry in std::fs::read_dir(env.store().join("objects/pack")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "idx") {
+                let listed = std::process::Command::new("git")
+                    .arg("verify-pack")
+                    .arg("-v")
+                    .arg(&path)
+                    .output()
+                    .unwrap();
+                assert!(listed.status.success(), "{}", stderr(&listed));
+                count += stdout(&listed)
+                    .lines()
+                    .filter(|l| l.contains(" blob "))
+                    .count();
+            }
+        }
+        count
+    };
+    assert_eq!(blobs_in_packs(), 100);
+    // 50 files copied from others, one new content: one more blob.
+    for i in 300..350 {
+        write(
+            &root,
+            &format!("e/f{i}.txt"),
+            &format!("content {}\n", i % 100),
+        );
+    }
+    write(&root, "e/new.txt", "new\n");
+    let second = env.checkpoint("second");
+    assert_eq!(env.ls_tree(&second).len(), 351);
+    assert_eq!(blobs_in_packs(), 101);
+    assert_eq!(
+        env.git(&["show", &format!("{second}:e/f342.txt")]),
+        "content 42\n"
+    );
+    env.fsck();
+}

@@ -130,6 +130,8 @@ pub struct PackWriter {
     /// Entries are stored uncompressed while the pack is under [`QUICK_BYTES`] (see
     /// [`PackWriter::quick`]).
     quick: bool,
+    /// The store held no object when this pack started (see [`PackWriter::is_new`]).
+    store_was_empty: bool,
 }
 
 /// A quick pack stores its entries uncompressed up to this size: an operation's few changed
@@ -175,7 +177,30 @@ impl PackWriter {
                 broken: false,
             }),
             quick: false,
+            store_was_empty: false,
         })
+    }
+
+    /// Marks the pack as started in a store that held no object at all (no pack, no loose
+    /// object, no alternate: a project's first checkpoint), so that [`PackWriter::is_new`] need
+    /// not ask the store. Asking costs a `stat` of a loose object's path per new object, a
+    /// tenth of a first checkpoint's time.
+    pub(crate) fn in_empty_store(self) -> PackWriter {
+        PackWriter {
+            store_was_empty: true,
+            ..self
+        }
+    }
+
+    /// Whether `id` still has to be written: neither this pack nor the store holds it. A wrong
+    /// `true` only ever costs a duplicate entry (objects that reach the store meanwhile, from
+    /// a fetch or a pool, are written again); it never says `false` for a missing object.
+    pub(crate) fn is_new(&self, repo: &gix::Repository, id: &ObjectId) -> bool {
+        if self.store_was_empty {
+            !self.holds(id)
+        } else {
+            !repo.objects.exists_without_refresh(id)
+        }
     }
 
     /// Adds an object (its id already computed) unless the pack holds it already.

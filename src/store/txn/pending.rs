@@ -28,9 +28,40 @@ impl Store {
         if let Some(pack) = &pending.blobs {
             return Ok(pack.clone());
         }
-        let pack = Arc::new(PackWriter::quick(self.dir())?);
+        let pack = PackWriter::quick(self.dir())?;
+        let pack = Arc::new(match self.holds_no_objects() {
+            true => pack.in_empty_store(),
+            false => pack,
+        });
         pending.blobs = Some(pack.clone());
         Ok(pack)
+    }
+
+    /// Whether the store holds no object at all: nothing in `objects/` but a `pack/` with no
+    /// pack and an `info/` that names no alternate (each may be missing). Anything else, or a
+    /// folder that cannot be read, counts as holding objects. Once it held objects, nothing is
+    /// listed again.
+    fn holds_no_objects(&self) -> bool {
+        if self.holds_objects.load(Ordering::Relaxed) {
+            return false;
+        }
+        let objects = self.dir().join("objects");
+        let only =
+            |dir: &std::path::Path, allowed: &dyn Fn(&[u8]) -> bool| match std::fs::read_dir(dir) {
+                Ok(entries) => entries.into_iter().all(|e| {
+                    e.is_ok_and(|e| {
+                        allowed(std::os::unix::ffi::OsStrExt::as_bytes(&*e.file_name()))
+                    })
+                }),
+                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            };
+        let empty = only(&objects, &|name| name == b"info" || name == b"pack")
+            && only(&objects.join("info"), &|name| name != b"alternates")
+            && only(&objects.join("pack"), &|name| name.starts_with(b"tmp_"));
+        if !empty {
+            self.holds_objects.store(true, Ordering::Relaxed);
+        }
+        empty
     }
 
     /// Runs `f` with the handle whose memory holds this operation's trees and commits: what it
