@@ -390,7 +390,7 @@ mod tests {
         std::os::unix::fs::symlink("one", dir.path().join("a/b/alias")).unwrap();
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &dir.path().join("a/b/fifo"),
+            dir.path().join("a/b/fifo"),
             rustix::fs::FileType::Fifo,
             Mode::from_raw_mode(0o600),
             0,
