@@ -3,7 +3,8 @@
 //! changed) stays on the calling thread, where starting threads would cost more than it saves.
 //! Either way each folder is shown to `on_dir` before it is listed (the watcher places its
 //! watch there first, so nothing created in it afterwards goes unnoticed), and the result is
-//! the same set of entries.
+//! the same set of entries. [`Filter::walk_each`] hands each folder's files over as it is
+//! listed instead of gathering every file of the project in one list.
 
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
@@ -68,6 +69,21 @@ impl Filter {
         rules: IgnoreRules,
         on_dir: &mut dyn FnMut(&Path),
     ) -> WalkResult {
+        let mut files = Vec::new();
+        let mut result = self.walk_each(start, rules, on_dir, &mut |found| files.extend(found));
+        result.files = files;
+        result
+    }
+
+    /// Like [`Filter::walk_from`], handing each folder's files to `on_files` (on this thread,
+    /// a folder's files together) as soon as the folder is listed; the result holds no files.
+    pub fn walk_each(
+        &self,
+        start: BString,
+        rules: IgnoreRules,
+        on_dir: &mut dyn FnMut(&Path),
+        on_files: &mut dyn FnMut(Vec<WalkEntry>),
+    ) -> WalkResult {
         let start_abs = if start.is_empty() {
             self.root.clone()
         } else {
@@ -77,7 +93,7 @@ impl Filter {
             true => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
             false => 1,
         };
-        self.walk_with((start_abs, start, rules), on_dir, threads)
+        self.walk_with((start_abs, start, rules), on_dir, on_files, threads)
     }
 
     /// The walk from `start` on `threads` listing threads (1: on this thread).
@@ -85,17 +101,18 @@ impl Filter {
         &self,
         start: Folder,
         on_dir: &mut dyn FnMut(&Path),
+        on_files: &mut dyn FnMut(Vec<WalkEntry>),
         threads: usize,
     ) -> WalkResult {
         if threads > 1 {
-            return self.walk_parallel(start, on_dir, threads);
+            return self.walk_parallel(start, on_dir, on_files, threads);
         }
         let mut result = WalkResult::default();
         let mut stack = vec![start];
         while let Some((dir, rel_dir, rules)) = stack.pop() {
             on_dir(&dir);
             let listing = self.list_dir(&dir, rel_dir, &rules);
-            merge(&mut result, listing.result);
+            merge(&mut result, listing.result, on_files);
             stack.extend(listing.subdirs);
         }
         result
@@ -107,6 +124,7 @@ impl Filter {
         &self,
         start: Folder,
         on_dir: &mut dyn FnMut(&Path),
+        on_files: &mut dyn FnMut(Vec<WalkEntry>),
         threads: usize,
     ) -> WalkResult {
         let queue = Queue {
@@ -133,12 +151,13 @@ impl Filter {
             while outstanding > 0 {
                 let Ok(listing) = rx.recv() else { break };
                 outstanding -= 1;
-                merge(&mut result, listing.result);
+                // The listing threads get more folders before this one's files are looked at.
                 for sub in listing.subdirs {
                     on_dir(&sub.0);
                     queue.push(sub);
                     outstanding += 1;
                 }
+                merge(&mut result, listing.result, on_files);
             }
             queue.close();
             result
@@ -215,8 +234,10 @@ impl Filter {
     }
 }
 
-fn merge(into: &mut WalkResult, from: WalkResult) {
-    into.files.extend(from.files);
+fn merge(into: &mut WalkResult, from: WalkResult, on_files: &mut dyn FnMut(Vec<WalkEntry>)) {
+    if !from.files.is_empty() {
+        on_files(from.files);
+    }
     into.dirs.extend(from.dirs);
     into.repos.extend(from.repos);
     into.skips.extend(from.skips);
@@ -226,6 +247,7 @@ fn merge(into: &mut WalkResult, from: WalkResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gix::bstr::ByteSlice;
 
     fn sorted(mut v: Vec<BString>) -> Vec<BString> {
         v.sort();
@@ -252,9 +274,21 @@ mod tests {
         let filter = Filter::new(&root, &Default::default(), Vec::new()).unwrap();
         let walk = |threads| {
             let mut seen = Vec::new();
+            let mut files = Vec::new();
             let start = (root.clone(), BString::default(), filter.root_rules());
-            let result =
-                filter.walk_with(start, &mut |d: &Path| seen.push(d.to_path_buf()), threads);
+            let mut result = filter.walk_with(
+                start,
+                &mut |d: &Path| seen.push(d.to_path_buf()),
+                &mut |found: Vec<WalkEntry>| {
+                    // Each hand-over is one folder's files.
+                    let parent =
+                        |f: &WalkEntry| f.rel.rsplit_once_str("/").map(|(p, _)| p.to_vec());
+                    assert!(found.iter().all(|f| parent(f) == parent(&found[0])));
+                    files.extend(found)
+                },
+                threads,
+            );
+            result.files = files;
             (result, seen)
         };
         let (one, seen_one) = walk(1);

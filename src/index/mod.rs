@@ -212,6 +212,11 @@ impl FileIndex {
 
     /// The stat cache, once read (an empty one if its reading thread failed: every file is
     /// then read again, which is slower and as exact).
+    /// Whether the stat cache is read (or none is being read).
+    fn stale_is_ready(&self) -> bool {
+        self.stale_loading.as_ref().is_none_or(|h| h.is_finished())
+    }
+
     fn stale_ready(&mut self) {
         if let Some(loading) = self.stale_loading.take() {
             self.stale = loading.join().map(|c| c.root).unwrap_or_default();
