@@ -28,6 +28,7 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    daemon::allocator::settle();
     let args = Args::parse();
     // Stores hold copies of the user's files: nothing ckptd writes is readable by others.
     ckpt::safe_io::private_umask();

@@ -6,6 +6,7 @@
 //! threads behind one owner per project, so a project's operations are serialised while
 //! different projects proceed in parallel.
 
+pub mod allocator;
 mod autopush;
 mod handlers;
 pub mod owner;

@@ -15,6 +15,7 @@ mod persist;
 mod racy;
 mod refresh;
 mod tree;
+mod verify;
 
 use baseline::Baseline;
 use name::Name;

@@ -411,3 +411,33 @@ fn deleting_a_watched_folder_is_not_a_warning() {
     assert!(!log.contains('\x1b'), "colour codes in a log file: {log}");
     assert!(log.contains("checkpoint recorded"), "{log}");
 }
+
+/// ckptd runs with its allocator settings (it starts itself again once with them, keeping its
+/// pid), and keeps a setting the user chose.
+#[test]
+fn the_daemon_runs_with_its_allocator_settings() {
+    let environ = |env: &TestEnv| {
+        let pid = env.daemon.as_ref().unwrap().id();
+        let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+        raw.split(|b| *b == 0)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .filter(|v| v.starts_with("MALLOC_"))
+            .collect::<Vec<_>>()
+    };
+    let env = TestEnv::new();
+    let vars = environ(&env);
+    for set in [
+        "MALLOC_MMAP_THRESHOLD_=131072",
+        "MALLOC_ARENA_MAX=2",
+        "MALLOC_TOP_PAD_=1048576",
+    ] {
+        assert!(vars.iter().any(|v| v == set), "{set} missing from {vars:?}");
+    }
+    write(&env.proj(), "a.txt", "a\n");
+    env.watch();
+    env.checkpoint("runs");
+    let mut own = TestEnv::without_daemon("");
+    own.start_daemon_under(&["env", "MALLOC_ARENA_MAX=4"]);
+    assert_eq!(environ(&own), vec!["MALLOC_ARENA_MAX=4".to_string()]);
+    own.assert_serving();
+}
