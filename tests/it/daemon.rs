@@ -433,6 +433,10 @@ fn the_daemon_runs_with_its_allocator_settings() {
     ] {
         assert!(vars.iter().any(|v| v == set), "{set} missing from {vars:?}");
     }
+    // Started again through /proc/self/exe, it still goes by its own name (`pgrep ckptd`).
+    let pid = env.daemon.as_ref().unwrap().id();
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    assert_eq!(comm.trim_end(), "ckptd");
     write(&env.proj(), "a.txt", "a\n");
     env.watch();
     env.checkpoint("runs");
