@@ -61,9 +61,19 @@ struct DirNode {
     dirs: BTreeMap<BString, DirNode>,
     /// The git tree of this folder; None when unknown (something below changed).
     tree: Option<Option<ObjectId>>,
+    /// The tree this folder had at the last write, until it is written again: the store holds
+    /// it, and a tree that differs from it is new (see `tree::write_node`).
+    written: Option<ObjectId>,
 }
 
 impl DirNode {
+    /// Drops the cached tree id (something below changed), keeping the tree as last written.
+    fn forget_tree(&mut self) {
+        if let Some(Some(id)) = self.tree.take() {
+            self.written = Some(id);
+        }
+    }
+
     /// Adds many files to this folder at once (a later entry for the same name wins). A
     /// `BTreeMap` filled one insert at a time in key order leaves its nodes half full (~1.8
     /// times the bytes of its entries); built from a sorted list it fills them, so a folder
@@ -312,6 +322,7 @@ impl FileIndex {
             }
             if changed {
                 node.tree = None;
+                node.written = None;
             }
         }
         visit(&mut self.root, &gone);

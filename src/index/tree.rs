@@ -49,7 +49,7 @@ impl FileIndex {
     pub(super) fn invalidate_trees(&mut self, dir: &BStr) {
         let mut node = &mut self.root;
         self.baseline.record(b"".as_bstr(), node);
-        node.tree = None;
+        node.forget_tree();
         if dir.is_empty() {
             return;
         }
@@ -59,7 +59,7 @@ impl FileIndex {
             match node.dirs.get_mut(comp.as_bstr()) {
                 Some(next) => {
                     self.baseline.record(dir[..end].as_bstr(), next);
-                    next.tree = None;
+                    next.forget_tree();
                     node = next;
                 }
                 None => return,
@@ -85,6 +85,7 @@ impl FileIndex {
 
     pub(super) fn attach(&mut self, path: &BStr, mut node: DirNode) {
         node.tree = None;
+        node.written = None;
         if path.is_empty() {
             let replaced = std::mem::replace(&mut self.root, node);
             self.baseline.record_subtree(&BString::default(), &replaced);
@@ -188,17 +189,50 @@ pub(super) fn write_node(
             });
         }
     }
+    let written = node.written.take();
     let id = if entries.is_empty() {
         None
     } else {
         entries.sort();
-        let tree = gix::objs::TreeRef { entries };
-        Some(
-            repo.write_object(&tree)
-                .map_err(|e| StoreError::git("writing a tree", e))?
-                .detach(),
-        )
+        Some(write_tree_object(
+            repo,
+            gix::objs::TreeRef { entries },
+            written,
+        )?)
     };
     node.tree = Some(id);
     Ok(id)
+}
+
+/// Writes `tree` (pending), the folder's tree at the last write being `written`. A folder
+/// whose tree was written before and changed since almost always has a tree the store lacks:
+/// it goes straight into the operation's pending objects, without looking for it in the store
+/// first (a look visits every pack's index and `stat`s a loose object's path, most of the
+/// time spent writing a checkpoint's trees). The rare tree the store holds all the same (a
+/// folder changed back to an older state) is then written again, a duplicate in the new pack
+/// and never a loss. A folder with no tree written before (a new one, or any after a restart)
+/// is looked for first, as is every tree of a first checkpoint.
+fn write_tree_object(
+    repo: &gix::Repository,
+    tree: gix::objs::TreeRef<'_>,
+    written: Option<ObjectId>,
+) -> Result<ObjectId, StoreError> {
+    const WHAT: &str = "writing a tree";
+    if written.is_none() {
+        return repo
+            .write_object(&tree)
+            .map(|id| id.detach())
+            .map_err(|e| StoreError::git(WHAT, e));
+    }
+    let mut buf = Vec::with_capacity(tree.entries.len() * 40);
+    gix::objs::WriteTo::write_to(&tree, &mut buf).map_err(|e| StoreError::git(WHAT, e))?;
+    let kind = gix::objs::Kind::Tree;
+    let id = gix::objs::compute_hash(repo.object_hash(), kind, &buf)
+        .map_err(|e| StoreError::git(WHAT, e))?;
+    if written == Some(id) {
+        // Changed and changed back since the last write: the store holds it.
+        return Ok(id);
+    }
+    gix::prelude::Write::write_buf_with_known_id(&repo.objects, kind, &buf, id)
+        .map_err(|e| StoreError::git(WHAT, e))
 }

@@ -24,6 +24,7 @@ mod inprocess;
 mod journal_damage;
 mod mcp;
 mod newcomer;
+mod packs;
 mod protocol;
 mod races;
 mod readme;

@@ -119,10 +119,12 @@ impl Store {
                 .and_then(|r| r.objects.reset_object_memory());
             (pending.blobs.take(), memory)
         };
-        // Only objects the store lacked are in memory: they were all written through
+        // Objects the store lacked are in memory, each once: most were written through
         // `write_object` or `write_blob`, which skip one the store has (a tree written again,
-        // unchanged). They go in a fixed order, trees before the commits that name them: a
-        // pack cut short keeps a commit only with everything it names in this pack.
+        // unchanged); a changed folder's tree is not looked for first (`index::tree`), and
+        // the rare one the store held already is a duplicate here, never a loss. They go in
+        // a fixed order, trees before the commits that name them: a pack cut short keeps a
+        // commit only with everything it names in this pack.
         let mut new: Vec<_> = memory.iter().flat_map(|m| m.iter()).collect();
         new.sort_by_key(|(id, (kind, _))| {
             let rank = match kind {

@@ -1,0 +1,164 @@
+//! What each checkpoint's pack holds: every new object once, nothing the store holds already
+//! (a first checkpoint's contents, the trees of folders that did not change), read back with
+//! the real `git verify-pack`.
+
+use std::collections::BTreeSet;
+
+use crate::harness::*;
+
+/// The store's packs (their `.idx` paths).
+fn all_packs(env: &TestEnv) -> BTreeSet<std::path::PathBuf> {
+    std::fs::read_dir(env.store().join("objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "idx"))
+        .collect()
+}
+
+/// The ids of the objects of `kind` the packs `idx` hold (an object in two packs: twice).
+fn objects_in_packs(env: &TestEnv, idx: &BTreeSet<std::path::PathBuf>, kind: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    for path in idx {
+        let listed = std::process::Command::new("git")
+            .arg("verify-pack")
+            .arg("-v")
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(listed.status.success(), "{}", stderr(&listed));
+        for line in stdout(&listed).lines() {
+            let mut words = line.split_whitespace();
+            if let (Some(id), Some(k)) = (words.next(), words.next()) {
+                if k == kind {
+                    ids.push(id.to_string());
+                }
+            }
+        }
+    }
+    let _ = env;
+    ids
+}
+
+/// The trees a checkpoint holds at `folders` (`""`: its root).
+fn trees_of(env: &TestEnv, id: &str, folders: &[&str]) -> BTreeSet<String> {
+    folders
+        .iter()
+        .map(|f| {
+            env.git(&["rev-parse", &format!("{id}:{f}")])
+                .trim()
+                .to_string()
+        })
+        .collect()
+}
+
+/// A project's first checkpoint (an empty store: objects are not looked up in it) writes each
+/// distinct content once however many files hold it, every file is in it, and the next
+/// checkpoint (a store holding objects) writes none of the contents it already has.
+#[test]
+fn a_first_checkpoint_writes_each_content_once() {
+    let env = TestEnv::new();
+    let root = env.proj();
+    for i in 0..300 {
+        write(
+            &root,
+            &format!("d{}/f{i}.txt", i % 7),
+            &format!("content {}\n", i % 100),
+        );
+    }
+    env.watch();
+    let first = env.checkpoint("first");
+    assert_eq!(env.ls_tree(&first).len(), 300);
+    let blobs_in_packs = || objects_in_packs(&env, &all_packs(&env), "blob").len();
+    assert_eq!(blobs_in_packs(), 100);
+    // 50 files copied from others, one new content: one more blob.
+    for i in 300..350 {
+        write(
+            &root,
+            &format!("e/f{i}.txt"),
+            &format!("content {}\n", i % 100),
+        );
+    }
+    write(&root, "e/new.txt", "new\n");
+    let second = env.checkpoint("second");
+    assert_eq!(env.ls_tree(&second).len(), 351);
+    assert_eq!(blobs_in_packs(), 101);
+    assert_eq!(
+        env.git(&["show", &format!("{second}:e/f342.txt")]),
+        "content 42\n"
+    );
+    env.fsck();
+}
+
+/// A checkpoint writes the trees of the folders that changed and nothing else: a changed
+/// folder's new tree goes straight into the new pack, unchanged folders are not written again,
+/// a folder changed back to an earlier state gives a checkpoint equal to that state (its trees
+/// may be written again: a duplicate, never a loss), and after a restart (no tree written
+/// before in this daemon) trees the store holds are found and not written again.
+#[test]
+fn a_checkpoint_writes_the_trees_of_changed_folders_only() {
+    let mut env = TestEnv::new();
+    let root = env.proj();
+    write(&root, "a/x.txt", "x\n");
+    write(&root, "a/deep/y.txt", "y\n");
+    write(&root, "b/z.txt", "z\n");
+    write(&root, "c/w.txt", "w\n");
+    env.watch();
+    let first = env.checkpoint("first");
+    // Each checkpoint's new packs, as `git verify-pack` lists them.
+    let mut seen = all_packs(&env);
+    let mut new_packs = |env: &TestEnv| {
+        let now = all_packs(env);
+        let new: BTreeSet<_> = now.difference(&seen).cloned().collect();
+        seen = now;
+        new
+    };
+
+    write(&root, "a/deep/y.txt", "y, changed\n");
+    let second = env.checkpoint("second");
+    let packs = new_packs(&env);
+    let trees: BTreeSet<String> = objects_in_packs(&env, &packs, "tree").into_iter().collect();
+    assert_eq!(trees, trees_of(&env, &second, &["", "a", "a/deep"]));
+    assert_eq!(
+        objects_in_packs(&env, &packs, "tree").len(),
+        3,
+        "a tree written twice"
+    );
+    assert_eq!(objects_in_packs(&env, &packs, "blob").len(), 1);
+    assert_eq!(
+        env.git(&["show", &format!("{second}:a/deep/y.txt")]),
+        "y, changed\n"
+    );
+
+    // Changed back: the checkpoint is the first one's state exactly.
+    write(&root, "a/deep/y.txt", "y\n");
+    let third = env.checkpoint("third");
+    assert_eq!(
+        env.git(&["rev-parse", &format!("{third}^{{tree}}")]),
+        env.git(&["rev-parse", &format!("{first}^{{tree}}")])
+    );
+    let packs = new_packs(&env);
+    assert!(objects_in_packs(&env, &packs, "tree").len() <= 3);
+    assert!(objects_in_packs(&env, &packs, "blob").is_empty());
+    env.fsck();
+
+    // After a restart, unchanged folders' trees are found in the store, not written again.
+    env.stop_daemon();
+    env.start_daemon();
+    write(&root, "b/z.txt", "z, after the restart\n");
+    let fourth = env.checkpoint("fourth");
+    let packs = new_packs(&env);
+    let trees: Vec<String> = objects_in_packs(&env, &packs, "tree");
+    assert_eq!(
+        trees.iter().cloned().collect::<BTreeSet<_>>(),
+        trees_of(&env, &fourth, &["", "b"]),
+        "{}",
+        env.log()
+    );
+    assert_eq!(trees.len(), 2);
+    assert_eq!(
+        tree_state(&root).len(),
+        env.ls_tree(&fourth).len(),
+        "the checkpoint lists every file"
+    );
+    env.fsck();
+}
