@@ -12,7 +12,7 @@ use super::events::start_pump;
 use super::{Error, Project, Result};
 use crate::filter::Filter;
 use crate::index::{
-    load_stat_cache, save_stat_cache, stat_cache_path, FileIndex, RefreshOutcome, StatCache,
+    load_stat_cache, save_stat_cache, stat_cache_path, FileIndex, RefreshOutcome, StatCache, Trees,
 };
 use crate::model::WatchMode;
 use crate::store::{SnapshotOptions, Store};
@@ -144,24 +144,31 @@ impl Opened {
 
     /// The tree of the project as it is now (after [`Opened::prepare`]), its new objects still
     /// pending: for a caller that records a checkpoint of it, which flushes them all as one pack.
+    /// A prompt's checkpoint records the project as it moved on: its changed folders' trees are
+    /// written as new ones ([`Trees::New`]).
     pub fn tree_to_record(&mut self, project: &Project) -> Result<gix::ObjectId> {
+        self.prepared_tree(project, Trees::New)
+    }
+
+    fn prepared_tree(&mut self, project: &Project, trees: Trees) -> Result<gix::ObjectId> {
         self.prepare(project)?;
-        let tree = self.write_tree()?;
+        let tree = self.write_tree(trees)?;
         project.events.set_baseline(tree);
         Ok(tree)
     }
 
     /// Writes the index's tree (pending) as it is, without refreshing it first.
-    pub fn write_tree(&mut self) -> Result<gix::ObjectId> {
-        let tree = self.index.write_tree(&self.store)?;
+    pub fn write_tree(&mut self, trees: Trees) -> Result<gix::ObjectId> {
+        let tree = self.index.write_tree(&self.store, trees)?;
         self.written_root = Some(tree);
         Ok(tree)
     }
 
     /// The tree of the project as it is now, written to the store (durable, readable by every
-    /// handle).
+    /// handle). The files may be in an earlier state (after a restore, say): each changed
+    /// folder's tree is looked for in the store first ([`Trees::LookedUp`]).
     pub fn current_tree(&mut self, project: &Project) -> Result<gix::ObjectId> {
-        let tree = self.tree_to_record(project)?;
+        let tree = self.prepared_tree(project, Trees::LookedUp)?;
         self.flush()?;
         Ok(tree)
     }

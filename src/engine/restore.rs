@@ -18,6 +18,7 @@ use super::record::{record, take_recorded};
 use super::worktree::{self, Applied};
 use super::{Error, Opened, Project, Result};
 use crate::filter::rel_to_abs;
+use crate::index::Trees;
 use crate::model::{CheckpointId, Kind, SkipReason, SkippedFile};
 use crate::protocol::methods::{RestoreParams, UndoParams};
 use crate::protocol::results::Restored;
@@ -97,7 +98,8 @@ pub fn restore_to(
     let started = coarse_now_ns();
     o.prepare(p)?;
     refuse_unmatched_paths(o, target, &paths)?;
-    let current = o.write_tree()?;
+    // The undo point: the project as it moved on since its last checkpoint.
+    let current = o.write_tree(Trees::New)?;
     // What the undo point cannot hold: reported as left alone (see `report_uncaptured`).
     let uncaptured = o.index.skipped();
     let target_tree = parse_id(&target.tree)?;

@@ -215,7 +215,7 @@ mod tests {
             index
                 .refresh(&store, &filter, dirty, options, &mut |_| {})
                 .unwrap();
-            let tree = index.write_tree(&store).unwrap();
+            let tree = index.write_tree(&store, Trees::LookedUp).unwrap();
             store.flush_objects().unwrap();
             tree
         };

@@ -20,6 +20,7 @@ mod verify;
 use baseline::Baseline;
 use name::Name;
 
+pub use tree::Trees;
 use tree::{node_at, node_in};
 
 use std::collections::{BTreeMap, BTreeSet};

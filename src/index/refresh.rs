@@ -316,7 +316,7 @@ mod tests {
         index
             .refresh(&store, &filter, changed, options, &mut |_| {})
             .unwrap();
-        let tree = index.write_tree(&store).unwrap();
+        let tree = index.write_tree(&store, Trees::LookedUp).unwrap();
         store.flush_objects().unwrap();
         let scan = crate::store::Snapshot::take(
             &store,

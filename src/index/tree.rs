@@ -3,13 +3,26 @@
 
 use super::*;
 
+/// How [`FileIndex::write_tree`] writes the trees of folders that changed since its last
+/// write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trees {
+    /// Each is looked for in the store first: the files may be back in an earlier state (a
+    /// restore's result, an undo), whose trees the store holds.
+    LookedUp,
+    /// The project moved on (a prompt's checkpoint): a changed folder's tree is almost always
+    /// one the store lacks, and goes into the pending pack without a look (see
+    /// `write_tree_object`).
+    New,
+}
+
 impl FileIndex {
     /// Writes the trees that changed (pending in `store` until its next flush) and returns the
     /// root tree id.
-    pub fn write_tree(&mut self, store: &Store) -> Result<ObjectId, StoreError> {
+    pub fn write_tree(&mut self, store: &Store, trees: Trees) -> Result<ObjectId, StoreError> {
         // Counted before the trees are written: changed folders are those without a tree id.
         let counts = self.baseline.counts(&self.root);
-        let written = store.with_pending(|repo| match write_node(repo, &mut self.root)? {
+        let written = store.with_pending(|repo| match write_node(repo, &mut self.root, trees)? {
             Some(id) => Ok(id),
             None => repo
                 .write_object(gix::objs::Tree::empty())
@@ -163,12 +176,13 @@ pub(super) fn visit_files(
 pub(super) fn write_node(
     repo: &gix::Repository,
     node: &mut DirNode,
+    trees: Trees,
 ) -> Result<Option<ObjectId>, StoreError> {
     if let Some(known) = node.tree {
         return Ok(known);
     }
     for child in node.dirs.values_mut() {
-        write_node(repo, child)?;
+        write_node(repo, child, trees)?;
     }
     // Names and ids borrowed from the index: no copy of each entry per tree written.
     let mut entries: Vec<EntryRef<'_>> = node
@@ -189,7 +203,7 @@ pub(super) fn write_node(
             });
         }
     }
-    let written = node.written.take();
+    let written = node.written.take().filter(|_| trees == Trees::New);
     let id = if entries.is_empty() {
         None
     } else {
@@ -204,14 +218,15 @@ pub(super) fn write_node(
     Ok(id)
 }
 
-/// Writes `tree` (pending), the folder's tree at the last write being `written`. A folder
-/// whose tree was written before and changed since almost always has a tree the store lacks:
-/// it goes straight into the operation's pending objects, without looking for it in the store
-/// first (a look visits every pack's index and `stat`s a loose object's path, most of the
-/// time spent writing a checkpoint's trees). The rare tree the store holds all the same (a
-/// folder changed back to an older state) is then written again, a duplicate in the new pack
-/// and never a loss. A folder with no tree written before (a new one, or any after a restart)
-/// is looked for first, as is every tree of a first checkpoint.
+/// Writes `tree` (pending), the folder's tree at the last write being `written` (None: look
+/// first). When the project moved on ([`Trees::New`]), a folder whose tree was written before
+/// and changed since almost always has a tree the store lacks: it goes straight into the
+/// operation's pending objects, without looking for it in the store first (a look visits every
+/// pack's index and `stat`s a loose object's path, most of the time spent writing a
+/// checkpoint's trees). The rare tree the store holds all the same (a folder an agent changed
+/// back to an older state) is then written again, a duplicate in the new pack and never a
+/// loss. A folder with no tree written before (a new one, or any after a restart) is looked
+/// for first, as is every tree of a first checkpoint or of a restore's result.
 fn write_tree_object(
     repo: &gix::Repository,
     tree: gix::objs::TreeRef<'_>,

@@ -267,7 +267,7 @@ mod tests {
             .unwrap();
         assert!(outcome.full);
         assert_eq!(outcome.hashed, 3);
-        let tree = restarted.write_tree(&store).unwrap();
+        let tree = restarted.write_tree(&store, Trees::LookedUp).unwrap();
         store.flush_objects().unwrap();
         let scan = crate::store::Snapshot::take(
             &store,

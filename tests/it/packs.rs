@@ -92,8 +92,9 @@ fn a_first_checkpoint_writes_each_content_once() {
 /// A checkpoint writes the trees of the folders that changed and nothing else: a changed
 /// folder's new tree goes straight into the new pack, unchanged folders are not written again,
 /// a folder changed back to an earlier state gives a checkpoint equal to that state (its trees
-/// may be written again: a duplicate, never a loss), and after a restart (no tree written
-/// before in this daemon) trees the store holds are found and not written again.
+/// may be written again: a duplicate, never a loss), after a restart (no tree written before
+/// in this daemon) trees the store holds are found and not written again, and a restore's
+/// result (an earlier state) writes no tree at all.
 #[test]
 fn a_checkpoint_writes_the_trees_of_changed_folders_only() {
     let mut env = TestEnv::new();
@@ -160,5 +161,16 @@ fn a_checkpoint_writes_the_trees_of_changed_folders_only() {
         env.ls_tree(&fourth).len(),
         "the checkpoint lists every file"
     );
+
+    // A restore's result is an earlier state: its trees are found in the store, none written
+    // again (the undo point is the state just recorded: nothing new either).
+    env.json(&["restore", &first, "--yes"]);
+    assert_eq!(
+        std::fs::read_to_string(root.join("b/z.txt")).unwrap(),
+        "z\n"
+    );
+    let packs = new_packs(&env);
+    assert_eq!(objects_in_packs(&env, &packs, "tree"), Vec::<String>::new());
+    assert_eq!(objects_in_packs(&env, &packs, "blob"), Vec::<String>::new());
     env.fsck();
 }
