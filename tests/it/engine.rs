@@ -163,7 +163,9 @@ fn index_refresh_equals_a_full_scan() {
     index
         .refresh(&store, &filter, Vec::new(), options, &mut |_| {})
         .unwrap();
-    let tree = index.write_tree(&store, ckpt::index::Trees::LookedUp).unwrap();
+    let tree = index
+        .write_tree(&store, ckpt::index::Trees::LookedUp)
+        .unwrap();
     store.flush_objects().unwrap();
     assert_eq!(tree, scan_tree(&store));
     // Edit, delete, add, and un-ignore; tell the index only which paths changed.
@@ -175,7 +177,9 @@ fn index_refresh_equals_a_full_scan() {
     index
         .refresh(&store, &filter, dirty, options, &mut |_| {})
         .unwrap();
-    let tree = index.write_tree(&store, ckpt::index::Trees::LookedUp).unwrap();
+    let tree = index
+        .write_tree(&store, ckpt::index::Trees::LookedUp)
+        .unwrap();
     store.flush_objects().unwrap();
     assert_eq!(tree, scan_tree(&store));
     let listed = git_in(
