@@ -225,7 +225,8 @@ impl TestEnv {
                 .args(args)
                 .output()
                 .expect("run git");
-            if !(stderr(&out).contains("index not opened") && !out.status.success()) {
+            let raced = !out.status.success() && stderr(&out).contains("index not opened");
+            if !raced {
                 break;
             }
             std::thread::sleep(Duration::from_millis(300));
