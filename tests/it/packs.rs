@@ -174,3 +174,120 @@ fn a_checkpoint_writes_the_trees_of_changed_folders_only() {
     assert_eq!(objects_in_packs(&env, &packs, "blob"), Vec::<String>::new());
     env.fsck();
 }
+
+/// Every file of a first checkpoint large enough to be compressed reads back from the store
+/// byte for byte with the real git, whatever its content (text that repeats itself, bytes
+/// that do not, runs, the sizes around the small-object limit), and what repeats itself is
+/// stored compressed.
+#[test]
+fn a_first_checkpoint_compresses_what_repeats_and_git_reads_every_file() {
+    let env = TestEnv::new();
+    let root = env.proj();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut noise = |len: usize| -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect()
+    };
+    let text = |n: usize, len: usize| -> Vec<u8> {
+        let mut t = Vec::new();
+        while t.len() < len {
+            t.extend_from_slice(
+                format!("let value_{} = compute({n}, {});\n", t.len(), n * 7).as_bytes(),
+            );
+        }
+        t.truncate(len);
+        t
+    };
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for i in 0..200 {
+        files.push((format!("src/m{}/f{i}.rs", i % 9), text(i, 500 + i * 37)));
+    }
+    for (i, len) in [1, 17, 1000, 4096, 20_000, 65_535, 65_536, 65_537, 70_000]
+        .iter()
+        .enumerate()
+    {
+        files.push((format!("bin/noise{i}"), noise(*len)));
+        files.push((format!("txt/exact{i}.txt"), text(i, *len)));
+    }
+    let mut runs = vec![b'a'; 30_000];
+    runs.extend(noise(300));
+    runs.extend(vec![0u8; 40_000]);
+    files.push(("runs.bin".into(), runs));
+    files.push(("empty".into(), Vec::new()));
+    files.push(("large.txt".into(), text(99, 300_000)));
+    for (rel, content) in &files {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+    env.watch();
+    let first = env.checkpoint("first");
+    assert_eq!(env.ls_tree(&first).len(), files.len());
+    let mut batch = std::process::Command::new("git")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .arg("--git-dir")
+        .arg(env.store())
+        .args(["cat-file", "--batch"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let names: String = files
+        .iter()
+        .map(|(rel, _)| format!("{first}:{rel}\n"))
+        .collect();
+    std::io::Write::write_all(&mut batch.stdin.take().unwrap(), names.as_bytes()).unwrap();
+    let out = batch.wait_with_output().unwrap();
+    assert!(out.status.success());
+    // Each answer: "<id> blob <size>\n<content>\n".
+    let mut rest = out.stdout.as_slice();
+    for (rel, content) in &files {
+        let eol = rest.iter().position(|&b| b == b'\n').unwrap();
+        let header = String::from_utf8_lossy(&rest[..eol]).to_string();
+        let size: usize = header.rsplit(' ').next().unwrap().parse().unwrap();
+        assert_eq!(size, content.len(), "{rel}: {header}");
+        assert!(
+            &rest[eol + 1..eol + 1 + size] == content.as_slice(),
+            "{rel} differs"
+        );
+        rest = &rest[eol + 2 + size..];
+    }
+    // `git verify-pack -v`: id, kind, size, size in the pack, offset.
+    let (mut text_size, mut text_packed) = (0u64, 0u64);
+    let text_ids: BTreeSet<String> = files
+        .iter()
+        .filter(|(rel, _)| rel.starts_with("src/") || rel.starts_with("txt/exact8"))
+        .map(|(rel, _)| {
+            env.git(&["rev-parse", &format!("{first}:{rel}")])
+                .trim()
+                .to_string()
+        })
+        .collect();
+    for idx in all_packs(&env) {
+        let listed = std::process::Command::new("git")
+            .arg("verify-pack")
+            .arg("-v")
+            .arg(&idx)
+            .output()
+            .unwrap();
+        assert!(listed.status.success(), "{}", stderr(&listed));
+        for line in stdout(&listed).lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.len() >= 5 && text_ids.contains(words[0]) {
+                text_size += words[2].parse::<u64>().unwrap();
+                text_packed += words[3].parse::<u64>().unwrap();
+            }
+        }
+    }
+    assert!(
+        text_size > 0 && text_packed * 3 < text_size,
+        "{text_packed} of {text_size}"
+    );
+    env.fsck();
+}

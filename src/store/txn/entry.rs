@@ -4,16 +4,23 @@
 //! (merging small packs compresses what an operation stored).
 
 thread_local! {
-    /// Each thread's compressor, reset for every object: setting one up allocates and clears
-    /// a few hundred KiB, which dominated small objects.
+    /// Each thread's compressor for large objects, reset for every one: setting one up
+    /// allocates and clears a few hundred KiB.
     static DEFLATE: std::cell::RefCell<Option<gix::zlib::stream::deflate::Compress>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// Appends `data`, zlib-compressed (fastest level: gc may recompress), to `out`.
+/// Appends `data`, zlib-compressed (fastest level: gc may recompress), to `out`. Small objects
+/// skip zlib's setup ([`super::deflate`]), and one that would not shrink may be stored.
 pub(crate) fn deflate_into(data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
     use gix::zlib::stream::deflate::{Compress, FlushCompress};
     use gix::zlib::Status;
+    if data.len() <= super::deflate::SMALL_OBJECT {
+        if !super::deflate::small_into(data, out) {
+            store_into(data, out);
+        }
+        return Ok(());
+    }
     DEFLATE.with(|cell| {
         let mut cell = cell.borrow_mut();
         let z = cell.get_or_insert_with(|| Compress::new(gix::zlib::Compression::BEST_SPEED));
@@ -157,7 +164,8 @@ mod tests {
             assert_eq!(read_stored(&stream[..stream.len() - 1]), Stored::No);
             let mut compressed = Vec::new();
             deflate_into(&data, &mut compressed).unwrap();
-            if len > 0 {
+            // (Too short to repeat itself, 100 bytes are stored: they would grow.)
+            if len > 100 {
                 assert_eq!(read_stored(&compressed), Stored::No, "{len}");
             }
         }

@@ -27,6 +27,7 @@
 //! made of — a private file, a file replaced atomically, a flush of a file or folder — are in
 //! [`files`], a leaf. Restored project files are flushed by the engine (`engine::flush`).
 
+pub mod deflate;
 pub mod entry;
 pub mod files;
 pub mod index;
