@@ -287,6 +287,29 @@ pub fn read_stable(file: &File, max: u64) -> io::Result<StableRead> {
     Ok(StableRead::Changing)
 }
 
+/// [`read_stable`] for a file a walk has just seen as a regular file with the stat `seen`:
+/// when the open file's stat after the read is `seen` (the same inode, size and times),
+/// nothing changed it from the walk to the end of the read (within the current timestamp
+/// tick, a second read agrees), so its stat before the read is not taken (a project's first
+/// checkpoint reads every file). Anything else (a file changed or replaced since, a FIFO:
+/// `pread` refuses it without reading) goes through [`read_stable`].
+pub fn read_stable_seen(file: &File, max: u64, seen: &Stat) -> io::Result<StableRead> {
+    if seen.size <= max {
+        if let Ok(data) = read_at_most(file, seen.size) {
+            let meta = file.metadata()?;
+            let after = Stat::of(&meta);
+            if meta.is_file()
+                && data.len() as u64 == seen.size
+                && after == *seen
+                && (!is_racy(&after) || read_at_most(file, seen.size)? == data)
+            {
+                return Ok(StableRead::Data { data, stat: after });
+            }
+        }
+    }
+    read_stable(file, max)
+}
+
 /// Reads the first `len` bytes of `file` (fewer if it is shorter now) from offset 0.
 fn read_at_most(file: &File, len: u64) -> io::Result<Vec<u8>> {
     let mut data = vec![0u8; len as usize];
@@ -337,6 +360,50 @@ mod tests {
             StableRead::NotRegular
         ));
         assert!(read_small(&fifo, 100).is_none());
+    }
+
+    /// A walk's stat stands for the stat before the read only while the file is unchanged:
+    /// rewritten since (even to its size and mtime), it is read as it is now, with its new stat.
+    #[test]
+    fn a_walks_stat_holds_only_for_an_unchanged_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, "one").unwrap();
+        let seen = Stat::of(&std::fs::metadata(&path).unwrap());
+        let root = open_dir(dir.path()).unwrap();
+        let read = |max| {
+            let file = open_beneath(root.as_fd(), b"f").unwrap();
+            match read_stable_seen(&file, max, &seen).unwrap() {
+                StableRead::Data { data, stat } => (data, stat),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(read(100), (b"one".to_vec(), seen));
+        std::fs::write(&path, "uno").unwrap();
+        let mtime = rustix::fs::Timestamps {
+            last_access: rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            last_modification: rustix::fs::Timespec {
+                tv_sec: seen.mtime_ns.div_euclid(1_000_000_000),
+                tv_nsec: seen.mtime_ns.rem_euclid(1_000_000_000) as _,
+            },
+        };
+        rustix::fs::utimensat(rustix::fs::CWD, &path, &mtime, rustix::fs::AtFlags::empty())
+            .unwrap();
+        let (data, stat) = read(100);
+        assert_eq!(data, b"uno");
+        assert_eq!((stat.size, stat.mtime_ns), (seen.size, seen.mtime_ns));
+        assert_ne!(stat.ctime_ns, seen.ctime_ns);
+        std::fs::write(&path, "longer").unwrap();
+        assert_eq!(read(100).0, b"longer");
+        let file = open_beneath(root.as_fd(), b"f").unwrap();
+        let too_large = read_stable_seen(&file, 4, &seen).unwrap();
+        assert!(
+            matches!(too_large, StableRead::TooLarge(6)),
+            "{too_large:?}"
+        );
     }
 
     #[test]
@@ -410,6 +477,13 @@ mod tests {
         // A FIFO opens without blocking; reading it finds no regular file.
         let fifo = files.open(b"a/b/fifo").unwrap();
         assert!(matches!(read_stable(&fifo, 10), Ok(StableRead::NotRegular)));
+        // Nor when the walk saw a regular file by that name: `pread` refuses a FIFO.
+        let seen = Stat::of(&std::fs::metadata(dir.path().join("top")).unwrap());
+        let fifo_read = read_stable_seen(&fifo, 10, &seen);
+        assert!(
+            matches!(fifo_read, Ok(StableRead::NotRegular)),
+            "{fifo_read:?}"
+        );
         assert!(files.open(b"link/secret").is_err());
         assert!(files.open(b"../x/y").is_err());
         let gone = files.open(b"a/b/none").unwrap_err();

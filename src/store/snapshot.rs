@@ -19,7 +19,7 @@ use super::txn::pack::PackWriter;
 use super::{Store, StoreError};
 use crate::filter::{split_parent, Filter, WalkEntry};
 use crate::model::{SkipReason, SkippedFile};
-use crate::safe_io::{open_dir, read_link_beneath, read_stable, Beneath, StableRead};
+use crate::safe_io::{open_dir, read_link_beneath, read_stable_seen, Beneath, StableRead};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -188,7 +188,7 @@ pub(crate) fn capture(
             }
             Err(e) => return skip(unreadable(format!("cannot read: {e}"))),
         };
-        match read_stable(&file, options.max_file_size) {
+        match read_stable_seen(&file, options.max_file_size, &entry.stat) {
             Ok(StableRead::Data { data, stat }) => {
                 let kind = if stat.mode & 0o100 != 0 {
                     EntryKind::BlobExecutable
