@@ -287,12 +287,12 @@ pub fn read_stable(file: &File, max: u64) -> io::Result<StableRead> {
     Ok(StableRead::Changing)
 }
 
-/// [`read_stable`] for a file a walk has just seen as a regular file with the stat `seen`:
-/// when the open file's stat after the read is `seen` (the same inode, size and times),
-/// nothing changed it from the walk to the end of the read (within the current timestamp
-/// tick, a second read agrees), so its stat before the read is not taken (a project's first
-/// checkpoint reads every file). Anything else (a file changed or replaced since, a FIFO:
-/// `pread` refuses it without reading) goes through [`read_stable`].
+/// [`read_stable`] for a file a walk has just seen as a regular file with the stat `seen`: when
+/// the open file's stat after the read is `seen` (inode, size, times), nothing changed it since
+/// the walk (within the current tick, a second read agrees), so no stat is taken before the
+/// read. Anything else (changed or replaced since, a FIFO: `pread` refuses it) goes through
+/// [`read_stable`]; a device node put in its place (which takes the right to make one) is read
+/// for at most `seen.size` bytes before its stat refuses it.
 pub fn read_stable_seen(file: &File, max: u64, seen: &Stat) -> io::Result<StableRead> {
     if seen.size <= max {
         if let Ok(data) = read_at_most(file, seen.size) {

@@ -449,15 +449,21 @@ fn seal(file: &mut File, count: &[u8; 4], tmp: &Path) -> Result<ObjectId, StoreE
     file.write_all(count).map_err(io)?;
     let early = file.try_clone().map_err(io)?;
     let (hashed, flushed) = std::thread::scope(|scope| {
-        let flushed = scope.spawn(move || early.sync_data());
+        // Without a thread to spare, the flush below does it all.
+        let flusher = std::thread::Builder::new()
+            .name("ckpt-pack-flush".into())
+            .spawn_scoped(scope, move || early.sync_data());
         let hashed = hash_file(file);
-        (hashed, flushed.join())
+        let flushed = flusher.map_or(Ok(()), |flusher| {
+            flusher
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the flushing thread panicked")))
+        });
+        (hashed, flushed)
     });
     // A failed flush fails the pack: the error is reported once per open file, so the flush
     // below might not see it again.
-    flushed
-        .unwrap_or_else(|_| Err(std::io::Error::other("the flushing thread panicked")))
-        .map_err(io)?;
+    flushed.map_err(io)?;
     let pack_sum = hashed.map_err(io)??;
     file.seek(SeekFrom::End(0)).map_err(io)?;
     file.write_all(pack_sum.as_bytes()).map_err(io)?;
