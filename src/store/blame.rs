@@ -61,10 +61,12 @@ struct Version {
 }
 
 impl Version {
-    /// Reads blob `id` into this version.
+    /// Reads blob `id` into this version, past the handle's cache of objects: each version is
+    /// read once, and a cache full of them would only have pushed out the trees the next
+    /// checkpoint reads (and kept megabytes the walk has done with).
     fn load(&mut self, repo: &gix::Repository, id: ObjectId) -> Result<(), StoreError> {
         use gix::objs::FindExt;
-        repo.objects
+        uncached(repo)
             .find_blob(&id, &mut self.data)
             .map_err(|e| StoreError::git("reading a file", e))?;
         let data = &self.data;
@@ -79,6 +81,12 @@ impl Version {
     fn lines(&self) -> Vec<&[u8]> {
         self.lines.iter().map(|&(a, b)| &self.data[a..b]).collect()
     }
+}
+
+/// The store's objects without the handle's cache of objects read.
+fn uncached(repo: &gix::Repository) -> &impl gix::objs::Find {
+    // `objects` is the in-memory layer over the cache over the store's handle.
+    &**repo.objects
 }
 
 /// For each line of `new`, the line of `old` it is (None: added in `new`).
@@ -211,11 +219,12 @@ impl Store {
     }
 
     fn blob(&self, repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, StoreError> {
-        Ok(repo
-            .find_object(id)
-            .map_err(|e| StoreError::git("reading a file", e))?
-            .detach()
-            .data)
+        use gix::objs::FindExt;
+        let mut data = Vec::new();
+        uncached(repo)
+            .find_blob(&id, &mut data)
+            .map_err(|e| StoreError::git("reading a file", e))?;
+        Ok(data)
     }
 
     /// The file of tree `old` that `data` (new in tree `new`) was renamed from: a file deleted
