@@ -68,7 +68,7 @@ pub struct Filter {
 }
 
 /// One entry the walk found that belongs in a checkpoint.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct WalkEntry {
     /// Path relative to the root, `/`-separated, as stored in git trees.
     pub rel: BString,

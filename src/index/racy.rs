@@ -31,7 +31,7 @@ impl FileIndex {
         max_file_size: u64,
     ) -> Result<usize, StoreError> {
         let now = now_ns();
-        let mut files = Vec::new();
+        let mut files = super::refresh::ToRead::default();
         for rel in &self.racy {
             let Some(entry) = self.get(rel.as_bstr()) else {
                 continue;
@@ -55,21 +55,22 @@ impl FileIndex {
             write: false,
             max_file_size,
         };
-        let (captured, read_at) = self.capture_changed(store, root, files, options)?;
-        self.progress.start(0, 0);
         let mut settled = 0;
-        for found in captured.into_iter().flatten() {
-            let Captured::File { rel, state, stat } = found else {
-                continue;
-            };
-            let same = self
-                .get(rel.as_bstr())
-                .is_some_and(|e| e.state == state && e.stat == stat);
-            if same && stat.mtime_ns.saturating_add(RACY_WINDOW_NS) < read_at {
-                self.racy.remove(&rel);
-                settled += 1;
+        self.capture_changed(store, root, files, options, &mut |index, read, read_at| {
+            for found in read {
+                let Captured::File { rel, state, stat } = found else {
+                    continue;
+                };
+                let same = index
+                    .get(rel.as_bstr())
+                    .is_some_and(|e| e.state == state && e.stat == stat);
+                if same && stat.mtime_ns.saturating_add(RACY_WINDOW_NS) < read_at {
+                    index.racy.remove(&rel);
+                    settled += 1;
+                }
             }
-        }
+        })?;
+        self.progress.start(0, 0);
         Ok(settled)
     }
 }

@@ -2,6 +2,32 @@
 //! vouch, a verify of every file by stat: see `verify`), capturing changed files into the store.
 
 use super::*;
+use crate::safe_io::Beneath;
+
+/// Files to read, in batches of up to [`BATCH`] in the order they were found.
+#[derive(Default)]
+pub(super) struct ToRead {
+    batches: Vec<Vec<WalkEntry>>,
+    len: usize,
+}
+
+/// Files per batch: enough to keep a reading thread busy between two looks at the queue, few
+/// enough that a first checkpoint frees the walk's list as it reads it.
+const BATCH: usize = 4096;
+
+impl ToRead {
+    pub(super) fn push(&mut self, file: WalkEntry) {
+        match self.batches.last_mut() {
+            Some(batch) if batch.len() < BATCH => batch.push(file),
+            _ => self.batches.push(vec![file]),
+        }
+        self.len += 1;
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
 
 impl FileIndex {
     /// Refreshes `dirty` paths (relative to the root), plus racy entries; falls back to a full
@@ -65,7 +91,7 @@ impl FileIndex {
             self.verify_subtree(store, filter, dir.clone(), options, on_dir, &mut outcome)?;
             done.push(dir.clone());
         }
-        let mut files = Vec::new();
+        let mut files = ToRead::default();
         for path in paths {
             if covered(&path, &done) {
                 continue;
@@ -118,8 +144,13 @@ impl FileIndex {
                 Err(_) => self.remove(path.as_bstr()),
             }
         }
-        let captured = self.capture_changed(store, filter.root(), files, options)?;
-        self.apply_captured(captured, &mut outcome);
+        self.capture_changed(
+            store,
+            filter.root(),
+            files,
+            options,
+            &mut |index, read, at| index.apply_captured(read, at, &mut outcome),
+        )?;
         Ok(outcome)
     }
 
@@ -135,23 +166,28 @@ impl FileIndex {
             .collect()
     }
 
-    /// Reads the given files in parallel and adds what is new to the pending pack; returns
-    /// what each reading thread found (never copied into one list: a first checkpoint holds
-    /// one entry per file).
+    /// Reads `files` in parallel, adding what is new to the pending pack, and hands each
+    /// batch's results to `take` (with the moment the reading began) as soon as it is read: a
+    /// first checkpoint holds neither its whole walk nor everything read from it at once. A
+    /// store error stops the reading and is returned; the batches taken before it may name
+    /// objects of the pending pack, which the operation flushes or loses as a whole, as it
+    /// does for a folder verified before another fails (a loss makes the index forget
+    /// everything: `Opened::forget_if_lost`).
     pub(super) fn capture_changed(
-        &self,
+        &mut self,
         store: &Store,
         root: &Path,
-        files: Vec<WalkEntry>,
+        files: ToRead,
         options: SnapshotOptions,
-    ) -> Result<(Vec<Vec<Captured>>, i64), StoreError> {
+        take: &mut dyn FnMut(&mut FileIndex, Vec<Captured>, i64),
+    ) -> Result<(), StoreError> {
         let read_at = now_ns();
         if files.is_empty() {
             // The usual case of a checkpoint with nothing changed: no folder to open.
-            return Ok((Vec::new(), read_at));
+            return Ok(());
         }
-        self.progress.start(2, files.len() as u64);
-        let progress = &self.progress;
+        self.progress.start(2, files.len as u64);
+        let progress = self.progress.clone();
         // Opened before the pack, so that failing to open it leaves no temporary pack behind.
         let root_fd = crate::safe_io::open_dir(root).map_err(|source| StoreError::Io {
             path: root.to_path_buf(),
@@ -162,100 +198,115 @@ impl FileIndex {
         let pack = if options.write {
             let pack = store.pending_blobs()?;
             // Room for a blob per file and the trees above them (a hint: it grows past it).
-            pack.reserve(files.len() + files.len() / 8);
+            pack.reserve(files.len + files.len / 8);
             Some(pack)
         } else {
             None
         };
-        let threads = if files.len() < 64 {
+        let threads = if files.len < 64 {
             1
         } else {
             std::thread::available_parallelism()
                 .map_or(2, |n| n.get())
                 .min(8)
+                .min(files.batches.len())
         };
-        // Each thread owns its part and drops each entry once read: the walk's paths are freed
-        // as their copies in the results appear.
-        let chunk = files.len().div_ceil(threads).max(1);
-        let mut parts: Vec<Vec<WalkEntry>> = Vec::with_capacity(threads);
-        let mut rest = files;
-        while rest.len() > chunk {
-            parts.push(rest.split_off(rest.len() - chunk));
-            rest.shrink_to_fit();
-        }
-        parts.push(rest);
-        parts.reverse();
+        // The threads take batches from one queue; each batch's list is freed once it is
+        // read (the walk's paths move into the results).
+        let queue = parking_lot::Mutex::new(files.batches.into_iter());
+        let next = || queue.lock().next();
         let root_fd = std::os::fd::AsFd::as_fd(&root_fd);
         let pack = pack.as_deref();
-        let read = |repo: &gix::Repository, part: Vec<WalkEntry>| {
-            let mut found = Vec::with_capacity(part.len());
-            let mut files = crate::safe_io::Beneath::new(root_fd);
-            for e in part {
-                found.push(capture(repo, &mut files, &e, options, pack)?);
+        let read = |repo: &gix::Repository, files: &mut Beneath<'_>, batch: Vec<WalkEntry>| {
+            let mut read = Vec::with_capacity(batch.len());
+            for e in batch {
+                read.push(capture(repo, files, e, options, pack)?);
                 progress.step();
             }
-            Ok::<_, StoreError>(found)
+            Ok::<_, StoreError>(read)
         };
-        let captured: Vec<Result<Vec<Captured>, StoreError>> = if parts.len() == 1 {
+        if threads == 1 {
             // A few files (a checkpoint's usual change) are read here: a thread would cost
             // more to start than the reads.
-            let part = parts.pop().expect("one part");
-            vec![read(&store.repo(), part)]
-        } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = parts
-                    .into_iter()
-                    .map(|part| {
-                        let repo = store.thread_safe();
-                        let read = &read;
-                        scope.spawn(move || read(&repo.to_thread_local(), part))
+            let repo = store.repo();
+            let mut files = Beneath::new(root_fd);
+            while let Some(batch) = next() {
+                let read = read(&repo, &mut files, batch)?;
+                take(self, read, read_at);
+            }
+            return Ok(());
+        }
+        // Bounded: readers ahead of the index wait rather than pile their results up.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Captured>>(threads);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (tx, repo) = (tx.clone(), store.thread_safe());
+                    let (next, read, queue) = (&next, &read, &queue);
+                    scope.spawn(move || {
+                        let repo = repo.to_thread_local();
+                        let mut files = Beneath::new(root_fd);
+                        while let Some(batch) = next() {
+                            match read(&repo, &mut files, batch) {
+                                Ok(read) => {
+                                    if tx.send(read).is_err() {
+                                        break;
+                                    }
+                                }
+                                Err(e) => {
+                                    // The other readers stop at their next batch.
+                                    *queue.lock() = Vec::new().into_iter();
+                                    return Err(e);
+                                }
+                            }
+                        }
+                        Ok(())
                     })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("capture worker panicked"))
-                    .collect()
-            })
-        };
-        // A store error fails the whole batch: nothing of it reaches the index (what reached
-        // the pending pack is flushed with the rest of the operation, or dropped as a whole).
-        Ok((captured.into_iter().collect::<Result<_, _>>()?, read_at))
+                })
+                .collect();
+            drop(tx);
+            for read in rx {
+                take(self, read, read_at);
+            }
+            // The scope joins every reader; the first error is the refresh's.
+            handles
+                .into_iter()
+                .try_for_each(|h| h.join().expect("capture worker panicked"))
+        })
     }
 
-    /// Puts what the reading threads found into the index, each thread's results freed as
-    /// they are applied.
+    /// Puts one batch of what was read into the index.
     pub(super) fn apply_captured(
         &mut self,
-        (captured, read_at): (Vec<Vec<Captured>>, i64),
+        read: Vec<Captured>,
+        read_at: i64,
         outcome: &mut RefreshOutcome,
     ) {
-        // A folder's files are next to each other in what was read: they join the index
-        // together (see `DirNode::add_files`).
+        // A folder's files are next to each other in a batch: they join the index together
+        // (see `DirNode::add_files`; a folder split between batches joins in two steps).
         let mut folder: Option<(BString, Vec<(Name, IndexEntry)>)> = None;
-        for part in captured {
-            outcome.hashed += part.len();
-            for c in part {
-                match c {
-                    Captured::File { rel, state, stat } => {
-                        if stat.mtime_ns.saturating_add(RACY_WINDOW_NS) >= read_at {
-                            self.racy.insert(rel.clone());
-                        }
-                        self.skipped.remove(&rel);
-                        let (parent, name) = split_parent(rel.as_bstr());
-                        if folder.as_ref().is_some_and(|(p, _)| p != parent) {
-                            self.add_folder_files(folder.take());
-                        }
-                        folder
-                            .get_or_insert_with(|| (parent.to_owned(), Vec::new()))
-                            .1
-                            .push((Name::from(name), IndexEntry { state, stat }));
+        outcome.hashed += read.len();
+        for c in read {
+            match c {
+                Captured::File { rel, state, stat } => {
+                    if stat.mtime_ns.saturating_add(RACY_WINDOW_NS) >= read_at {
+                        self.racy.insert(rel.clone());
                     }
-                    Captured::Skipped(rel, skip) => {
-                        self.remove(rel.as_bstr());
-                        self.note_skip(rel, (skip.reason_code, skip.reason));
+                    self.skipped.remove(&rel);
+                    let (parent, name) = split_parent(rel.as_bstr());
+                    if folder.as_ref().is_some_and(|(p, _)| p != parent) {
+                        self.add_folder_files(folder.take());
                     }
-                    Captured::Vanished(rel) => self.remove(rel.as_bstr()),
+                    folder
+                        .get_or_insert_with(|| (parent.to_owned(), Vec::new()))
+                        .1
+                        .push((Name::from(name), IndexEntry { state, stat }));
                 }
+                Captured::Skipped(rel, skip) => {
+                    self.remove(rel.as_bstr());
+                    self.note_skip(rel, (skip.reason_code, skip.reason));
+                }
+                Captured::Vanished(rel) => self.remove(rel.as_bstr()),
             }
         }
         self.add_folder_files(folder);

@@ -78,7 +78,7 @@ impl FileIndex {
             stale: None,
             waiting: Vec::new(),
             node: DirNode::default(),
-            to_read: Vec::new(),
+            to_read: Default::default(),
         };
         let walk = filter.walk_each(start.clone(), rules, &mut counting, &mut |files| {
             // The stat cache (first verify after a restart) is read while the walk lists:
@@ -102,22 +102,25 @@ impl FileIndex {
         }
         let Sorter {
             node,
-            mut to_read,
+            to_read,
             old,
             stale,
             ..
         } = sorter;
         drop((old, stale));
-        to_read.shrink_to_fit();
         for skip in walk.skips {
             self.note_skip(skip.rel, (SkipReason::Unreadable, skip.reason));
         }
         remove_litter(filter.root(), &walk.litter);
         self.repos.extend(walk.repos);
         self.attach(start.as_bstr(), node);
-        let captured = self.capture_changed(store, filter.root(), to_read, options)?;
-        self.apply_captured(captured, outcome);
-        Ok(())
+        self.capture_changed(
+            store,
+            filter.root(),
+            to_read,
+            options,
+            &mut |index, read, at| index.apply_captured(read, at, outcome),
+        )
     }
 }
 
@@ -134,7 +137,7 @@ struct Sorter<'a> {
     waiting: Vec<Vec<WalkEntry>>,
     /// The new index below `start`.
     node: DirNode,
-    to_read: Vec<WalkEntry>,
+    to_read: super::refresh::ToRead,
 }
 
 impl Sorter<'_> {

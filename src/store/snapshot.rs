@@ -87,7 +87,7 @@ impl Snapshot {
                         let repo = repo.to_thread_local();
                         let mut files = Beneath::new(root);
                         part.iter()
-                            .map(|e| capture(&repo, &mut files, e, options, None))
+                            .map(|e| capture(&repo, &mut files, e.clone(), options, None))
                             .collect::<Result<Vec<_>, _>>()
                     })
                 })
@@ -144,7 +144,7 @@ pub(crate) enum Captured {
 pub(crate) fn capture(
     repo: &gix::Repository,
     files: &mut Beneath<'_>,
-    entry: &WalkEntry,
+    entry: WalkEntry,
     options: SnapshotOptions,
     pack: Option<&PackWriter>,
 ) -> Result<Captured, StoreError> {
@@ -176,7 +176,7 @@ pub(crate) fn capture(
                 return match read_link_beneath(files.root(), &entry.rel) {
                     Ok(target) => store_captured(
                         repo,
-                        entry,
+                        entry.rel,
                         EntryKind::Link,
                         target,
                         entry.stat,
@@ -211,7 +211,7 @@ pub(crate) fn capture(
     } else {
         return skip(special());
     };
-    store_captured(repo, entry, kind, data, stat, options, pack)
+    store_captured(repo, entry.rel, kind, data, stat, options, pack)
 }
 
 /// Why a file that kept changing while it was read is not in a checkpoint.
@@ -223,11 +223,11 @@ fn too_large(size: u64, max: u64) -> (SkipReason, String) {
     (SkipReason::TooLarge, why)
 }
 
-/// Hashes `data` and adds it to the pending pack (unless the store has it): a failure to store
-/// is an error of the whole operation, never a skipped file.
+/// Hashes `data` (the file at `rel`) and adds it to the pending pack (unless the store has it):
+/// a failure to store is an error of the whole operation, never a skipped file.
 fn store_captured(
     repo: &gix::Repository,
-    entry: &WalkEntry,
+    rel: BString,
     kind: EntryKind,
     data: Vec<u8>,
     stat: crate::safe_io::Stat,
@@ -249,7 +249,7 @@ fn store_captured(
         pack.add(id, gix::objs::Kind::Blob, &data)?;
     }
     Ok(Captured::File {
-        rel: entry.rel.clone(),
+        rel,
         state: FileState { kind, id },
         stat,
     })

@@ -546,3 +546,65 @@ fn racy_files_are_settled_after_the_reply_and_checkpoints_stay_exact() {
     check(&mut rpc, &root, 8, 0);
     env.fsck();
 }
+
+/// A first checkpoint reads its files in batches from several threads and puts each batch in
+/// the index as it is read (a folder of 5,000 files spans two batches), and a checkpoint of
+/// thousands of changes does the same: both equal a full scan, and git reads every file.
+#[test]
+fn checkpoints_read_in_batches_equal_full_scans() {
+    let env = TestEnv::new();
+    let root = env.proj();
+    for i in 0..5_000 {
+        write(&root, &format!("big/f{i:05}.txt"), &format!("big {i}\n"));
+    }
+    for d in 0..40 {
+        for i in 0..100 {
+            write(&root, &format!("d{d}/s/f{i}.rs"), &format!("{d} {i}\n"));
+        }
+    }
+    let run = |what: &str| {
+        let path = root.join("big").join(what);
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success());
+    };
+    run("f02500.fifo");
+    std::os::unix::fs::symlink("f00001.txt", root.join("big/link")).unwrap();
+    let tool = root.join("d3/s/tool.sh");
+    std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    env.watch();
+    let mut rpc = Rpc::connect(&env);
+    let first = check(&mut rpc, &root, 0, 0);
+    let skipped = first["skipped"].to_string();
+    assert!(skipped.contains("big/f02500.fifo"), "{first}");
+    let id = first["id"].as_str().unwrap();
+    assert_eq!(env.ls_tree(id).len(), 5_000 + 4_000 + 2);
+    assert_eq!(
+        env.git(&["show", &format!("{id}:big/f04999.txt")]),
+        "big 4999\n"
+    );
+    assert_eq!(env.git(&["show", &format!("{id}:d39/s/f99.rs")]), "39 99\n");
+    let mode = env.git(&["ls-tree", id, "d3/s/tool.sh"]);
+    assert!(mode.starts_with("100755 "), "{mode}");
+    // Thousands of changes at once: most of the big folder rewritten, some deleted.
+    for i in (0..5_000).step_by(2) {
+        write(
+            &root,
+            &format!("big/f{i:05}.txt"),
+            &format!("changed {i}\n"),
+        );
+    }
+    for i in (1..5_000).step_by(7) {
+        std::fs::remove_file(root.join(format!("big/f{i:05}.txt"))).unwrap();
+    }
+    let second = check(&mut rpc, &root, 1, 0);
+    let id = second["id"].as_str().unwrap();
+    assert_eq!(
+        env.git(&["show", &format!("{id}:big/f04998.txt")]),
+        "changed 4998\n"
+    );
+    env.git(&["fsck", "--strict", "--no-dangling"]);
+}
