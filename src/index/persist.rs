@@ -2,7 +2,7 @@
 //! rename) with a trailing checksum. It only saves re-hashing after a restart; a missing,
 //! foreign or corrupt file is ignored.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use gix::bstr::{BStr, BString, ByteSlice};
@@ -67,10 +67,10 @@ pub fn save_stat_cache(index: &FileIndex, path: &Path) -> std::io::Result<()> {
 
 /// Reads a stat cache; empty when missing or unusable.
 pub fn load_stat_cache(path: &Path) -> StatCache {
-    let Ok(data) = std::fs::read(path) else {
+    let Ok(file) = std::fs::File::open(path) else {
         return StatCache::default();
     };
-    match parse(&data) {
+    match parse(file) {
         Some(cache) => cache,
         None => {
             tracing::warn!(path = %path.display(), "ignoring an unusable stat cache; the next checkpoint re-reads every file");
@@ -85,27 +85,33 @@ fn nanos_of(bytes: &[u8]) -> Option<i64> {
     Some(v.clamp(i64::MIN.into(), i64::MAX.into()) as i64)
 }
 
-fn checksum(data: &[u8]) -> ObjectId {
-    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, data)
-        .expect("sha1 is always available")
-}
-
-fn parse(data: &[u8]) -> Option<StatCache> {
-    if data.len() < MAGIC.len() + 20 || &data[..8] != MAGIC {
-        return None;
-    }
-    let (body, sum) = data.split_at(data.len() - 20);
-    if checksum(body).as_bytes() != sum {
+/// Parses a stat cache as it is read (never the whole file in memory beside the entries it
+/// makes: at a million files, the file alone is ~110 MB); None unless its checksum, at the
+/// end, says the whole of it is as written.
+fn parse(mut file: std::fs::File) -> Option<StatCache> {
+    let len = file.metadata().ok()?.len();
+    let body_len = len.checked_sub(20).filter(|n| *n >= MAGIC.len() as u64)?;
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(format!("blob {body_len}\0").as_bytes());
+    let mut body = Body {
+        file: &mut file,
+        unread: body_len,
+        buf: Vec::with_capacity(CHUNK),
+        at: 0,
+        hasher,
+    };
+    if body.take(MAGIC.len())? != MAGIC {
         return None;
     }
     let mut cache = StatCache::default();
     // Entries were written folder by folder: each folder's run is added at once.
     let mut folder = BString::default();
     let mut files: Vec<(Name, IndexEntry)> = Vec::new();
-    let mut r = Reader { data: &body[8..] };
-    while !r.data.is_empty() {
-        let len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
-        let rel = BString::from(r.take(len)?);
+    while !body.is_done() {
+        let len = u32::from_le_bytes(body.take(4)?.try_into().ok()?) as usize;
+        let rel = BString::from(body.take(len)?);
+        let rest = body.take(ENTRY_BYTES - 4)?;
+        let mut r = Reader { data: rest };
         let kind = match u16::from_le_bytes(r.take(2)?.try_into().ok()?) {
             0o100644 => EntryKind::Blob,
             0o100755 => EntryKind::BlobExecutable,
@@ -132,7 +138,52 @@ fn parse(data: &[u8]) -> Option<StatCache> {
         files.push((Name::from(name), entry));
     }
     cache.add_folder(folder.as_bstr(), files);
-    Some(cache)
+    let computed = body.hasher.try_finalize().ok()?;
+    let mut sum = [0u8; 20];
+    file.read_exact(&mut sum).ok()?;
+    (computed.as_bytes() == sum).then_some(cache)
+}
+
+/// How much of a stat cache is read at a time.
+const CHUNK: usize = 1 << 16;
+
+/// A stat cache's body (all but its checksum), read through a buffer that is hashed as it is
+/// filled.
+struct Body<'f> {
+    file: &'f mut std::fs::File,
+    /// Bytes of the body not read from the file yet.
+    unread: u64,
+    buf: Vec<u8>,
+    /// Where the next `take` starts in `buf`.
+    at: usize,
+    hasher: gix::hash::Hasher,
+}
+
+impl Body<'_> {
+    /// The next `n` bytes; None past the body's end or when the file cannot be read.
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.buf.len() - self.at < n {
+            self.buf.drain(..self.at);
+            self.at = 0;
+            let missing = (n - self.buf.len()) as u64;
+            if missing > self.unread {
+                return None;
+            }
+            let more = missing.max(CHUNK as u64).min(self.unread) as usize;
+            let start = self.buf.len();
+            self.buf.resize(start + more, 0);
+            self.file.read_exact(&mut self.buf[start..]).ok()?;
+            self.hasher.update(&self.buf[start..]);
+            self.unread -= more as u64;
+        }
+        let taken = &self.buf[self.at..self.at + n];
+        self.at += n;
+        Some(taken)
+    }
+
+    fn is_done(&self) -> bool {
+        self.at == self.buf.len() && self.unread == 0
+    }
 }
 
 struct Reader<'a> {
@@ -243,6 +294,26 @@ mod tests {
         }
         let bytes = std::fs::read(&path).unwrap();
         let (body, sum) = bytes.split_at(bytes.len() - 20);
-        assert_eq!(checksum(body).as_bytes(), sum);
+        let blob = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, body);
+        assert_eq!(blob.unwrap().as_bytes(), sum);
+        // Whatever part is damaged, cut or added, nothing of the cache is used.
+        let mut damaged = vec![bytes[..bytes.len() - 1].to_vec(), bytes[..30].to_vec()];
+        damaged.push([bytes.as_slice(), b"more"].concat());
+        for at in [0, 9, 40, bytes.len() / 2, bytes.len() - 21, bytes.len() - 1] {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x10;
+            damaged.push(flipped);
+        }
+        // A path length past the end of the file (its checksum made right).
+        let mut long = bytes[..bytes.len() - 20].to_vec();
+        long[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        let sum = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &long);
+        long.extend_from_slice(sum.unwrap().as_bytes());
+        damaged.push(long);
+        for (n, bytes) in damaged.iter().enumerate() {
+            std::fs::write(&path, bytes).unwrap();
+            assert_eq!(load_stat_cache(&path).len(), 0, "damage {n}");
+        }
+        assert_eq!(load_stat_cache(&dir.path().join("missing")).len(), 0);
     }
 }
