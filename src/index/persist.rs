@@ -67,8 +67,14 @@ pub fn save_stat_cache(index: &FileIndex, path: &Path) -> std::io::Result<()> {
 
 /// Reads a stat cache; empty when missing or unusable.
 pub fn load_stat_cache(path: &Path) -> StatCache {
-    let Ok(file) = std::fs::File::open(path) else {
-        return StatCache::default();
+    // Never blocks: a FIFO or a device in its place is refused, as is anything not a file.
+    let file = match crate::safe_io::open_regular(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return StatCache::default(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "ignoring an unusable stat cache; the next checkpoint re-reads every file");
+            return StatCache::default();
+        }
     };
     match parse(file) {
         Some(cache) => cache,
@@ -315,5 +321,16 @@ mod tests {
             assert_eq!(load_stat_cache(&path).len(), 0, "damage {n}");
         }
         assert_eq!(load_stat_cache(&dir.path().join("missing")).len(), 0);
+        // In its place, a FIFO (nobody writes to it) or a folder: refused, never waited on.
+        std::fs::remove_file(&path).unwrap();
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success());
+        assert_eq!(load_stat_cache(&path).len(), 0);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert_eq!(load_stat_cache(&path).len(), 0);
     }
 }
