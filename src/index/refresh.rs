@@ -27,6 +27,25 @@ impl ToRead {
     pub(super) fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// At least `threads` batches when there are fewer (a change of a few thousand files):
+    /// the files split evenly, so that every thread has a share.
+    fn split_for(self, threads: usize) -> ToRead {
+        if self.batches.len() >= threads {
+            return self;
+        }
+        let per = self.len.div_ceil(threads).max(1);
+        let mut all = self.batches.into_iter().flatten();
+        let batches = std::iter::from_fn(|| {
+            let batch: Vec<WalkEntry> = all.by_ref().take(per).collect();
+            (!batch.is_empty()).then_some(batch)
+        })
+        .collect();
+        ToRead {
+            batches,
+            len: self.len,
+        }
+    }
 }
 
 impl FileIndex {
@@ -209,8 +228,9 @@ impl FileIndex {
             std::thread::available_parallelism()
                 .map_or(2, |n| n.get())
                 .min(8)
-                .min(files.batches.len())
         };
+        let files = files.split_for(threads);
+        let threads = threads.min(files.batches.len());
         // The threads take batches from one queue; each batch's list is freed once it is
         // read (the walk's paths move into the results).
         let queue = parking_lot::Mutex::new(files.batches.into_iter());
@@ -343,6 +363,45 @@ impl FileIndex {
 mod tests {
     use super::testing::read_once;
     use super::*;
+
+    /// A few thousand files to read are split evenly between the threads, in their order; a
+    /// list of many batches is left as it is.
+    #[test]
+    fn files_to_read_are_shared_between_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let file_type = std::fs::symlink_metadata(dir.path()).unwrap().file_type();
+        let entry = |n: usize| WalkEntry {
+            rel: format!("f{n}").into(),
+            file_type,
+            stat: Stat {
+                size: 0,
+                mtime_ns: 0,
+                ctime_ns: 0,
+                ino: 0,
+                mode: 0,
+            },
+        };
+        let names = |files: &ToRead| -> Vec<Vec<BString>> {
+            let batch = |b: &Vec<WalkEntry>| b.iter().map(|e| e.rel.clone()).collect();
+            files.batches.iter().map(batch).collect()
+        };
+        for (len, threads, sizes) in [
+            (101, 2, vec![51, 50]),
+            (3, 8, vec![1, 1, 1]),
+            (5_000, 2, vec![4096, 904]),
+            (9_000, 2, vec![4096, 4096, 808]),
+        ] {
+            let mut files = ToRead::default();
+            (0..len).for_each(|n| files.push(entry(n)));
+            let files = files.split_for(threads);
+            let got = names(&files);
+            assert_eq!(got.iter().map(Vec::len).collect::<Vec<_>>(), sizes);
+            let flat: Vec<BString> = got.into_iter().flatten().collect();
+            let want: Vec<BString> = (0..len).map(|n| format!("f{n}").into()).collect();
+            assert_eq!(flat, want);
+            assert_eq!(files.len, len);
+        }
+    }
 
     /// The index writes its trees in git's order (a folder sorts as its name and a slash),
     /// equal to a full scan's, and git finds them well formed.
