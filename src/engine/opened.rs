@@ -152,6 +152,10 @@ impl Opened {
 
     fn prepared_tree(&mut self, project: &Project, trees: Trees) -> Result<gix::ObjectId> {
         self.prepare(project)?;
+        if let Err(e) = self.store.seal_large_blobs() {
+            self.forget_if_lost();
+            return Err(e.into());
+        }
         let tree = self.write_tree(trees)?;
         project.events.set_baseline(tree);
         Ok(tree)

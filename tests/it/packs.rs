@@ -291,3 +291,96 @@ fn a_first_checkpoint_compresses_what_repeats_and_git_reads_every_file() {
     );
     env.fsck();
 }
+
+/// Text that deflate cannot shrink much (hex digits of a xorshift stream): `len` bytes.
+fn hex_noise(seed: u32, len: usize) -> String {
+    let mut x = seed * 2 + 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            char::from(b"0123456789abcdef"[(x & 15) as usize])
+        })
+        .collect()
+}
+
+/// A change with more new contents than an operation's pack keeps in memory (a first
+/// checkpoint, a large rewrite) publishes its blobs as a pack of their own before the trees
+/// are written, and the trees and the commit after them in another: each checkpoint is whole
+/// (`git fsck --strict`, every file read back, a restore of the first rebuilds it), no
+/// temporary file stays behind, and a restarted daemon finds it all.
+#[test]
+fn a_large_changes_blobs_are_a_pack_of_their_own() {
+    let mut env = TestEnv::new();
+    let root = env.proj();
+    for i in 0..1500 {
+        write(&root, &format!("d{}/f{i}.txt", i % 20), &hex_noise(i, 1500));
+    }
+    env.watch();
+    let first = env.checkpoint("first");
+    let first_state = tree_state(&root);
+    let packs = all_packs(&env);
+    // Which of `ids` each pack holds, by kind.
+    let by_pack = |packs: &BTreeSet<std::path::PathBuf>| {
+        packs
+            .iter()
+            .map(|p| {
+                let one = BTreeSet::from([p.clone()]);
+                let count = |kind| objects_in_packs(&env, &one, kind).len();
+                (count("blob"), count("tree"), count("commit"))
+            })
+            .collect::<BTreeSet<_>>()
+    };
+    // 1,500 blobs; 21 trees and the commit (and no blob of a file) in the other.
+    let kinds = by_pack(&packs);
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+    assert!(kinds.contains(&(1500, 0, 0)), "{kinds:?}");
+    assert!(
+        kinds.iter().any(|&(b, t, c)| b < 5 && t == 21 && c >= 1),
+        "{kinds:?}"
+    );
+    assert_eq!(env.ls_tree(&first).len(), 1500);
+    assert_eq!(
+        env.git(&["show", &format!("{first}:d7/f1227.txt")]),
+        hex_noise(1227, 1500)
+    );
+
+    // A large rewrite in a store that holds objects: the same.
+    for i in 0..1000 {
+        write(
+            &root,
+            &format!("d{}/f{i}.txt", i % 20),
+            &hex_noise(i + 7000, 1500),
+        );
+    }
+    let second = env.checkpoint("second");
+    let new: BTreeSet<_> = all_packs(&env).difference(&packs).cloned().collect();
+    let kinds = by_pack(&new);
+    assert!(kinds.contains(&(1000, 0, 0)), "{kinds:?}");
+    assert_eq!(
+        env.git(&["show", &format!("{second}:d3/f983.txt")]),
+        hex_noise(7983, 1500)
+    );
+    env.fsck();
+    let leftovers: Vec<_> = std::fs::read_dir(env.store().join("objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("tmp_"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    env.stop_daemon();
+    env.start_daemon();
+    env.json(&["restore", &first, "--yes"]);
+    assert_eq!(tree_state(&root), first_state);
+    let after = env.json(&["checkpoint", "-m", "restored"]);
+    assert_eq!(
+        env.git(&[
+            "rev-parse",
+            &format!("{}^{{tree}}", after["id"].as_str().unwrap())
+        ]),
+        env.git(&["rev-parse", &format!("{first}^{{tree}}")])
+    );
+    env.fsck();
+}

@@ -257,6 +257,12 @@ impl PackWriter {
         ids.reserve(objects, |&i| id_hash(&entries[i as usize].id));
     }
 
+    /// Whether the pack outgrew memory ([`IN_MEMORY_BYTES`]) for its temporary file: it is
+    /// then published on its own, never through the store's journal.
+    pub(crate) fn is_large(&self) -> bool {
+        matches!(self.lock().sink, Sink::File(_))
+    }
+
     /// Some object of this pack, if any.
     pub fn first_id(&self) -> Option<ObjectId> {
         self.lock().entries.first().map(|e| e.id)
@@ -322,7 +328,25 @@ impl PackWriter {
         result.map(|name| (count, name))
     }
 
+    /// Completes the pack on disk as [`PackWriter::finish`] does, under temporary names: it is
+    /// published later ([`Sealed::publish`]), or removed if dropped first. None if empty.
+    pub(crate) fn seal(self) -> Result<Option<Sealed>, StoreError> {
+        let state = self.state.into_inner();
+        let result = Self::seal_files(&self.dir, &self.tmp, state);
+        if result.is_err() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        result
+    }
+
     fn complete(dir: &Path, tmp: &Path, state: State) -> Result<Option<String>, StoreError> {
+        match Self::seal_files(dir, tmp, state)? {
+            Some(sealed) => sealed.publish().map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn seal_files(dir: &Path, tmp: &Path, state: State) -> Result<Option<Sealed>, StoreError> {
         if state.broken {
             return Err(StoreError::Io {
                 path: tmp.to_path_buf(),
@@ -346,31 +370,31 @@ impl PackWriter {
         drop(file);
 
         entries.sort_unstable_by_key(|e| e.id);
-        let name = format!("pack-{pack_sum}");
-        let idx_tmp = dir.join(format!("tmp_ckpt_{}_{}.idx", std::process::id(), unique()));
+        let sealed = Sealed {
+            dir: dir.to_path_buf(),
+            pack: tmp.to_path_buf(),
+            idx: dir.join(format!("tmp_ckpt_{}_{}.idx", std::process::id(), unique())),
+            name: format!("pack-{pack_sum}"),
+            first: entries[0].id,
+            published: false,
+        };
         // Both files are created read-only to their owner (0400), so nothing changes their
         // mode later; the descriptor opened to create them still writes.
         // A small pack's index is not flushed: after a power cut, [`repair_indices`] rebuilds
         // it from the pack, which is. A larger one's is (rebuilding it would read the pack).
         let flush_index = offset + 20 >= SMALL_PACK_BYTES;
-        let publish = || -> std::io::Result<()> {
-            let f = write_index(&entries, pack_sum, create_private(&idx_tmp)?)?;
+        let index = || -> std::io::Result<()> {
+            let f = write_index(&entries, pack_sum, create_private(&sealed.idx)?)?;
             if flush_index {
                 f.sync_all()?;
             }
-            drop(f);
-            std::fs::rename(tmp, dir.join(format!("{name}.pack")))?;
-            std::fs::rename(&idx_tmp, dir.join(format!("{name}.idx")))?;
-            File::open(dir)?.sync_all()
+            Ok(())
         };
-        publish().map_err(|source| {
-            let _ = std::fs::remove_file(&idx_tmp);
-            StoreError::Io {
-                path: dir.to_path_buf(),
-                source,
-            }
+        index().map_err(|source| StoreError::Io {
+            path: sealed.idx.clone(),
+            source,
         })?;
-        Ok(Some(name))
+        Ok(Some(sealed))
     }
 
     fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
@@ -434,6 +458,46 @@ impl PackWriter {
     }
 }
 
+/// A pack and its index complete on disk under temporary names ([`PackWriter::seal`]).
+pub(crate) struct Sealed {
+    dir: PathBuf,
+    pack: PathBuf,
+    idx: PathBuf,
+    name: String,
+    /// One of its objects (to probe for it once published).
+    pub(crate) first: ObjectId,
+    published: bool,
+}
+
+impl Sealed {
+    /// Renames the pack and then its index into place (readers look for the index) and
+    /// flushes the folder; returns the pack's name (`pack-<checksum>`).
+    pub(crate) fn publish(mut self) -> Result<String, StoreError> {
+        let dir = &self.dir;
+        let publish = || -> std::io::Result<()> {
+            std::fs::rename(&self.pack, dir.join(format!("{}.pack", self.name)))?;
+            std::fs::rename(&self.idx, dir.join(format!("{}.idx", self.name)))?;
+            File::open(dir)?.sync_all()
+        };
+        publish().map_err(|source| StoreError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        self.published = true;
+        Ok(std::mem::take(&mut self.name))
+    }
+}
+
+impl Drop for Sealed {
+    /// One never published leaves nothing behind.
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = std::fs::remove_file(&self.pack);
+            let _ = std::fs::remove_file(&self.idx);
+        }
+    }
+}
+
 /// Patches the object count into the header, appends the checksum and flushes; returns the
 /// checksum (which names the pack).
 ///
@@ -489,112 +553,4 @@ fn hash_file(file: &mut File) -> std::io::Result<Result<ObjectId, StoreError>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Adds `data` to `pack` as a blob; returns its id.
-    fn add_blob(pack: &PackWriter, data: &[u8]) -> ObjectId {
-        let id =
-            gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, data).unwrap();
-        pack.add(id, gix::objs::Kind::Blob, data).unwrap();
-        id
-    }
-
-    /// What `git verify-pack -v` says of the pack of index `idx` (which it must accept).
-    fn verify_pack(idx: &Path) -> String {
-        crate::testing::git([
-            std::ffi::OsStr::new("verify-pack"),
-            "-v".as_ref(),
-            idx.as_os_str(),
-        ])
-    }
-
-    /// The pack's set of ids tells apart ids that share their first 8 bytes (its hash), and
-    /// an id added twice is written once.
-    #[test]
-    fn ids_sharing_their_hash_are_told_apart() {
-        let dir = tempfile::tempdir().unwrap();
-        let pack = PackWriter::new_in(dir.path().to_path_buf()).unwrap();
-        pack.reserve(3);
-        let id = |last: u8| {
-            let mut bytes = [7u8; 20];
-            bytes[19] = last;
-            ObjectId::from_bytes_or_panic(&bytes)
-        };
-        for round in 0..2 {
-            for n in 0..200u8 {
-                pack.add_raw(id(n), &[0x30 + round], 0).unwrap();
-            }
-        }
-        let state = pack.lock();
-        assert_eq!(state.entries.len(), 200);
-        assert!((0..200).all(|n| state.holds(&id(n))));
-        assert!(!state.holds(&id(200)));
-        assert!(state
-            .entries
-            .iter()
-            .enumerate()
-            .all(|(n, e)| e.id == id(n as u8)));
-    }
-
-    /// A real pack of blobs, some of them twice, is what git reads back.
-    #[test]
-    fn a_pack_with_repeated_blobs_verifies_with_git() {
-        let dir = tempfile::tempdir().unwrap();
-        let pack = PackWriter::new_in(dir.path().to_path_buf()).unwrap();
-        for n in 0..3000 {
-            add_blob(&pack, format!("blob {}\n", n % 1000).as_bytes());
-        }
-        let (count, name) = pack.finish_named().unwrap();
-        assert_eq!(count, 1000);
-        let idx = dir.path().join(format!("{}.idx", name.unwrap()));
-        let listed = verify_pack(&idx)
-            .lines()
-            .filter(|l| l.contains(" blob "))
-            .count();
-        assert_eq!(listed, 1000);
-    }
-
-    /// An operation's pack stores its first entries uncompressed and compresses the rest;
-    /// git reads every one back.
-    #[test]
-    fn a_quick_pack_stores_small_entries_and_git_reads_them() {
-        let dir = tempfile::tempdir().unwrap();
-        let pack = PackWriter::quick(dir.path()).unwrap();
-        let text = |n: usize| format!("line {n} of a text that compresses well\n").repeat(n);
-        let mut ids = Vec::new();
-        for n in 0..400 {
-            let data = text(n);
-            ids.push((add_blob(&pack, data.as_bytes()), data.len()));
-        }
-        let (count, name) = pack.finish_named().unwrap();
-        assert_eq!(count, 400);
-        let idx = dir
-            .path()
-            .join("objects/pack")
-            .join(format!("{}.idx", name.unwrap()));
-        let listed = verify_pack(&idx);
-        // `<id> blob <size> <size in pack> <offset>`
-        let in_pack = |id: &ObjectId| {
-            let line = listed
-                .lines()
-                .find(|l| l.starts_with(&id.to_string()))
-                .unwrap();
-            let fields: Vec<u64> = line
-                .split_whitespace()
-                .skip(2)
-                .map(|f| f.parse().unwrap())
-                .collect();
-            (fields[1], fields[2])
-        };
-        let (first, size) = ids[50];
-        let (stored, offset) = in_pack(&first);
-        assert!(offset < QUICK_BYTES && stored > size as u64, "{listed}");
-        let (last, size) = ids[399];
-        let (compressed, offset) = in_pack(&last);
-        assert!(
-            offset > QUICK_BYTES && compressed < size as u64 / 4,
-            "{listed}"
-        );
-    }
-}
+mod tests;

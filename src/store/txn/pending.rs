@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::journal::JOURNALED_PACK_BYTES;
-use super::pack::PackWriter;
+use super::pack::{PackWriter, Sealed};
 use super::staged::Finished;
 use super::MAX_SMALL_PACKS;
 use crate::store::{Store, StoreError};
@@ -19,6 +19,8 @@ pub(crate) struct Pending {
     blobs: Option<Arc<PackWriter>>,
     /// Trees, commits and metadata, readable through this handle before they are flushed.
     repo: Option<gix::Repository>,
+    /// Packs of blobs complete on disk, published first when the rest is written.
+    sealed: Vec<Sealed>,
 }
 
 impl Store {
@@ -106,18 +108,53 @@ impl Store {
         self.small_packs.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Completes the operation's blobs' pack now, on disk but unpublished, if there are so
+    /// many that it outgrew memory (a first checkpoint, a large change; such a pack is
+    /// published on its own, outside the journal, anyway): its list of objects is freed before
+    /// the trees are written (at a million files the list, 42 MB, and the trees, 37 MB, were
+    /// held at once). [`Store::write_pending`] publishes it before the rest. A failure drops
+    /// the blobs as a failed flush does ([`Store::take_lost`]).
+    pub(crate) fn seal_large_blobs(&self) -> Result<(), StoreError> {
+        let blobs = {
+            let mut pending = self.pending.lock();
+            match &pending.blobs {
+                Some(pack) if pack.is_large() => pending.blobs.take(),
+                _ => None,
+            }
+        };
+        let Some(pack) = blobs else {
+            return Ok(());
+        };
+        let sealed = Arc::try_unwrap(pack)
+            .map_err(|_| {
+                StoreError::Concurrent("a capture still writes to the pending pack".into())
+            })
+            .and_then(PackWriter::seal);
+        match sealed {
+            Ok(sealed) => {
+                self.pending.lock().sealed.extend(sealed);
+                Ok(())
+            }
+            Err(e) => {
+                self.lost.store(true, Ordering::SeqCst);
+                Err(e)
+            }
+        }
+    }
+
     /// Completes the pending objects as one pack, leaving it for [`Store::pack_loader`]; says
     /// whether there was one. A pack small enough is *staged*: it becomes durable, with the
     /// operation's ref changes, in one journal record ([`Store::move_refs`],
     /// [`Store::commit_staged`]); a larger one is flushed here.
     pub(crate) fn write_pending(&self) -> Result<bool, StoreError> {
-        let (blobs, memory) = {
+        let (blobs, memory, sealed) = {
             let mut pending = self.pending.lock();
             let memory = pending
                 .repo
                 .as_ref()
                 .and_then(|r| r.objects.reset_object_memory());
-            (pending.blobs.take(), memory)
+            let sealed = std::mem::take(&mut pending.sealed);
+            (pending.blobs.take(), memory, sealed)
         };
         // Objects the store lacked are in memory, each once: most were written through
         // `write_object` or `write_blob`, which skip one the store has (a tree written again,
@@ -135,10 +172,18 @@ impl Store {
             };
             (rank, **id)
         });
-        if blobs.is_none() && new.is_empty() {
+        if blobs.is_none() && new.is_empty() && sealed.is_empty() {
             return Ok(false);
         }
         let result = (|| {
+            for pack in sealed {
+                let probe = pack.first;
+                pack.publish()?;
+                self.published(probe);
+            }
+            if blobs.is_none() && new.is_empty() {
+                return Ok(true);
+            }
             let pack = match blobs {
                 Some(pack) => Arc::try_unwrap(pack).map_err(|_| {
                     StoreError::Concurrent("a capture still writes to the pending pack".into())
