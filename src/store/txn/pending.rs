@@ -1,7 +1,8 @@
 //! The pending batch: an operation's new objects — blobs in a pack being written by the
 //! capture workers, trees, commits and metadata in the memory of one repository handle (which
 //! can read them back) — until [`Store::write_pending`] completes them as one pack, journaled
-//! with the operation's ref changes (see [`super`]).
+//! with the operation's ref changes (see [`super`]). Blobs too many for the pack's memory are
+//! sealed in a pack of their own before the trees are written ([`Store::seal_large_blobs`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
