@@ -179,7 +179,14 @@ impl Store {
         let result = (|| {
             for pack in sealed {
                 let probe = pack.first;
-                pack.publish()?;
+                if let Err(e) = pack.publish() {
+                    // The rest is dropped with it: sealed packs remove their files, and so
+                    // does the pack of blobs read since.
+                    if let Some(blobs) = blobs.and_then(|b| Arc::try_unwrap(b).ok()) {
+                        blobs.discard();
+                    }
+                    return Err(e);
+                }
                 self.published(probe);
             }
             if blobs.is_none() && new.is_empty() {
