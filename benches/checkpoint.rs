@@ -214,6 +214,7 @@ fn main() {
         theirs.push(time_settled(|| shadow_snapshot(&shadow, &root)));
     }
     rows.push(Row::new("checkpoint, 10 files changed", ours, theirs));
+    daemon.note_peak("10 changed");
 
     // What the user's prompt waits for: `ckpt hook claude-code` from process start to exit,
     // 10 files changed per prompt; and `ckpt --version`, the floor of any process start.
@@ -229,6 +230,7 @@ fn main() {
     // Every 10th prompt of a dialog also applies its retention: the tail shows what it costs.
     let hook_tail = tail(&ours);
     rows.push(Row::new("hook claude-code, 10 files changed", ours, theirs));
+    daemon.note_peak("hooks");
     let version_floor = median(floor);
 
     // Restore a checkpoint 10 files away (and the shadow tree 10 files away).
@@ -260,6 +262,7 @@ fn main() {
         }));
     }
     rows.push(Row::new("restore, 10 files away", ours, theirs));
+    daemon.note_peak("restores");
 
     // `ckpt checkpoint` as a process (start to exit), 10 files changed.
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
@@ -283,10 +286,12 @@ fn main() {
 
     // Blame: a 5,000-line file changed by each of 200 prompts, against `git blame` of a repository
     // holding the same 200 versions of it alone.
-    rows.push(blame_case(&mut conn, &root, tmp.path(), args.runs));
+    rows.push(blame_case(&mut conn, &daemon, &root, tmp.path(), args.runs));
+    daemon.note_peak("blame");
 
     // Under load: a build-like writer beside the project.
     let (loaded, loaded_theirs) = under_load(&args, &daemon.socket, &root, &shadow, &mut round);
+    daemon.note_peak("under load");
 
     let rss_before_restart = daemon.peak_rss_kib();
     drop(conn);
@@ -478,7 +483,7 @@ fn main() {
 }
 
 /// `blame` of a 5,000-line file over 200 prompts that each rewrote 15 of its lines.
-fn blame_case(conn: &mut Client, root: &Path, tmp: &Path, runs: usize) -> Row {
+fn blame_case(conn: &mut Client, daemon: &Daemon, root: &Path, tmp: &Path, runs: usize) -> Row {
     let file = root.join("blame.txt");
     let worktree = tmp.join("blame-git");
     run(Command::new("git").args(["init", "-q"]).arg(&worktree));
@@ -528,6 +533,7 @@ fn blame_case(conn: &mut Client, root: &Path, tmp: &Path, runs: usize) -> Row {
             ]));
         }
     }
+    daemon.note_peak("200 prompts of the blamed file");
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..runs {
         ours.push(time_settled(|| {
@@ -979,6 +985,19 @@ impl Daemon {
             socket: self.socket.clone(),
             used: Instant::now(),
         }
+    }
+
+    /// Prints the peak resident memory so far, as a comment line: where the session's peak
+    /// comes from.
+    fn note_peak(&self, case: &str) {
+        let mib = |key| self.status_kib(key) as f64 / 1024.0;
+        println!(
+            "# daemon RSS after {case}: peak {:.1} MiB, now {:.1} MiB ({:.1} anonymous, {:.1} file-backed)",
+            mib("VmHWM:"),
+            mib("VmRSS:"),
+            mib("RssAnon:"),
+            mib("RssFile:")
+        );
     }
 
     /// Peak resident memory, in KiB.

@@ -107,6 +107,7 @@ impl Owner {
                     tracing::warn!(root = %me.root.display(), error = %e, "automatic prune failed");
                 }
             }
+            opened.release_if_due();
             Some((succeeded.then(|| opened.leftovers()), !was_open))
         });
         let value = replied

@@ -80,6 +80,7 @@ pub fn log(p: &Project, o: &mut Opened, params: LogParams) -> Result<Vec<r::Turn
 pub fn blame(p: &Project, o: &mut Opened, params: BlameParams) -> Result<r::Blamed> {
     let [path] = <[_; 1]>::try_from(p.tree_paths(std::slice::from_ref(&params.path))?)
         .expect("one path in, one out");
+    o.read_widely();
     let now = o.current_tree(p)?;
     let repo = o.store.repo();
     let not_captured = || {
@@ -108,7 +109,10 @@ pub fn blame(p: &Project, o: &mut Opened, params: BlameParams) -> Result<r::Blam
     }
     let from = params.at.as_deref().unwrap_or("@");
     let head = o.store.resolve_in(&repo, from, params.dialog.as_deref())?;
-    let blamed = o.store.blame(&repo, head, path.as_bstr(), &data)?;
+    drop(repo);
+    // What finding the checkpoints mapped (every commit of the timeline) goes before the walk.
+    o.read_widely();
+    let blamed = o.store.blame(head, path.as_bstr(), &data)?;
     let walk = &blamed.walk;
     // For each checkpoint of the walk, the prompt whose turn was under way when it was taken:
     // the newest prompt at or before it.

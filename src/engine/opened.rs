@@ -54,6 +54,9 @@ pub struct Opened {
     /// A dialog whose retention is due (its 10th checkpoint was just recorded): it runs after
     /// the reply, before the project's lock is let go (see [`Opened::prune_after_reply`]).
     prune_due: Option<String>,
+    /// The operation read much history: the store lets go of what it mapped after the reply
+    /// (see [`Opened::read_widely`]).
+    release_due: bool,
     /// The store borrows from its worktrees' pool and has not given it its objects yet: a gc
     /// does, once the project is quiet (see [`Opened::upkeep`]).
     pool_due: bool,
@@ -344,6 +347,7 @@ impl Opened {
             recent_messages: Default::default(),
             written_root: None,
             prune_due: None,
+            release_due: false,
             pool_due,
             registry_seen: None,
         })
@@ -362,6 +366,28 @@ impl Opened {
     /// [`Opened::prune_after_reply`]).
     pub fn take_prune_due(&mut self) -> Option<String> {
         self.prune_due.take()
+    }
+
+    /// For an operation about to read much history (a blame reads every version of a file):
+    /// the store lets go of the pack pages earlier operations mapped, now, and of those this
+    /// one maps, after its reply. Resident memory then holds one such operation's pages at a
+    /// time, not the sum of all reads since the store was opened.
+    pub fn read_widely(&mut self) {
+        self.release_mappings();
+        self.release_due = true;
+    }
+
+    /// After the reply of an operation that read widely: the store lets go of its mappings.
+    pub fn release_if_due(&mut self) {
+        if std::mem::take(&mut self.release_due) {
+            self.release_mappings();
+        }
+    }
+
+    fn release_mappings(&mut self) {
+        if let Err(e) = self.store.release_mappings() {
+            tracing::warn!(store = %self.store.dir().display(), error = %e, "cannot open the store's handles again");
+        }
     }
 
     /// What the operation just run leaves for after its reply.

@@ -266,6 +266,8 @@ fn collect_garbage(p: &Project, o: &mut Opened) -> Result<r::GcReport> {
 /// Prunes `dialog` with its configured retention after a checkpoint, then holds the store to
 /// its disk budget; failures are logged only.
 pub(crate) fn auto_prune(p: &Project, o: &mut Opened, dialog: &str) {
+    // Retention reads the dialog's whole chain, a commit from each pack.
+    o.read_widely();
     let repo = o.store.repo();
     let retention = |d: &str| p.retention(&o.store, d);
     if let Err(e) = o.store.prune(&repo, Some(dialog), &retention, false) {

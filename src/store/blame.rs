@@ -27,6 +27,11 @@ use crate::model::Kind;
 const MAX_WALK: usize = 100_000;
 /// How long one comparison of two versions may take before it settles for a coarser answer.
 const DIFF_DEADLINE: Duration = Duration::from_secs(2);
+/// Bytes a walk reads through one handle before it makes the next (see [`Reader`]).
+const RENEW_AFTER: u64 = 4 << 20;
+/// What a step of a walk is charged besides its version: a commit and a tree read, each
+/// mapping up to 64 KiB.
+const STEP_BYTES: u64 = 128 << 10;
 /// Files larger than this are not compared for renames.
 const MAX_RENAME_BYTES: u64 = 4 << 20;
 
@@ -61,10 +66,10 @@ struct Version {
 }
 
 impl Version {
-    /// Reads blob `id` into this version, past the handle's cache of objects: each version is
-    /// read once, and a cache full of them would only have pushed out the trees the next
-    /// checkpoint reads (and kept megabytes the walk has done with).
-    fn load(&mut self, repo: &gix::Repository, id: ObjectId) -> Result<(), StoreError> {
+    /// Reads blob `id` into this version, past the handle's cache of objects (each version is
+    /// read once, and a cache full of them would keep megabytes the walk has done with); how
+    /// many bytes it holds.
+    fn load(&mut self, repo: &gix::Repository, id: ObjectId) -> Result<usize, StoreError> {
         use gix::objs::FindExt;
         uncached(repo)
             .find_blob(&id, &mut self.data)
@@ -75,11 +80,47 @@ impl Version {
             let start = l.as_ptr() as usize - data.as_ptr() as usize;
             (start, start + l.len())
         }));
-        Ok(())
+        Ok(data.len())
     }
 
     fn lines(&self) -> Vec<&[u8]> {
         self.lines.iter().map(|&(a, b)| &self.data[a..b]).collect()
+    }
+}
+
+/// The handle a walk reads through, made anew once it has read about [`RENEW_AFTER`] bytes:
+/// the pack pages a read maps stay resident while its handle lives (a fault maps up to 64 KiB
+/// around the object read), and a walk over hundreds of versions, the newest ones stored
+/// whole and uncompressed, would otherwise hold them all at once.
+struct Reader<'a> {
+    store: &'a Store,
+    repo: gix::Repository,
+    /// Bytes charged to `repo` so far.
+    charged: u64,
+}
+
+impl<'a> Reader<'a> {
+    fn new(store: &'a Store) -> Result<Self, StoreError> {
+        Ok(Reader {
+            store,
+            repo: store.detached_handle()?,
+            charged: 0,
+        })
+    }
+
+    /// The handle for one step of the walk (a commit and a tree read, a version maybe).
+    fn step(&mut self) -> Result<&gix::Repository, StoreError> {
+        if self.charged >= RENEW_AFTER {
+            self.repo = self.store.detached_handle()?;
+            self.charged = 0;
+        }
+        self.charged += STEP_BYTES;
+        Ok(&self.repo)
+    }
+
+    /// Charges the bytes of a version read.
+    fn charge(&mut self, bytes: usize) {
+        self.charged += bytes as u64;
     }
 }
 
@@ -124,7 +165,6 @@ impl Store {
     /// Blames `current` (a version of the file at `path`) by the checkpoints before `head`.
     pub fn blame(
         &self,
-        repo: &gix::Repository,
         head: Checkpoint,
         path: &BStr,
         current: &[u8],
@@ -137,11 +177,14 @@ impl Store {
         // is at (`at`).
         let mut open: Vec<(usize, usize)> = Vec::new();
         let mut lines = vec![None; current_lines.len()];
+        let mut reader = Reader::new(self)?;
+        let repo = reader.step()?;
         let Some(mut at_blob) = files.at(repo, parse_id(&walk[0].tree)?, path.as_bstr())? else {
             return Ok(Blamed { walk, lines });
         };
         let (mut at, mut before_version) = (Version::default(), Version::default());
-        at.load(repo, at_blob)?;
+        let read = at.load(repo, at_blob)?;
+        reader.charge(read);
         for (line, index) in matching(&at.lines(), &current_lines)
             .into_iter()
             .enumerate()
@@ -152,6 +195,7 @@ impl Store {
         }
         while !open.is_empty() {
             let i = walk.len() - 1;
+            let repo = reader.step()?;
             let previous = match self.previous(repo, &walk[i])? {
                 Some(p) if walk.len() < MAX_WALK => p,
                 _ => break,
@@ -177,7 +221,8 @@ impl Store {
             if before == at_blob {
                 continue;
             }
-            before_version.load(repo, before)?;
+            let read = before_version.load(repo, before)?;
+            reader.charge(read);
             let map = matching(&before_version.lines(), &at.lines());
             open.retain_mut(|(line, at)| match map[*at] {
                 Some(old) => {

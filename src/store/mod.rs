@@ -367,6 +367,50 @@ impl Store {
         &self.repo
     }
 
+    /// A handle like the store's own, on objects of its own: it shares no pack mapping with the
+    /// store's handles, and the pages it maps go when it is dropped.
+    pub(crate) fn detached_handle(&self) -> Result<gix::Repository, StoreError> {
+        let mut repo = self.repo.clone();
+        repo.objects = self.fresh_objects()?;
+        Ok(repo.to_thread_local())
+    }
+
+    /// A new object database of the store's objects (nothing loaded or mapped yet).
+    fn fresh_objects(&self) -> Result<std::sync::Arc<gix::odb::Store>, StoreError> {
+        let old = &self.repo.objects;
+        let options = gix::odb::store::init::Options {
+            slots: gix::odb::store::init::Slots::Given(OBJECT_STORE_SLOTS),
+            use_multi_pack_index: old.use_multi_pack_index(),
+            current_dir: Some(self.dir.clone()),
+            ..Default::default()
+        };
+        let mut replacements = old.replacements();
+        let objects = gix::odb::Store::at_opts(
+            old.path().to_path_buf(),
+            old.object_hash(),
+            &mut replacements,
+            options,
+        )
+        .map_err(|source| StoreError::Io {
+            path: old.path().to_path_buf(),
+            source,
+        })?;
+        Ok(std::sync::Arc::new(objects))
+    }
+
+    /// Lets go of the pages of packs that reads mapped (an operation that read much history,
+    /// a blame say, leaves megabytes of them resident), and of the handles' caches: the
+    /// handles are made anew, so the next read maps only what it needs. Not while objects are
+    /// pending (their handle holds them): then nothing changes.
+    pub fn release_mappings(&mut self) -> Result<(), StoreError> {
+        if !self.pending.get_mut().let_go() {
+            return Ok(());
+        }
+        self.repo.objects = self.fresh_objects()?;
+        self.idle_repos.lock().clear();
+        Ok(())
+    }
+
     /// Gives the file at `path` (a ref, or a project file on the same filesystem), which a
     /// rename is about to replace, a second name in [`TRASH_DIR`]: the rename then frees
     /// nothing, and dropping [`Store::take_retired`]'s list after the reply does (see

@@ -1,6 +1,7 @@
 //! `ckpt blame`: each line of a file named by the prompt whose turn wrote it, through the real
 //! hook, the real daemon and the real store; and `ckpt log -- PATH`.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -158,5 +159,53 @@ fn every_line_names_the_prompt_whose_turn_wrote_it() {
     let out = env.ckpt_in(&p, &["--json", "blame", "b.bin"]);
     let err: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(err["error"]["data"]["kind"], "invalid_params", "{err}");
+    env.assert_serving();
+}
+
+/// A walk that reads more than one handle may hold (a 220 KB file rewritten in each of 40
+/// turns: about 14 MB of versions, commits and trees) names every line's prompt across the
+/// handles it makes anew, and once it has replied the daemon maps no pack of the store.
+#[test]
+fn a_long_walk_is_exact_and_lets_go_of_what_it_mapped() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let mut lines: Vec<String> = (0..4000)
+        .map(|i| format!("line {i} as it was first written, padded to some fifty bytes"))
+        .collect();
+    let text = |lines: &[String]| lines.join("\n") + "\n";
+    write(&p, "big.txt", &text(&lines));
+    for turn in 0..40 {
+        prompt(&env, &p, &format!("p{turn}"));
+        lines[turn * 100] = format!("line {} rewritten in the turn of p{turn}", turn * 100);
+        write(&p, "big.txt", &text(&lines));
+    }
+    prompt(&env, &p, "last");
+    let pid = env.daemon.as_ref().unwrap().id();
+    let store = env.store();
+    assert!(
+        !mapped_packs(pid, &store).is_empty(),
+        "the checkpoints' packs are mapped"
+    );
+
+    let blame = blamed(&env, &p, "big.txt");
+    assert_eq!(blame.len(), 4000);
+    for (i, (text, who)) in blame.iter().enumerate() {
+        assert_eq!(text, &lines[i]);
+        let expected = match i % 100 == 0 && i / 100 < 40 {
+            true => format!("p{}", i / 100),
+            false => "before_first_checkpoint".to_string(),
+        };
+        assert_eq!(who, &expected, "line {}", i + 1);
+    }
+    // The handles are made anew before the walk and after the reply, with the project's lock
+    // held: an operation that reads no object (`rescan`) finds nothing mapped.
+    let out = env.ckpt_in(&p, &["rescan"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(mapped_packs(pid, &store), BTreeSet::new());
+    // The next operations read through the new handles.
+    assert_eq!(blamed(&env, &p, "big.txt"), blame);
+    write(&p, "big.txt", "one line\n");
+    prompt(&env, &p, "after");
+    env.fsck();
     env.assert_serving();
 }

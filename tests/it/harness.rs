@@ -2,7 +2,7 @@
 //! store checked by the real `git`. The environment is cleared so the user's git config,
 //! XDG dirs and any running daemon never leak in.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
@@ -513,4 +513,16 @@ impl Rpc {
         assert!(reply.get("error").is_none(), "{method} failed: {reply}");
         reply["result"].clone()
     }
+}
+
+/// The packs of the store at `store` (their names, `pack-<sum>`) that the process `pid` maps.
+pub fn mapped_packs(pid: u32, store: &Path) -> BTreeSet<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let packs = store.join("objects/pack");
+    let packs = packs.to_string_lossy();
+    maps.lines()
+        .filter_map(|l| l.split_once(&*packs))
+        .filter_map(|(_, name)| Path::new(name.trim_start_matches('/')).file_stem())
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .collect()
 }

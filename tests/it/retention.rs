@@ -184,6 +184,14 @@ fn prune_runs_after_checkpoints_with_the_dialogs_retention() {
         write(&p, "f.txt", &i.to_string());
         all.push(env.checkpoint(&format!("m{i}")));
     }
+    // Retention read the dialog's chain after #20's reply, a commit from each checkpoint's
+    // pack, and the store let go of those pages then: an operation that reads no object finds
+    // at most the newest pack mapped (loaded after each reply).
+    let out = env.ckpt(&["rescan"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pid = env.daemon.as_ref().unwrap().id();
+    let mapped = mapped_packs(pid, &env.store());
+    assert!(mapped.len() <= 1, "{mapped:?}");
     // Checkpoint #20 triggered retention: the oldest and the three newest remain.
     let list = env.json(&["list", "--all-sessions"]);
     let seqs: Vec<u64> = list

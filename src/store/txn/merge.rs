@@ -31,6 +31,9 @@ impl Store {
         if small.len() < 2 {
             return Ok(0);
         }
+        // What the operations since the last merge mapped goes first (the handles are made
+        // anew at the end anyway): the merge's buffers never come on top of it.
+        self.release_mappings()?;
         let repo = self.repo();
         let pack = PackWriter::new(self.dir())?;
         let copied = (|| {

@@ -24,6 +24,22 @@ pub(crate) struct Pending {
     sealed: Vec<Sealed>,
 }
 
+impl Pending {
+    /// Drops the handle of pending objects if nothing is pending; whether nothing is.
+    pub(crate) fn let_go(&mut self) -> bool {
+        let idle = self.blobs.is_none()
+            && self.sealed.is_empty()
+            && self
+                .repo
+                .as_ref()
+                .is_none_or(|r| r.objects.num_objects_in_memory() == 0);
+        if idle {
+            self.repo = None;
+        }
+        idle
+    }
+}
+
 impl Store {
     /// The pack this operation's blobs go into (shared by the capture workers).
     pub(crate) fn pending_blobs(&self) -> Result<Arc<PackWriter>, StoreError> {
