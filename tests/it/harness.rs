@@ -515,14 +515,15 @@ impl Rpc {
     }
 }
 
-/// The packs of the store at `store` (their names, `pack-<sum>`) that the process `pid` maps.
+/// The packs of the store at `store` (their names, `pack-<sum>`) whose data the process `pid`
+/// maps (what reading objects maps; a lookup maps only the pack's index).
 pub fn mapped_packs(pid: u32, store: &Path) -> BTreeSet<String> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     let packs = store.join("objects/pack");
     let packs = packs.to_string_lossy();
     maps.lines()
         .filter_map(|l| l.split_once(&*packs))
-        .filter_map(|(_, name)| Path::new(name.trim_start_matches('/')).file_stem())
-        .map(|stem| stem.to_string_lossy().into_owned())
+        .filter_map(|(_, name)| name.trim_start_matches('/').strip_suffix(".pack"))
+        .map(String::from)
         .collect()
 }

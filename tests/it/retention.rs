@@ -186,7 +186,8 @@ fn prune_runs_after_checkpoints_with_the_dialogs_retention() {
     }
     // Retention read the dialog's chain after #20's reply, a commit from each checkpoint's
     // pack, and the store let go of those pages then: an operation that reads no object finds
-    // at most the newest pack mapped (loaded after each reply).
+    // the data of at most the newest pack mapped (loaded after each reply; lookups by what
+    // else runs under the lock meanwhile map indexes only).
     let out = env.ckpt(&["rescan"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let pid = env.daemon.as_ref().unwrap().id();
