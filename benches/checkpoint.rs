@@ -308,21 +308,35 @@ fn main() {
     let (login, theirs) = login_starts(&args, tmp.path(), &root, &shadow, &mut round);
     rows.push(Row::new("first prompt, 3 s after a start", login, theirs));
 
-    // First checkpoint after a daemon restart (once the daemon listens, through the library).
-    let mut daemon = Daemon::start(tmp.path());
-    let mut conn = daemon.connect();
-    let rss_before_open = daemon.rss_kib();
-    let after_restart = time_settled(|| {
-        conn.call_value("checkpoint", json!({ "project": project }))
-            .unwrap();
-    });
-    let theirs = time_settled(|| {
-        shadow_snapshot(&shadow, &root);
-    });
+    // First checkpoint after a daemon restart (from the moment the daemon listens, through the
+    // library), 10 files changed while no daemon ran; the last daemon stays for what follows.
+    let (mut after_restart, mut theirs) = (Vec::new(), Vec::new());
+    let mut last: Option<(Daemon, Client, u64)> = None;
+    for _ in 0..args.runs.max(1) {
+        if let Some((mut earlier, client, _)) = last.take() {
+            drop(client);
+            earlier.stop();
+        }
+        round += 1;
+        touch_ten(&root, args.files, round);
+        let daemon = Daemon::start(tmp.path());
+        let mut client = daemon.connect();
+        let rss_before_open = daemon.rss_kib();
+        after_restart.push(time_settled(|| {
+            client
+                .call_value("checkpoint", json!({ "project": project }))
+                .unwrap();
+        }));
+        theirs.push(time_settled(|| {
+            shadow_snapshot(&shadow, &root);
+        }));
+        last = Some((daemon, client, rss_before_open));
+    }
+    let (mut daemon, mut conn, rss_before_open) = last.expect("at least one run");
     rows.push(Row::new(
         "first checkpoint after restart",
-        vec![after_restart],
-        vec![theirs],
+        after_restart,
+        theirs,
     ));
     // What the opened project holds (the index above all), as resident memory.
     let rss_opened = daemon.rss_kib().saturating_sub(rss_before_open);

@@ -6,7 +6,6 @@
 //! inside that repository: the enclosing project's `.gitignore` files stop at its root. Entries
 //! named `.git` are always excluded, whatever the configuration says.
 
-use std::fs::FileType;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -63,8 +62,9 @@ pub struct Filter {
     root: PathBuf,
     built_in: Gitignore,
     global: Arc<Gitignore>,
-    /// Absolute paths that are never part of the project (the store, if it lives inside).
-    hard_excluded: Vec<PathBuf>,
+    /// Absolute paths that are never part of the project (the store, if it lives inside), each
+    /// with its last name, compared first (the walk asks about every entry it lists).
+    hard_excluded: Vec<(PathBuf, Option<Vec<u8>>)>,
 }
 
 /// One entry the walk found that belongs in a checkpoint.
@@ -72,9 +72,24 @@ pub struct Filter {
 pub struct WalkEntry {
     /// Path relative to the root, `/`-separated, as stored in git trees.
     pub rel: BString,
-    pub file_type: FileType,
+    /// What the walk's `lstat` found (its mode tells the kind of file).
     pub stat: Stat,
 }
+
+impl WalkEntry {
+    pub fn is_symlink(&self) -> bool {
+        self.stat.mode & FILE_KIND == KIND_SYMLINK
+    }
+
+    pub fn is_file(&self) -> bool {
+        self.stat.mode & FILE_KIND == KIND_FILE
+    }
+}
+
+/// The bits of a mode that tell the kind of file, and the values of a symlink and a file.
+const FILE_KIND: u32 = 0o170_000;
+const KIND_SYMLINK: u32 = 0o120_000;
+const KIND_FILE: u32 = 0o100_000;
 
 /// Something the walk could not look at (and so could not judge).
 #[derive(Debug, Clone)]
@@ -121,7 +136,13 @@ impl Filter {
             root: root.to_path_buf(),
             built_in,
             global: Arc::new(global),
-            hard_excluded,
+            hard_excluded: hard_excluded
+                .into_iter()
+                .map(|h| {
+                    let name = h.file_name().map(|n| n.as_bytes().to_vec());
+                    (h, name)
+                })
+                .collect(),
         })
     }
 
@@ -198,11 +219,15 @@ impl Filter {
         }
     }
 
+    /// Whether `abs`, whose last name is `name`, is left out under `rules`.
     fn is_excluded(&self, abs: &Path, name: &[u8], is_dir: bool, rules: &IgnoreRules) -> bool {
         if name == b".git" || name.starts_with(TEMP_PREFIX.as_bytes()) {
             return true;
         }
-        if self.hard_excluded.iter().any(|h| h == abs) {
+        let hard = |(path, last): &(PathBuf, Option<Vec<u8>>)| {
+            last.as_ref().is_none_or(|last| last == name) && path == abs
+        };
+        if self.hard_excluded.iter().any(hard) {
             return true;
         }
         if self.built_in.matched(abs, is_dir).is_ignore() {

@@ -8,6 +8,7 @@
 
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
+use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +17,7 @@ use gix::bstr::BString;
 use super::{
     is_litter, join_rel, rel_to_abs, Filter, IgnoreRules, WalkEntry, WalkResult, WalkSkip,
 };
-use crate::safe_io::Stat;
+use crate::safe_io::{nanos, Stat};
 
 /// A folder to list: where it is, its path in the project, and the rules in force in it.
 type Folder = (PathBuf, BString, IgnoreRules);
@@ -166,73 +167,115 @@ impl Filter {
 
     /// Lists one folder: its files, its included subfolders (with their rules), and what could
     /// not be looked at. Symlinks are never followed; stats are relative to the open folder.
+    /// Every entry listed is looked at, so this is where a whole-project walk spends its time:
+    /// names are read and stat'ed without a path or a name of their own made for each.
     fn list_dir(&self, dir: &Path, rel_dir: BString, rules: &IgnoreRules) -> Listing {
+        use rustix::fs::{AtFlags, OFlags, StatxFlags};
         let mut out = Listing::default();
         let result = &mut out.result;
-        let read = match std::fs::read_dir(dir) {
-            Ok(r) => r,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let opened =
+            rustix::fs::open(dir, flags, rustix::fs::Mode::empty()).and_then(rustix::fs::Dir::new);
+        let mut listing = match opened {
+            Ok(opened) => opened,
+            Err(rustix::io::Errno::NOENT) => return out,
             Err(e) => {
                 result.skips.push(WalkSkip {
                     rel: rel_dir,
-                    reason: format!("cannot read directory: {e}"),
+                    reason: format!("cannot read directory: {}", std::io::Error::from(e)),
                 });
                 return out;
             }
         };
-        if dir.join(".git").symlink_metadata().is_ok() {
-            result.repos.push(rel_dir.clone());
-        }
         result.dirs.push(rel_dir.clone());
-        for item in read {
+        // `dir/` then each entry's name, in one buffer.
+        let mut abs = dir.as_os_str().as_bytes().to_vec();
+        if abs.last() != Some(&b'/') {
+            abs.push(b'/');
+        }
+        let base = abs.len();
+        let mask = StatxFlags::TYPE
+            | StatxFlags::MODE
+            | StatxFlags::INO
+            | StatxFlags::SIZE
+            | StatxFlags::MTIME
+            | StatxFlags::CTIME;
+        while let Some(item) = listing.read() {
             let item = match item {
                 Ok(i) => i,
                 Err(e) => {
                     result.skips.push(WalkSkip {
                         rel: rel_dir.clone(),
-                        reason: format!("cannot list directory: {e}"),
+                        reason: format!("cannot list directory: {}", std::io::Error::from(e)),
                     });
-                    continue;
+                    break;
                 }
             };
             let name = item.file_name();
-            let abs = item.path();
-            let rel = join_rel(&rel_dir, name.as_bytes());
-            let metadata = match item.metadata() {
-                Ok(m) => m,
+            let name_bytes = name.to_bytes();
+            if name_bytes == b"." || name_bytes == b".." {
+                continue;
+            }
+            if name_bytes == b".git" {
+                result.repos.push(rel_dir.clone());
+            }
+            abs.truncate(base);
+            abs.extend_from_slice(name_bytes);
+            let rel = join_rel(&rel_dir, name_bytes);
+            let at = listing.fd().expect("a listing's own folder");
+            let stat = match rustix::fs::statx(at, name, AtFlags::SYMLINK_NOFOLLOW, mask) {
+                Ok(x) => Stat {
+                    size: x.stx_size,
+                    mtime_ns: nanos(x.stx_mtime.tv_sec, x.stx_mtime.tv_nsec.into()),
+                    ctime_ns: nanos(x.stx_ctime.tv_sec, x.stx_ctime.tv_nsec.into()),
+                    ino: x.stx_ino,
+                    mode: x.stx_mode.into(),
+                },
                 // Vanished between listing and stat: it is simply not there any more.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(rustix::io::Errno::NOENT) => continue,
+                // A kernel without statx (before 4.11): what std falls back to.
+                Err(rustix::io::Errno::NOSYS) => {
+                    match std::fs::symlink_metadata(Path::new(OsStr::from_bytes(&abs))) {
+                        Ok(meta) => Stat::of(&meta),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                        Err(e) => {
+                            let reason = format!("cannot stat: {e}");
+                            result.skips.push(WalkSkip { rel, reason });
+                            continue;
+                        }
+                    }
+                }
                 Err(e) => {
                     result.skips.push(WalkSkip {
                         rel,
-                        reason: format!("cannot stat: {e}"),
+                        reason: format!("cannot stat: {}", std::io::Error::from(e)),
                     });
                     continue;
                 }
             };
-            let file_type = metadata.file_type();
-            let is_dir = file_type.is_dir();
-            if !is_dir && is_litter(name.as_bytes()) {
+            let is_dir = stat.mode & KIND == KIND_DIR;
+            if !is_dir && is_litter(name_bytes) {
                 result.litter.push(rel);
                 continue;
             }
-            if self.is_excluded(&abs, name.as_bytes(), is_dir, rules) {
+            let abs_path = Path::new(OsStr::from_bytes(&abs));
+            if self.is_excluded(abs_path, name_bytes, is_dir, rules) {
                 continue;
             }
             if is_dir {
-                let child_rules = rules.enter(&abs);
-                out.subdirs.push((abs, rel, child_rules));
+                let child_rules = rules.enter(abs_path);
+                out.subdirs.push((abs_path.to_path_buf(), rel, child_rules));
             } else {
-                result.files.push(WalkEntry {
-                    rel,
-                    file_type,
-                    stat: Stat::of(&metadata),
-                });
+                result.files.push(WalkEntry { rel, stat });
             }
         }
         out
     }
 }
+
+/// The bits of a mode that tell the kind of file, and a folder's value.
+const KIND: u32 = 0o170_000;
+const KIND_DIR: u32 = 0o040_000;
 
 fn merge(into: &mut WalkResult, from: WalkResult, on_files: &mut dyn FnMut(Vec<WalkEntry>)) {
     if !from.files.is_empty() {
@@ -309,5 +352,57 @@ mod tests {
             .any(|f| f.starts_with(b"d3/") || f.starts_with(b"node_modules")));
         // 257 text files outside d3/, d1/keep.log, and the two .gitignore files.
         assert_eq!(all.len(), 257 + 3);
+    }
+
+    /// Each entry's stat is what `lstat` says of it, its kind comes from the stat's mode, a
+    /// symlink to a folder is an entry and is not followed, and a folder holding `.git` is
+    /// reported as a repository root (the `.git` itself never an entry).
+    #[test]
+    fn entries_carry_their_lstat_and_kind() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        std::fs::create_dir_all(root.join("nested/.git")).unwrap();
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::fs::write(root.join("real/file.txt"), "x").unwrap();
+        std::fs::write(root.join("nested/inside.txt"), "y").unwrap();
+        std::os::unix::fs::symlink("real", root.join("to-dir")).unwrap();
+        std::os::unix::fs::symlink("real/file.txt", root.join("to-file")).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            root.join("fifo"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let filter = Filter::new(&root, &Default::default(), Vec::new()).unwrap();
+        for threads in [1, 2] {
+            let mut files = Vec::new();
+            let start = (root.clone(), BString::default(), filter.root_rules());
+            let result = filter.walk_with(
+                start,
+                &mut |_| {},
+                &mut |found| files.extend(found),
+                threads,
+            );
+            let mut names: Vec<&[u8]> = files.iter().map(|f| f.rel.as_slice()).collect();
+            names.sort();
+            let want: [&[u8]; 5] = [
+                b"fifo",
+                b"nested/inside.txt",
+                b"real/file.txt",
+                b"to-dir",
+                b"to-file",
+            ];
+            assert_eq!(names, want);
+            for f in &files {
+                let path = root.join(f.rel.to_str().unwrap());
+                let meta = std::fs::symlink_metadata(&path).unwrap();
+                assert_eq!(f.stat, Stat::of(&meta), "{}", f.rel);
+                assert_eq!(f.is_symlink(), meta.file_type().is_symlink(), "{}", f.rel);
+                assert_eq!(f.is_file(), meta.file_type().is_file(), "{}", f.rel);
+            }
+            assert_eq!(result.repos, vec![BString::from("nested")]);
+        }
     }
 }

@@ -42,7 +42,6 @@ impl FileIndex {
             match std::fs::symlink_metadata(rel_to_abs(root, rel)) {
                 Ok(meta) if Stat::of(&meta) == entry.stat => files.push(WalkEntry {
                     rel: rel.clone(),
-                    file_type: meta.file_type(),
                     stat: entry.stat,
                 }),
                 _ => {}

@@ -158,13 +158,13 @@ pub(crate) fn capture(
         (SkipReason::SpecialFile, why.to_string())
     };
     let vanished = || Ok(Captured::Vanished(entry.rel.clone()));
-    let (kind, data, stat) = if entry.file_type.is_symlink() {
+    let (kind, data, stat) = if entry.is_symlink() {
         match read_link_beneath(files.root(), &entry.rel) {
             Ok(target) => (EntryKind::Link, target, entry.stat),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return vanished(),
             Err(e) => return skip(unreadable(format!("cannot read symlink: {e}"))),
         }
-    } else if entry.file_type.is_file() {
+    } else if entry.is_file() {
         if entry.stat.size > options.max_file_size {
             return skip(too_large(entry.stat.size, options.max_file_size));
         }
