@@ -119,6 +119,10 @@ pub struct ProjectWatcher {
     /// The cookie file as the last sync left it; None until the cookie folder is watched
     /// (again: after a sync whose cookie did not arrive).
     cookie: Mutex<Option<PathBuf>>,
+    /// Whether the cookie folder was ever watched: only then is its watch removed before it is
+    /// placed again (a removal looks at every watch the project has: at a million files, ~2
+    /// ms that the first sync after a start would wait for).
+    cookie_dir_watched: AtomicBool,
 }
 
 static COOKIES: AtomicU64 = AtomicU64::new(0);
@@ -156,6 +160,7 @@ impl ProjectWatcher {
             degraded: None,
             root_watched: false,
             cookie: Mutex::new(None),
+            cookie_dir_watched: AtomicBool::new(false),
         })
     }
 
@@ -278,7 +283,9 @@ impl ProjectWatcher {
             let _ = std::fs::remove_file(entry.path());
         }
         let mut watcher = self.watcher.lock();
-        let _ = watcher.unwatch(dir);
+        if self.cookie_dir_watched.swap(true, Ordering::SeqCst) {
+            let _ = watcher.unwatch(dir);
+        }
         watcher
             .watch_with(dir, one_folder())
             .map_err(|e| std::io::Error::other(e.to_string()))?;
