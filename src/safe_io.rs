@@ -52,7 +52,7 @@ pub fn open_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<File> {
 
 /// Opens the folder `rel` below `root` as [`open_beneath`] opens a file: never through a
 /// symlink, its own name included.
-fn open_dir_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<OwnedFd> {
+pub fn open_dir_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> io::Result<OwnedFd> {
     let rel = std::ffi::OsStr::from_bytes(rel);
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;

@@ -7,8 +7,10 @@
 //! listed instead of gathering every file of the project in one list.
 
 use parking_lot::{Condvar, Mutex};
+use rustix::fs::{Mode, OFlags};
 use std::collections::VecDeque;
 use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -17,7 +19,7 @@ use gix::bstr::BString;
 use super::{
     is_litter, join_rel, rel_to_abs, Filter, IgnoreRules, WalkEntry, WalkResult, WalkSkip,
 };
-use crate::safe_io::{nanos, Stat};
+use crate::safe_io::{nanos, open_dir_beneath, Stat};
 
 /// A folder to list: where it is, its path in the project, and the rules in force in it.
 type Folder = (PathBuf, BString, IgnoreRules);
@@ -105,14 +107,29 @@ impl Filter {
         on_files: &mut dyn FnMut(Vec<WalkEntry>),
         threads: usize,
     ) -> WalkResult {
+        // Folders are opened below the root, never through a symlink (one swapped in for a
+        // folder after its parent was listed is not followed out of the project).
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let root = match rustix::fs::open(&self.root, flags, Mode::empty()) {
+            Ok(root) => root,
+            Err(rustix::io::Errno::NOENT) => return WalkResult::default(),
+            Err(e) => {
+                let mut result = WalkResult::default();
+                result.skips.push(WalkSkip {
+                    rel: start.1,
+                    reason: format!("cannot read directory: {}", std::io::Error::from(e)),
+                });
+                return result;
+            }
+        };
         if threads > 1 {
-            return self.walk_parallel(start, on_dir, on_files, threads);
+            return self.walk_parallel(root.as_fd(), start, on_dir, on_files, threads);
         }
         let mut result = WalkResult::default();
         let mut stack = vec![start];
         while let Some((dir, rel_dir, rules)) = stack.pop() {
             on_dir(&dir);
-            let listing = self.list_dir(&dir, rel_dir, &rules);
+            let listing = self.list_dir(root.as_fd(), &dir, rel_dir, &rules);
             merge(&mut result, listing.result, on_files);
             stack.extend(listing.subdirs);
         }
@@ -123,6 +140,7 @@ impl Filter {
     /// `on_dir`, queues it, and gathers what the listing threads found.
     fn walk_parallel(
         &self,
+        root: BorrowedFd<'_>,
         start: Folder,
         on_dir: &mut dyn FnMut(&Path),
         on_files: &mut dyn FnMut(Vec<WalkEntry>),
@@ -138,7 +156,7 @@ impl Filter {
                 let (queue, tx) = (&queue, tx.clone());
                 scope.spawn(move || {
                     while let Some((dir, rel_dir, rules)) = queue.pop() {
-                        if tx.send(self.list_dir(&dir, rel_dir, &rules)).is_err() {
+                        if tx.send(self.list_dir(root, &dir, rel_dir, &rules)).is_err() {
                             break;
                         }
                     }
@@ -169,20 +187,34 @@ impl Filter {
     /// not be looked at. Symlinks are never followed; stats are relative to the open folder.
     /// Every entry listed is looked at, so this is where a whole-project walk spends its time:
     /// names are read and stat'ed without a path or a name of their own made for each.
-    fn list_dir(&self, dir: &Path, rel_dir: BString, rules: &IgnoreRules) -> Listing {
-        use rustix::fs::{AtFlags, OFlags, StatxFlags};
+    /// `dir` is the folder's path, `rel_dir` the same below `root` (the project's root,
+    /// open), through which it is opened.
+    fn list_dir(
+        &self,
+        root: BorrowedFd<'_>,
+        dir: &Path,
+        rel_dir: BString,
+        rules: &IgnoreRules,
+    ) -> Listing {
+        use rustix::fs::{AtFlags, StatxFlags};
         let mut out = Listing::default();
         let result = &mut out.result;
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let opened =
-            rustix::fs::open(dir, flags, rustix::fs::Mode::empty()).and_then(rustix::fs::Dir::new);
-        let mut listing = match opened {
-            Ok(opened) => opened,
-            Err(rustix::io::Errno::NOENT) => return out,
+        let opened = match rel_dir.is_empty() {
+            true => {
+                let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                rustix::fs::openat(root, ".", flags, Mode::empty()).map_err(Into::into)
+            }
+            false => open_dir_beneath(root, &rel_dir),
+        };
+        let mut listing = match opened.and_then(|fd| Ok(rustix::fs::Dir::new(fd)?)) {
+            Ok(listing) => listing,
+            // Gone, or no longer a folder (a symlink or a file now): not listed. The watcher
+            // has the change of its parent, which the next checkpoint looks at again.
+            Err(e) if is_gone(&e) => return out,
             Err(e) => {
                 result.skips.push(WalkSkip {
                     rel: rel_dir,
-                    reason: format!("cannot read directory: {}", std::io::Error::from(e)),
+                    reason: format!("cannot read directory: {e}"),
                 });
                 return out;
             }
@@ -271,6 +303,14 @@ impl Filter {
         }
         out
     }
+}
+
+/// Whether opening a folder failed because it is not there as a folder any more.
+fn is_gone(e: &std::io::Error) -> bool {
+    use rustix::io::Errno;
+    let gone = [Errno::NOENT, Errno::NOTDIR, Errno::LOOP];
+    e.raw_os_error()
+        .is_some_and(|code| gone.iter().any(|g| g.raw_os_error() == code))
 }
 
 /// The bits of a mode that tell the kind of file, and a folder's value.
@@ -404,5 +444,35 @@ mod tests {
             }
             assert_eq!(result.repos, vec![BString::from("nested")]);
         }
+    }
+
+    /// A folder swapped for a symlink (or a file) after its parent was listed is not listed:
+    /// nothing of the symlink's target is taken for the project's, and it is no skip either
+    /// (the watcher reports the swap, which the next checkpoint looks at).
+    #[test]
+    fn a_folder_swapped_for_a_symlink_is_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("p");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret.txt"), "s").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("was-a-folder")).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("sub/deeper")).unwrap();
+        std::fs::write(root.join("now-a-file"), "f").unwrap();
+        let filter = Filter::new(&root, &Default::default(), Vec::new()).unwrap();
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(&root, flags, Mode::empty()).unwrap();
+        for rel in ["was-a-folder", "now-a-file", "sub/deeper", "sub/deeper/x"] {
+            let rules = filter.root_rules();
+            let listing = filter.list_dir(fd.as_fd(), &root.join(rel), rel.into(), &rules);
+            assert!(listing.result.files.is_empty(), "{rel}");
+            assert!(listing.result.dirs.is_empty(), "{rel}");
+            assert!(listing.result.skips.is_empty(), "{rel}");
+            assert!(listing.subdirs.is_empty(), "{rel}");
+        }
+        // A subtree walk starting there finds nothing either.
+        let walked = filter.walk_from("was-a-folder".into(), filter.root_rules(), &mut |_| {});
+        assert!(walked.files.is_empty() && walked.skips.is_empty());
     }
 }

@@ -290,7 +290,16 @@ fn rewinds_code_and_conversation(which: Which) {
     agent.clear_log();
     agent.turn(&p, "turn C write:c.txt delete:a.txt", Some(&new_id));
     agent.assert_shown("turn C", "turn A", "turn B");
-    assert_eq!(std::fs::read(&transcript).unwrap(), original);
+    let after = std::fs::read(&transcript).unwrap_or_else(|e| {
+        let folder: Vec<_> = std::fs::read_dir(transcript.parent().unwrap())
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        panic!(
+            "the original session {} after turn C: {e}; its folder holds {folder:?}",
+            transcript.display()
+        )
+    });
+    assert_eq!(after, original);
     env.fsck();
 }
 
