@@ -66,6 +66,7 @@ impl<'a> Driver<'a> {
             }
             Which::Gemini => {
                 gemini_settings(env);
+                keep_gemini_sessions(env);
                 let trusted = serde_json::json!({ project.to_str().unwrap(): "TRUST_FOLDER" });
                 let file = env.home.join("home/.gemini/trustedFolders.json");
                 std::fs::write(file, trusted.to_string()).unwrap();
@@ -196,6 +197,18 @@ impl Drop for Driver<'_> {
         let _ = self.server.kill();
         let _ = self.server.wait();
     }
+}
+
+/// Turns off Gemini CLI's session cleanup. Gemini CLI 0.61, resuming a session in a later
+/// minute than the one it began in, leaves a header-only file named for that session and that
+/// minute; its next start in the project (any session) deletes that file and, by the shared
+/// short id, the resumed session with it — with or without ckpt. The tests check what ckpt and
+/// the resumed fork do to the original session, so the cleanup is off here.
+fn keep_gemini_sessions(env: &TestEnv) {
+    let settings = env.home.join("home/.gemini/settings.json");
+    let mut value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    value["general"] = serde_json::json!({ "sessionRetention": { "enabled": false } });
+    std::fs::write(&settings, value.to_string()).unwrap();
 }
 
 pub(crate) fn codex_home(env: &TestEnv) -> PathBuf {
