@@ -233,35 +233,28 @@ fn main() {
     daemon.note_peak("hooks");
     let version_floor = median(floor);
 
-    // Restore a checkpoint 10 files away (and the shadow tree 10 files away).
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-    for _ in 0..args.op_runs {
-        let target = conn
-            .call_value("checkpoint", json!({ "project": project }))
-            .unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let shadow_target = shadow_snapshot(&shadow, &root);
-        round += 1;
-        touch_ten(&root, args.files, round);
-        conn.call_value("checkpoint", json!({ "project": project }))
+    // Restore a checkpoint 10 files away (and the shadow tree 10 files away): over the open
+    // connection, then as the user runs it, `ckpt restore` as a process (start to exit).
+    let (ours, theirs) = restore_rounds(&args, &mut conn, &root, &shadow, &mut round, |c, id| {
+        let r = c
+            .call_value("restore", json!({ "project": json!(root), "id": id }))
             .unwrap();
-        shadow_snapshot(&shadow, &root);
-        ours.push(time_settled(|| {
-            let r = conn
-                .call_value("restore", json!({ "project": project, "id": target }))
-                .unwrap();
-            assert!(r["skipped"].as_array().unwrap().is_empty());
-        }));
-        round += 1;
-        touch_ten(&root, args.files, round);
-        shadow_snapshot(&shadow, &root);
-        theirs.push(time_settled(|| {
-            run(git(&shadow, &root).args(["read-tree", "-u", "--reset", &shadow_target]));
-        }));
-    }
+        assert!(r["skipped"].as_array().unwrap().is_empty());
+    });
     rows.push(Row::new("restore, 10 files away", ours, theirs));
+    let (ours, theirs) = restore_rounds(&args, &mut conn, &root, &shadow, &mut round, |_, id| {
+        run(client()
+            .args(["--no-spawn", "--quiet", "--socket"])
+            .arg(&daemon.socket)
+            .args(["restore", "--yes", "-C"])
+            .arg(&root)
+            .arg(id))
+    });
+    rows.push(Row::new(
+        "ckpt restore process, 10 files away",
+        ours,
+        theirs,
+    ));
     daemon.note_peak("restores");
 
     // `ckpt checkpoint` as a process (start to exit), 10 files changed.
@@ -494,6 +487,41 @@ fn main() {
     );
     drop(conn);
     daemon.stop();
+}
+/// `args.op_runs` restores of a checkpoint 10 files away, each timed by `restore(conn, id)`,
+/// against shadow git's `read-tree -u --reset` of its tree 10 files away.
+fn restore_rounds(
+    args: &Args,
+    conn: &mut Client,
+    root: &Path,
+    shadow: &Path,
+    round: &mut usize,
+    mut restore: impl FnMut(&mut Client, &str),
+) -> (Vec<Duration>, Vec<Duration>) {
+    let project = json!(root);
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..args.op_runs {
+        let target = conn
+            .call_value("checkpoint", json!({ "project": project }))
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let shadow_target = shadow_snapshot(shadow, root);
+        *round += 1;
+        touch_ten(root, args.files, *round);
+        conn.call_value("checkpoint", json!({ "project": project }))
+            .unwrap();
+        shadow_snapshot(shadow, root);
+        ours.push(time_settled(|| restore(conn, &target)));
+        *round += 1;
+        touch_ten(root, args.files, *round);
+        shadow_snapshot(shadow, root);
+        theirs.push(time_settled(|| {
+            run(git(shadow, root).args(["read-tree", "-u", "--reset", &shadow_target]));
+        }));
+    }
+    (ours, theirs)
 }
 
 /// `blame` of a 5,000-line file over 200 prompts that each rewrote 15 of its lines.
