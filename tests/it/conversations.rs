@@ -438,6 +438,64 @@ fn claude_code_fork_into_a_worktree_and_a_lost_session() {
     env.fsck();
 }
 
+/// A Gemini CLI session deleted after its prompt was recorded (as Gemini's own session cleanup
+/// deletes one): `ckpt log` and the rewind say why and name that cleanup; the files are rewound
+/// and nothing is written in Gemini's folder.
+#[test]
+fn a_deleted_gemini_session_rewinds_the_files_and_names_geminis_cleanup() {
+    use std::io::Write;
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    let chats = env.home.join("home/.gemini/tmp/proj/chats");
+    std::fs::create_dir_all(&chats).unwrap();
+    let transcript = chats.join("session-2026-11-27T09-06-8efd44c8.jsonl");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/gemini.jsonl");
+    std::fs::copy(fixture, &transcript).unwrap();
+    let input = serde_json::json!({ "session_id": "8efd44c8-3113-4287-88b3-978afb7ca8f8",
+        "transcript_path": transcript, "cwd": p, "prompt": "turn B",
+        "hook_event_name": "BeforeAgent", "timestamp": "2026-11-27T09:06:24.480Z" });
+    let mut cmd = Command::new(CKPT);
+    env.env(&mut cmd);
+    let mut child = cmd
+        .current_dir(&p)
+        .args(["hook", "gemini"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    write(&p, "a.txt", "two\n");
+    let conversation =
+        |env: &TestEnv| env.json_in(&p, &["log"])["prompts"][0]["conversation"].clone();
+    assert_eq!(
+        conversation(&env)["can_fork"],
+        true,
+        "{}",
+        conversation(&env)
+    );
+
+    std::fs::remove_file(&transcript).unwrap();
+    let shown = conversation(&env);
+    assert_eq!(shown["can_fork"], false, "{shown}");
+    let why = shown["why"].as_str().unwrap();
+    assert!(why.contains("no longer exists"), "{why}");
+    assert!(why.contains("general.sessionRetention"), "{why}");
+    let out = env.ckpt_in(&p, &["rewind", "--both", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["conversation"].is_null(), "{report}");
+    let skipped = report["conversation_skipped"].as_str().unwrap();
+    assert!(skipped.contains("general.sessionRetention"), "{skipped}");
+    assert_eq!(std::fs::read_to_string(p.join("a.txt")).unwrap(), "one\n");
+    assert!(names(&chats).is_empty(), "nothing written beside it");
+    env.fsck();
+}
+
 /// Runs `ckpt hook claude-code` in `project` for prompt `text` (id `prompt_id`) of session `s1`,
 /// whose transcript is `transcript`.
 fn claude_prompt(env: &TestEnv, project: &Path, text: &str, prompt_id: &str, transcript: &Path) {

@@ -23,7 +23,7 @@ pub fn read(agent: Agent, path: &Path) -> Result<String, CannotFork> {
         ))
     };
     let file = crate::safe_io::open_regular(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => cannot("it no longer exists".into()),
+        std::io::ErrorKind::NotFound => cannot(format!("it no longer exists{}", gone_why(agent))),
         _ => cannot(e.to_string()),
     })?;
     let mut data = Vec::new();
@@ -34,6 +34,18 @@ pub fn read(agent: Agent, path: &Path) -> Result<String, CannotFork> {
         return Err(cannot(format!("larger than {MAX_TRANSCRIPT} bytes")));
     }
     String::from_utf8(data).map_err(|_| CannotFork::format(agent, "not UTF-8 text"))
+}
+
+/// What may have deleted a session the user did not: Gemini CLI deletes sessions itself.
+fn gone_why(agent: Agent) -> &'static str {
+    match agent {
+        Agent::Gemini => {
+            " (Gemini CLI's session cleanup deletes sessions past its `maxAge`, and one resumed \
+             in a later minute than it began, at its next start: `general.sessionRetention` in \
+             ~/.gemini/settings.json)"
+        }
+        _ => "",
+    }
 }
 
 /// The complete lines of `text` (a last line without its newline is still being written and is
@@ -182,6 +194,17 @@ mod tests {
         assert_eq!(text(result, Some("text")), None);
         assert_eq!(text(serde_json::json!([]), None), None);
         assert_eq!(text(serde_json::json!(3), None), None);
+    }
+
+    #[test]
+    fn a_missing_gemini_session_names_geminis_own_cleanup() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("session-2026-11-28T08-27-3e3dd339.jsonl");
+        let gemini = read(Agent::Gemini, &missing).unwrap_err().0;
+        assert!(gemini.contains("no longer exists"), "{gemini}");
+        assert!(gemini.contains("general.sessionRetention"), "{gemini}");
+        let claude = read(Agent::ClaudeCode, &missing).unwrap_err().0;
+        assert!(claude.ends_with("it no longer exists"), "{claude}");
     }
 
     #[test]
