@@ -1014,9 +1014,11 @@ impl Daemon {
             .expect("start ckptd");
         let d = Daemon { child, socket };
         let deadline = Instant::now() + Duration::from_secs(30);
+        // Looked for every millisecond: the restart's case is timed from the moment the daemon
+        // listens, and its warm-up starts then (a coarser poll gave it a head start).
         while Connection::connect(&d.socket).is_err() {
             assert!(Instant::now() < deadline, "ckptd did not start");
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(1));
         }
         d
     }

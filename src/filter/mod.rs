@@ -16,6 +16,7 @@ use ignore::Match;
 
 mod rules;
 mod walk;
+pub use walk::Listed;
 
 use crate::config::ExclusionConfig;
 use crate::safe_io::{read_small, Stat};

@@ -4,7 +4,8 @@
 //! Either way each folder is shown to `on_dir` before it is listed (the watcher places its
 //! watch there first, so nothing created in it afterwards goes unnoticed), and the result is
 //! the same set of entries. [`Filter::walk_each`] hands each folder's files over as it is
-//! listed instead of gathering every file of the project in one list.
+//! listed ([`Listed`]: the folder's path once, its files' names in one buffer) instead of
+//! gathering every file of the project in one list with a path made for each.
 
 use parking_lot::{Condvar, Mutex};
 use rustix::fs::{Mode, OFlags};
@@ -14,7 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use gix::bstr::BString;
+use gix::bstr::{BStr, BString, ByteSlice};
 
 use super::{
     is_litter, join_rel, rel_to_abs, Filter, IgnoreRules, WalkEntry, WalkResult, WalkSkip,
@@ -24,9 +25,62 @@ use crate::safe_io::{nanos, open_dir_beneath, Stat};
 /// A folder to list: where it is, its path in the project, and the rules in force in it.
 type Folder = (PathBuf, BString, IgnoreRules);
 
-/// What listing one folder found: its entries, and its subfolders still to list.
+/// One folder's files as the walk listed them: the folder's path in the project once, and each
+/// file's name (all of them in one buffer) with its stat. A verify after a restart looks at a
+/// million files by name and stat: none of them needs a path of its own, made on a listing
+/// thread and freed on another.
+#[derive(Debug, Default)]
+pub struct Listed {
+    /// The folder, relative to the root (empty: the root).
+    pub dir: BString,
+    names: Vec<u8>,
+    /// Each file's name's end in `names`, and its stat.
+    files: Vec<(usize, Stat)>,
+}
+
+impl Listed {
+    fn push(&mut self, name: &[u8], stat: Stat) {
+        self.names.extend_from_slice(name);
+        self.files.push((self.names.len(), stat));
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Each file's name and stat, in the order listed.
+    pub fn iter(&self) -> impl Iterator<Item = (&BStr, Stat)> + '_ {
+        let mut start = 0;
+        self.files.iter().map(move |&(end, stat)| {
+            let name = self.names[start..end].as_bstr();
+            start = end;
+            (name, stat)
+        })
+    }
+
+    /// The path of the file `name` of this folder.
+    pub fn path_of(&self, name: &[u8]) -> BString {
+        join_rel(&self.dir, name)
+    }
+
+    /// Each file as an entry with its path.
+    pub fn entries(&self) -> impl Iterator<Item = WalkEntry> + '_ {
+        self.iter().map(|(name, stat)| WalkEntry {
+            rel: self.path_of(name),
+            stat,
+        })
+    }
+}
+
+/// What listing one folder found: its files, what else it met, and its subfolders still to
+/// list.
 #[derive(Default)]
 struct Listing {
+    files: Listed,
     result: WalkResult,
     subdirs: Vec<Folder>,
 }
@@ -73,19 +127,22 @@ impl Filter {
         on_dir: &mut dyn FnMut(&Path),
     ) -> WalkResult {
         let mut files = Vec::new();
-        let mut result = self.walk_each(start, rules, on_dir, &mut |found| files.extend(found));
+        let mut result = self.walk_each(start, rules, on_dir, &mut |found| {
+            files.extend(found.entries())
+        });
         result.files = files;
         result
     }
 
     /// Like [`Filter::walk_from`], handing each folder's files to `on_files` (on this thread,
-    /// a folder's files together) as soon as the folder is listed; the result holds no files.
+    /// once per folder that has any) as soon as the folder is listed; the result holds no
+    /// files.
     pub fn walk_each(
         &self,
         start: BString,
         rules: IgnoreRules,
         on_dir: &mut dyn FnMut(&Path),
-        on_files: &mut dyn FnMut(Vec<WalkEntry>),
+        on_files: &mut dyn FnMut(Listed),
     ) -> WalkResult {
         let start_abs = if start.is_empty() {
             self.root.clone()
@@ -104,7 +161,7 @@ impl Filter {
         &self,
         start: Folder,
         on_dir: &mut dyn FnMut(&Path),
-        on_files: &mut dyn FnMut(Vec<WalkEntry>),
+        on_files: &mut dyn FnMut(Listed),
         threads: usize,
     ) -> WalkResult {
         // Folders are opened below the root, never through a symlink (one swapped in for a
@@ -130,8 +187,9 @@ impl Filter {
         while let Some((dir, rel_dir, rules)) = stack.pop() {
             on_dir(&dir);
             let listing = self.list_dir(root.as_fd(), &dir, rel_dir, &rules);
-            merge(&mut result, listing.result, on_files);
-            stack.extend(listing.subdirs);
+            let (files, subdirs) = gather(&mut result, listing);
+            hand_over(files, on_files);
+            stack.extend(subdirs);
         }
         result
     }
@@ -143,7 +201,7 @@ impl Filter {
         root: BorrowedFd<'_>,
         start: Folder,
         on_dir: &mut dyn FnMut(&Path),
-        on_files: &mut dyn FnMut(Vec<WalkEntry>),
+        on_files: &mut dyn FnMut(Listed),
         threads: usize,
     ) -> WalkResult {
         let queue = Queue {
@@ -170,13 +228,14 @@ impl Filter {
             while outstanding > 0 {
                 let Ok(listing) = rx.recv() else { break };
                 outstanding -= 1;
+                let (files, subdirs) = gather(&mut result, listing);
                 // The listing threads get more folders before this one's files are looked at.
-                for sub in listing.subdirs {
+                for sub in subdirs {
                     on_dir(&sub.0);
                     queue.push(sub);
                     outstanding += 1;
                 }
-                merge(&mut result, listing.result, on_files);
+                hand_over(files, on_files);
             }
             queue.close();
             result
@@ -186,7 +245,8 @@ impl Filter {
     /// Lists one folder: its files, its included subfolders (with their rules), and what could
     /// not be looked at. Symlinks are never followed; stats are relative to the open folder.
     /// Every entry listed is looked at, so this is where a whole-project walk spends its time:
-    /// names are read and stat'ed without a path or a name of their own made for each.
+    /// names are read and stat'ed without a path or a name of their own made for each (a
+    /// file's name joins its folder's [`Listed`]).
     /// `dir` is the folder's path, `rel_dir` the same below `root` (the project's root,
     /// open), through which it is opened.
     fn list_dir(
@@ -199,6 +259,7 @@ impl Filter {
         use rustix::fs::{AtFlags, StatxFlags};
         let mut out = Listing::default();
         let result = &mut out.result;
+        let files = &mut out.files;
         let opened = match rel_dir.is_empty() {
             true => {
                 let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
@@ -220,6 +281,7 @@ impl Filter {
             }
         };
         result.dirs.push(rel_dir.clone());
+        files.dir = rel_dir.clone();
         // `dir/` then each entry's name, in one buffer.
         let mut abs = dir.as_os_str().as_bytes().to_vec();
         if abs.last() != Some(&b'/') {
@@ -253,7 +315,8 @@ impl Filter {
             }
             abs.truncate(base);
             abs.extend_from_slice(name_bytes);
-            let rel = join_rel(&rel_dir, name_bytes);
+            // An entry's path is made only where it is kept: a folder, a skip, litter.
+            let rel = || join_rel(&rel_dir, name_bytes);
             let at = listing.fd().expect("a listing's own folder");
             let stat = match rustix::fs::statx(at, name, AtFlags::SYMLINK_NOFOLLOW, mask) {
                 Ok(x) => Stat {
@@ -272,14 +335,14 @@ impl Filter {
                         Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                         Err(e) => {
                             let reason = format!("cannot stat: {e}");
-                            result.skips.push(WalkSkip { rel, reason });
+                            result.skips.push(WalkSkip { rel: rel(), reason });
                             continue;
                         }
                     }
                 }
                 Err(e) => {
                     result.skips.push(WalkSkip {
-                        rel,
+                        rel: rel(),
                         reason: format!("cannot stat: {}", std::io::Error::from(e)),
                     });
                     continue;
@@ -287,7 +350,7 @@ impl Filter {
             };
             let is_dir = stat.mode & KIND == KIND_DIR;
             if !is_dir && is_litter(name_bytes) {
-                result.litter.push(rel);
+                result.litter.push(rel());
                 continue;
             }
             let abs_path = Path::new(OsStr::from_bytes(&abs));
@@ -296,9 +359,10 @@ impl Filter {
             }
             if is_dir {
                 let child_rules = rules.enter(abs_path);
-                out.subdirs.push((abs_path.to_path_buf(), rel, child_rules));
+                out.subdirs
+                    .push((abs_path.to_path_buf(), rel(), child_rules));
             } else {
-                result.files.push(WalkEntry { rel, stat });
+                files.push(name_bytes, stat);
             }
         }
         out
@@ -317,14 +381,25 @@ fn is_gone(e: &std::io::Error) -> bool {
 const KIND: u32 = 0o170_000;
 const KIND_DIR: u32 = 0o040_000;
 
-fn merge(into: &mut WalkResult, from: WalkResult, on_files: &mut dyn FnMut(Vec<WalkEntry>)) {
-    if !from.files.is_empty() {
-        on_files(from.files);
-    }
+/// Gathers what a listing met into `into`; returns its files and its subfolders still to list.
+fn gather(into: &mut WalkResult, listing: Listing) -> (Listed, Vec<Folder>) {
+    let Listing {
+        files,
+        result: from,
+        subdirs,
+    } = listing;
     into.dirs.extend(from.dirs);
     into.repos.extend(from.repos);
     into.skips.extend(from.skips);
     into.litter.extend(from.litter);
+    (files, subdirs)
+}
+
+/// Hands a folder's files to `on_files`, where it has any.
+fn hand_over(files: Listed, on_files: &mut dyn FnMut(Listed)) {
+    if !files.is_empty() {
+        on_files(files);
+    }
 }
 
 #[cfg(test)]
@@ -362,12 +437,16 @@ mod tests {
             let mut result = filter.walk_with(
                 start,
                 &mut |d: &Path| seen.push(d.to_path_buf()),
-                &mut |found: Vec<WalkEntry>| {
-                    // Each hand-over is one folder's files.
+                &mut |found: Listed| {
+                    // Each hand-over is one folder's files, each once, by name.
+                    assert!(!found.is_empty());
+                    assert!(found.iter().all(|(name, _)| !name.contains(&b'/')));
                     let parent =
                         |f: &WalkEntry| f.rel.rsplit_once_str("/").map(|(p, _)| p.to_vec());
-                    assert!(found.iter().all(|f| parent(f) == parent(&found[0])));
-                    files.extend(found)
+                    let dir = (!found.dir.is_empty()).then(|| found.dir.to_vec());
+                    assert!(found.entries().all(|f| parent(&f) == dir));
+                    assert_eq!(found.entries().count(), found.len());
+                    files.extend(found.entries())
                 },
                 threads,
             );
@@ -422,7 +501,7 @@ mod tests {
             let result = filter.walk_with(
                 start,
                 &mut |_| {},
-                &mut |found| files.extend(found),
+                &mut |found| files.extend(found.entries()),
                 threads,
             );
             let mut names: Vec<&[u8]> = files.iter().map(|f| f.rel.as_slice()).collect();
@@ -466,7 +545,7 @@ mod tests {
         for rel in ["was-a-folder", "now-a-file", "sub/deeper", "sub/deeper/x"] {
             let rules = filter.root_rules();
             let listing = filter.list_dir(fd.as_fd(), &root.join(rel), rel.into(), &rules);
-            assert!(listing.result.files.is_empty(), "{rel}");
+            assert!(listing.files.is_empty(), "{rel}");
             assert!(listing.result.dirs.is_empty(), "{rel}");
             assert!(listing.result.skips.is_empty(), "{rel}");
             assert!(listing.subdirs.is_empty(), "{rel}");

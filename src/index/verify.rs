@@ -3,6 +3,7 @@
 //! listed; what is new or changed by stat is read, the rest keeps its entry.
 
 use super::*;
+use crate::filter::Listed;
 
 impl FileIndex {
     /// Verifies the whole project by stat (re-hashing only what differs).
@@ -134,7 +135,7 @@ struct Sorter<'a> {
     /// What the stat cache knew below `start`, once it is read.
     stale: Option<DirNode>,
     /// Folders' files listed before the stat cache was ready.
-    waiting: Vec<Vec<WalkEntry>>,
+    waiting: Vec<Listed>,
     /// The new index below `start`.
     node: DirNode,
     to_read: super::refresh::ToRead,
@@ -151,60 +152,35 @@ impl Sorter<'_> {
         }
     }
 
-    /// Sorts one folder's files (a walk hands them over together; were they ever split, the
-    /// second part would find nothing known and be read again: slower, still exact).
-    fn sort(&mut self, files: Vec<WalkEntry>) {
-        let mut folder: Option<Folder> = None;
-        for file in files {
-            let (parent, name) = split_parent(file.rel.as_bstr());
-            if folder.as_ref().is_none_or(|f| f.path.as_bstr() != parent) {
-                if let Some(done) = folder.take() {
-                    done.join(&mut self.node, self.start);
-                }
-                let rel = relative_to(self.start, parent);
-                let take = |tree: &mut DirNode| {
-                    node_at(tree, rel, false)
-                        .map(|n| std::mem::take(&mut n.files))
-                        .unwrap_or_default()
-                };
-                let stale = self
-                    .stale
-                    .as_mut()
-                    .expect("sorting waits for the stat cache");
-                folder = Some(Folder {
-                    path: parent.to_owned(),
-                    old: take(&mut self.old),
-                    stale: take(stale),
-                    unchanged: Vec::new(),
-                });
-            }
-            let f = folder.as_mut().expect("set above");
-            match f.old.get(name).or_else(|| f.stale.get(name)) {
-                Some(e) if e.stat == file.stat && !self.racy.contains(&file.rel) => {
-                    f.unchanged.push((Name::from(name), *e));
-                }
-                _ => self.to_read.push(file),
+    /// Sorts one folder's files (a walk hands each folder's over once; were a folder's ever
+    /// handed over twice, the second part would find nothing known and be read again: slower,
+    /// still exact). A file's path is made only for a file to read or one that is racy.
+    fn sort(&mut self, listed: Listed) {
+        let rel = relative_to(self.start, listed.dir.as_bstr());
+        let take = |tree: &mut DirNode| {
+            node_at(tree, rel, false)
+                .map(|n| std::mem::take(&mut n.files))
+                .unwrap_or_default()
+        };
+        let old = take(&mut self.old);
+        let stale = take(
+            self.stale
+                .as_mut()
+                .expect("sorting waits for the stat cache"),
+        );
+        let mut unchanged = Vec::with_capacity(listed.len());
+        for (name, stat) in listed.iter() {
+            let racy = || !self.racy.is_empty() && self.racy.contains(&listed.path_of(name));
+            match old.get(name).or_else(|| stale.get(name)) {
+                Some(e) if e.stat == stat && !racy() => unchanged.push((Name::from(name), *e)),
+                _ => self.to_read.push(WalkEntry {
+                    rel: listed.path_of(name),
+                    stat,
+                }),
             }
         }
-        if let Some(done) = folder {
-            done.join(&mut self.node, self.start);
-        }
-    }
-}
-
-/// One folder of a verify: what was known about its files, and those found unchanged.
-struct Folder {
-    path: BString,
-    old: BTreeMap<Name, IndexEntry>,
-    stale: BTreeMap<Name, IndexEntry>,
-    unchanged: Vec<(Name, IndexEntry)>,
-}
-
-impl Folder {
-    /// Adds the unchanged files to `node`, the new index of the folder `start`.
-    fn join(self, node: &mut DirNode, start: &BString) {
-        let dir = node_at(node, relative_to(start, self.path.as_bstr()), true).expect("created");
-        dir.add_files(self.unchanged);
+        let dir = node_at(&mut self.node, rel, true).expect("created");
+        dir.add_files(unchanged);
     }
 }
 
