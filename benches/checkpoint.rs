@@ -985,9 +985,20 @@ impl Daemon {
         let socket = dir.join("run/ckptd.sock");
         let _ = std::fs::remove_file(&socket);
         std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
-        let child = Daemon::command(dir, Path::new("systemd-socket-activate"))
-            .arg("-l")
-            .arg(&socket)
+        let mut command = Daemon::command(dir, Path::new("systemd-socket-activate"));
+        command.arg("-l").arg(&socket);
+        // systemd-socket-activate passes on only PATH, HOME, USER and TERM of its own
+        // environment: the rest of the daemon's (its data and configuration folders above
+        // all) is named, else the activated daemon would serve a store of its own.
+        for name in [
+            "XDG_DATA_HOME",
+            "XDG_CONFIG_HOME",
+            "RUST_LOG",
+            "MALLOC_ARENA_MAX",
+        ] {
+            command.arg("-E").arg(name);
+        }
+        let child = command
             .arg(daemon_path())
             .arg("--socket")
             .arg(&socket)
