@@ -105,9 +105,9 @@ impl Opened {
             max_file_size: project.max_file_size(),
         };
         let watcher = &mut self.watcher;
-        let mut on_dir = |dir: &Path| {
+        let mut on_dir = |dirs: &[&Path]| {
             if let Some(w) = watcher.as_mut() {
-                w.watch_dir(dir);
+                w.watch_dirs(dirs);
             }
         };
         let outcome = match self.index.refresh(

@@ -2,7 +2,9 @@
 //! verify after a restart) lists folders on several threads; a subtree walk (a folder that
 //! changed) stays on the calling thread, where starting threads would cost more than it saves.
 //! Either way each folder is shown to `on_dir` before it is listed (the watcher places its
-//! watch there first, so nothing created in it afterwards goes unnoticed), and the result is
+//! watch there first, so nothing created in it afterwards goes unnoticed), a folder's
+//! subfolders together (up to [`SHOWN_AT_ONCE`]: the watcher places their watches in one
+//! request to its thread), and the result is
 //! the same set of entries. [`Filter::walk_each`] hands each folder's files over as it is
 //! listed ([`Listed`]: the folder's path once, its files' names in one buffer) instead of
 //! gathering every file of the project in one list with a path made for each.
@@ -24,6 +26,10 @@ use crate::safe_io::{nanos, open_dir_beneath, Stat};
 
 /// A folder to list: where it is, its path in the project, and the rules in force in it.
 type Folder = (PathBuf, BString, IgnoreRules);
+
+/// Subfolders shown to `on_dir` at once, at most: few enough that the listing threads get the
+/// first of a large folder's subfolders soon.
+const SHOWN_AT_ONCE: usize = 64;
 
 /// One folder's files as the walk listed them: the folder's path in the project once, and each
 /// file's name (all of them in one buffer) with its stat. A verify after a restart looks at a
@@ -124,7 +130,7 @@ impl Filter {
         &self,
         start: BString,
         rules: IgnoreRules,
-        on_dir: &mut dyn FnMut(&Path),
+        on_dir: &mut dyn FnMut(&[&Path]),
     ) -> WalkResult {
         let mut files = Vec::new();
         let mut result = self.walk_each(start, rules, on_dir, &mut |found| {
@@ -141,7 +147,7 @@ impl Filter {
         &self,
         start: BString,
         rules: IgnoreRules,
-        on_dir: &mut dyn FnMut(&Path),
+        on_dir: &mut dyn FnMut(&[&Path]),
         on_files: &mut dyn FnMut(Listed),
     ) -> WalkResult {
         let start_abs = if start.is_empty() {
@@ -160,7 +166,7 @@ impl Filter {
     fn walk_with(
         &self,
         start: Folder,
-        on_dir: &mut dyn FnMut(&Path),
+        on_dir: &mut dyn FnMut(&[&Path]),
         on_files: &mut dyn FnMut(Listed),
         threads: usize,
     ) -> WalkResult {
@@ -183,13 +189,13 @@ impl Filter {
             return self.walk_parallel(root.as_fd(), start, on_dir, on_files, threads);
         }
         let mut result = WalkResult::default();
+        on_dir(&[&start.0]);
         let mut stack = vec![start];
         while let Some((dir, rel_dir, rules)) = stack.pop() {
-            on_dir(&dir);
             let listing = self.list_dir(root.as_fd(), &dir, rel_dir, &rules);
             let (files, subdirs) = gather(&mut result, listing);
             hand_over(files, on_files);
-            stack.extend(subdirs);
+            show(subdirs, on_dir, &mut |sub| stack.push(sub));
         }
         result
     }
@@ -200,7 +206,7 @@ impl Filter {
         &self,
         root: BorrowedFd<'_>,
         start: Folder,
-        on_dir: &mut dyn FnMut(&Path),
+        on_dir: &mut dyn FnMut(&[&Path]),
         on_files: &mut dyn FnMut(Listed),
         threads: usize,
     ) -> WalkResult {
@@ -222,7 +228,7 @@ impl Filter {
             }
             drop(tx);
             let mut result = WalkResult::default();
-            on_dir(&start.0);
+            on_dir(&[&start.0]);
             queue.push(start);
             let mut outstanding = 1usize;
             while outstanding > 0 {
@@ -230,11 +236,10 @@ impl Filter {
                 outstanding -= 1;
                 let (files, subdirs) = gather(&mut result, listing);
                 // The listing threads get more folders before this one's files are looked at.
-                for sub in subdirs {
-                    on_dir(&sub.0);
+                show(subdirs, on_dir, &mut |sub| {
                     queue.push(sub);
                     outstanding += 1;
-                }
+                });
                 hand_over(files, on_files);
             }
             queue.close();
@@ -395,6 +400,18 @@ fn gather(into: &mut WalkResult, listing: Listing) -> (Listed, Vec<Folder>) {
     (files, subdirs)
 }
 
+/// Shows `subdirs` to `on_dir`, [`SHOWN_AT_ONCE`] at a time, and passes each batch on to
+/// `then` once shown.
+fn show(subdirs: Vec<Folder>, on_dir: &mut dyn FnMut(&[&Path]), then: &mut dyn FnMut(Folder)) {
+    let mut subdirs = subdirs.into_iter().peekable();
+    while subdirs.peek().is_some() {
+        let batch: Vec<Folder> = subdirs.by_ref().take(SHOWN_AT_ONCE).collect();
+        let paths: Vec<&Path> = batch.iter().map(|sub| sub.0.as_path()).collect();
+        on_dir(&paths);
+        batch.into_iter().for_each(&mut *then);
+    }
+}
+
 /// Hands a folder's files to `on_files`, where it has any.
 fn hand_over(files: Listed, on_files: &mut dyn FnMut(Listed)) {
     if !files.is_empty() {
@@ -436,7 +453,10 @@ mod tests {
             let start = (root.clone(), BString::default(), filter.root_rules());
             let mut result = filter.walk_with(
                 start,
-                &mut |d: &Path| seen.push(d.to_path_buf()),
+                &mut |dirs: &[&Path]| {
+                    assert!(!dirs.is_empty() && dirs.len() <= SHOWN_AT_ONCE);
+                    seen.extend(dirs.iter().map(|d| d.to_path_buf()))
+                },
                 &mut |found: Listed| {
                     // Each hand-over is one folder's files, each once, by name.
                     assert!(!found.is_empty());

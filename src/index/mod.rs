@@ -103,8 +103,9 @@ pub struct RefreshOutcome {
     pub full: bool,
 }
 
-/// Sees every folder a refresh lists, before it is listed.
-pub type OnDir<'a> = &'a mut dyn FnMut(&Path);
+/// Sees every folder a refresh lists, before it is listed (a few at a time: a folder's
+/// subfolders together).
+pub type OnDir<'a> = &'a mut dyn FnMut(&[&Path]);
 
 /// How far a long refresh has come; read by `status` while the project is busy.
 #[derive(Debug, Default)]

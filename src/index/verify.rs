@@ -63,9 +63,9 @@ impl FileIndex {
         };
         self.progress.start(1, 0);
         let progress = self.progress.clone();
-        let mut counting = |dir: &Path| {
-            progress.step();
-            on_dir(dir)
+        let mut counting = |dirs: &[&Path]| {
+            dirs.iter().for_each(|_| progress.step());
+            on_dir(dirs)
         };
         // Each folder's files are sorted as the walk lists them, never gathered into one list
         // of every file of the project: the folder's known entries are taken out of the old

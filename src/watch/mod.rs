@@ -164,26 +164,42 @@ impl ProjectWatcher {
         })
     }
 
-    /// Watches `dir` (not recursively). A failure degrades the project to stat verifies.
-    pub fn watch_dir(&mut self, dir: &Path) {
-        if self.degraded.is_some() {
+    /// Watches each of `dirs` (not recursively), in one request to the watcher's thread. A
+    /// folder that vanished meanwhile is passed over (its parent's event covers that); any
+    /// other failure degrades the project to stat verifies.
+    pub fn watch_dirs(&mut self, dirs: &[&Path]) {
+        if self.degraded.is_some() || dirs.is_empty() {
             return;
         }
-        let result = self.watcher.lock().watch_with(dir, one_folder());
-        if result.is_ok() && dir == self.shared.root {
-            self.root_watched = true;
-        }
-        if let Err(e) = result {
-            if dir.symlink_metadata().is_err() {
-                return; // It vanished; its parent's event covers that.
-            }
-            let why = match e.kind {
-                notify::ErrorKind::MaxFilesWatch => WATCH_LIMIT.to_string(),
-                _ => format!("cannot watch {}: {e}", dir.display()),
+        let watch = |dir: &&Path| notify::PathOp::Watch(dir.to_path_buf(), one_folder());
+        let mut ops: Vec<notify::PathOp> = dirs.iter().map(watch).collect();
+        let root_asked = dirs.contains(&self.shared.root.as_path());
+        let mut root_failed = false;
+        while !ops.is_empty() {
+            let Err(e) = self.watcher.lock().update_paths(ops) else {
+                break;
             };
-            tracing::warn!(root = %self.shared.root.display(), reason = %why, "watching degraded; checkpoints verify by stat");
-            self.shared.note(WatchNote::Degraded(why.clone()));
-            self.degraded = Some(why);
+            let failed = e.origin.as_ref().map(|op| op.as_path().to_path_buf());
+            root_failed |= failed.as_deref() == Some(self.shared.root.as_path());
+            match failed {
+                Some(dir) if dir.symlink_metadata().is_err() => ops = e.remaining,
+                _ => {
+                    let why = match e.source.kind {
+                        notify::ErrorKind::MaxFilesWatch => WATCH_LIMIT.to_string(),
+                        _ => match failed {
+                            Some(dir) => format!("cannot watch {}: {}", dir.display(), e.source),
+                            None => format!("cannot watch folders: {}", e.source),
+                        },
+                    };
+                    tracing::warn!(root = %self.shared.root.display(), reason = %why, "watching degraded; checkpoints verify by stat");
+                    self.shared.note(WatchNote::Degraded(why.clone()));
+                    self.degraded = Some(why);
+                    return;
+                }
+            }
+        }
+        if root_asked && !root_failed {
+            self.root_watched = true;
         }
     }
 
