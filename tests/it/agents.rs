@@ -274,7 +274,7 @@ fn codex_turn_is_checkpointed_before_its_edits_and_rewound() {
         // `ckpt hook trust codex` records the trust as /hooks does: the real Codex then runs
         // the hook only if ckpt computed Codex's key and hash exactly.
         let ckpt = |env: &TestEnv, args: &[&str]| {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_ckpt"));
+            let mut cmd = Command::new(ckpt_bin());
             env.env(&mut cmd);
             let out = cmd
                 .env("CODEX_HOME", &codex_home)

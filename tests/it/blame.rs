@@ -14,7 +14,7 @@ use crate::harness::*;
 fn prompt(env: &TestEnv, project: &Path, prompt: &str) {
     let input = json!({ "session_id": "s1", "cwd": project, "prompt": prompt,
         "hook_event_name": "UserPromptSubmit" });
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let mut child = cmd
         .current_dir(project)

@@ -123,7 +123,8 @@ fn errors_exit_1_with_a_message_and_json_errors_are_json() {
 fn on_terminal(env: &TestEnv, args: &str, input: &str) -> std::process::Output {
     let mut cmd = std::process::Command::new("script");
     env.env(&mut cmd);
-    let line = format!("{CKPT} --no-spawn {args}");
+    let client = ckpt_bin();
+    let line = format!("{client} --no-spawn {args}");
     let mut child = cmd
         .current_dir(env.proj())
         .args(["-qec", &line, "/dev/null"])
@@ -196,7 +197,7 @@ fn without_a_runtime_dir_the_socket_falls_back_to_the_data_dir() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let mut client = std::process::Command::new(CKPT);
+    let mut client = std::process::Command::new(ckpt_bin());
     env.env(&mut client);
     let out = client
         .env_remove("XDG_RUNTIME_DIR")
@@ -228,7 +229,8 @@ fn a_long_checkpoint_shows_progress() {
     let started = std::time::Instant::now();
     let mut cmd = std::process::Command::new("script");
     env.env(&mut cmd);
-    let line = format!("{CKPT} --no-spawn checkpoint -m big");
+    let client = ckpt_bin();
+    let line = format!("{client} --no-spawn checkpoint -m big");
     let child = cmd
         .current_dir(&p)
         .args(["-qec", &line, "/dev/null"])
@@ -352,13 +354,14 @@ fn a_closed_pipe_ends_the_client_quietly() {
         format!("show {b} --files"),
         format!("export {b} --patch"),
     ] {
+        let client = ckpt_bin();
         let mut sh = std::process::Command::new("bash");
         env.env(&mut sh);
         let out = sh
             .current_dir(&p)
             .arg("-c")
             .arg(format!(
-                "{CKPT} --no-spawn {cmd} | head -n 1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\""
+                "{client} --no-spawn {cmd} | head -n 1 >/dev/null; echo \"status ${{PIPESTATUS[0]}}\""
             ))
             .output()
             .unwrap();
@@ -389,7 +392,7 @@ fn paths_that_are_not_utf8_work_end_to_end() {
     write(&p, "other.txt", "o2\n");
     write(&p, "two\nlines.txt", "n2\n");
     let run = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(CKPT);
+        let mut cmd = std::process::Command::new(ckpt_bin());
         env.env(&mut cmd);
         cmd.current_dir(&p)
             .args(["--no-spawn"])
@@ -714,7 +717,8 @@ fn colours_and_the_pager_only_for_a_person_and_quiet_is_quiet() {
     let run = |prefix: &str| {
         let mut cmd = std::process::Command::new("script");
         env.env(&mut cmd);
-        let line = format!("{prefix} {CKPT} --no-spawn diff @");
+        let client = ckpt_bin();
+        let line = format!("{prefix} {client} --no-spawn diff @");
         let out = cmd
             .current_dir(&p)
             .args(["-qec", &line, "/dev/null"])

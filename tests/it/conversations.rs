@@ -54,7 +54,7 @@ impl<'a> Driver<'a> {
                 );
                 std::fs::create_dir_all(codex_home(env)).unwrap();
                 std::fs::write(codex_home(env).join("config.toml"), config).unwrap();
-                let mut cmd = Command::new(CKPT);
+                let mut cmd = Command::new(ckpt_bin());
                 env.env(&mut cmd);
                 let out = cmd
                     .env("CODEX_HOME", codex_home(env))
@@ -456,7 +456,7 @@ fn a_deleted_gemini_session_rewinds_the_files_and_names_geminis_cleanup() {
     let input = serde_json::json!({ "session_id": "8efd44c8-3113-4287-88b3-978afb7ca8f8",
         "transcript_path": transcript, "cwd": p, "prompt": "turn B",
         "hook_event_name": "BeforeAgent", "timestamp": "2026-11-27T09:06:24.480Z" });
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let mut child = cmd
         .current_dir(&p)
@@ -503,7 +503,7 @@ fn claude_prompt(env: &TestEnv, project: &Path, text: &str, prompt_id: &str, tra
     let input = serde_json::json!({ "session_id": "193241d3-a622-4f2c-a4b6-ad4873cf4d61",
         "transcript_path": transcript, "cwd": project, "prompt": text, "prompt_id": prompt_id,
         "hook_event_name": "UserPromptSubmit" });
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let mut child = cmd
         .current_dir(project)
@@ -755,7 +755,7 @@ fn a_codex_session_without_a_transcript_path_is_found_by_its_id() {
     let input = serde_json::json!({ "session_id": id, "turn_id": "01a21c41-3f09-7962-a151-c38a412c1615",
         "transcript_path": null, "cwd": p, "hook_event_name": "UserPromptSubmit",
         "model": "m", "permission_mode": "default", "prompt": "turn B" });
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let mut child = cmd
         .current_dir(&p)

@@ -23,7 +23,7 @@ fn letter(i: usize, v: u32) -> u8 {
 /// None when the request failed (killed in flight, say).
 fn ckpt(home: &Path, args: &[&str]) -> Option<serde_json::Value> {
     for _ in 0..100 {
-        let mut cmd = Command::new(CKPT);
+        let mut cmd = Command::new(ckpt_bin());
         env_for(home, &mut cmd);
         let out = cmd
             .current_dir(home.join("proj"))

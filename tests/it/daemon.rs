@@ -162,7 +162,7 @@ fn the_client_starts_a_daemon_when_none_answers() {
         stderr(&out)
     );
     // Without it, ckpt starts ckptd (found beside itself) and waits for it.
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let out = cmd
         .current_dir(&p)
@@ -170,7 +170,7 @@ fn the_client_starts_a_daemon_when_none_answers() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let out = cmd
         .current_dir(&p)
@@ -367,7 +367,7 @@ fn a_client_without_a_runtime_dir_finds_the_running_daemon() {
     let env = TestEnv::new();
     write(&env.proj(), "a.txt", "a\n");
     env.watch();
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let out = cmd
         .env_remove("XDG_RUNTIME_DIR")

@@ -24,7 +24,7 @@ struct Listener {
 
 impl Listener {
     fn start(env: &TestEnv, diffs: bool) -> Listener {
-        let mut cmd = Command::new(CKPT);
+        let mut cmd = Command::new(ckpt_bin());
         env.env(&mut cmd);
         cmd.current_dir(env.proj()).arg("events");
         if diffs {

@@ -211,7 +211,7 @@ fn a_restarted_daemon_removes_what_a_killed_restore_left() {
     write(&proj, &format!("d1/.ckpt-tmp-{pid}-7"), "partial");
     let mut seen_litter = false;
     for round in 0..6 {
-        let mut cmd = std::process::Command::new(CKPT);
+        let mut cmd = std::process::Command::new(ckpt_bin());
         env.env(&mut cmd);
         let mut restore = cmd
             .current_dir(&proj)

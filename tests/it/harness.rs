@@ -13,7 +13,15 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub const CKPTD: &str = env!("CARGO_BIN_EXE_ckptd");
-pub const CKPT: &str = env!("CARGO_BIN_EXE_ckpt");
+/// The client the tests run: the one `cargo test` builds, or the executable named by
+/// `CKPT_TEST_CLIENT` (CI passes the packages' static client from `packaging/build.sh`, so the
+/// binary users install passes the same tests).
+pub fn ckpt_bin() -> &'static str {
+    static CLIENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CLIENT.get_or_init(|| {
+        std::env::var("CKPT_TEST_CLIENT").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ckpt").into())
+    })
+}
 
 pub struct TestEnv {
     pub tmp: tempfile::TempDir,
@@ -142,7 +150,7 @@ impl TestEnv {
 
     /// Runs `ckpt ARGS` in `cwd` with `--no-spawn` and the test socket.
     pub fn ckpt_in(&self, cwd: &Path, args: &[&str]) -> Output {
-        let mut cmd = Command::new(CKPT);
+        let mut cmd = Command::new(ckpt_bin());
         self.env(&mut cmd);
         cmd.current_dir(cwd)
             .arg("--no-spawn")

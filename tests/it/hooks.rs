@@ -31,7 +31,7 @@ fn fixture(agent: &str, project: &Path) -> String {
 
 /// Runs `ckpt [extra] hook AGENT` with `input` on stdin, in `cwd`.
 fn hook(env: &TestEnv, cwd: &Path, agent: &str, input: &str, extra: &[&str]) -> (Output, Duration) {
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     cmd.current_dir(cwd)
         .args(extra)
@@ -352,7 +352,8 @@ fn install_merges_into_the_agents_settings_and_uninstall_removes_only_its_own() 
     assert_eq!(ups.len(), 2);
     assert_eq!(ups[0]["hooks"][0]["command"], "their-hook.sh");
     let ours = ups[1]["hooks"][0]["command"].as_str().unwrap();
-    assert_eq!(ours, format!("{CKPT} hook claude-code"));
+    let client = ckpt_bin();
+    assert_eq!(ours, format!("{client} hook claude-code"));
     assert_eq!(ups[1]["hooks"][0]["timeout"], 10);
     assert_eq!(
         after["hooks"]["Stop"][0]["hooks"][0]["command"],
@@ -562,7 +563,7 @@ fn concurrent_installs_all_succeed_and_keep_every_entry() {
             let home = env.home.clone();
             let p = p.clone();
             std::thread::spawn(move || {
-                let mut cmd = Command::new(CKPT);
+                let mut cmd = Command::new(ckpt_bin());
                 env_for(&home, &mut cmd);
                 cmd.current_dir(&p)
                     .args(["--no-spawn", "hook", "install", agent]);

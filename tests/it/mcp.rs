@@ -29,7 +29,7 @@ fn session(env: &TestEnv, project: &Path, calls: Value, server_args: &[&str]) ->
     env.env(&mut cmd);
     let out = cmd
         .arg(client)
-        .arg(CKPT)
+        .arg(ckpt_bin())
         .arg(project)
         .arg(calls.to_string())
         .args(server_args)
@@ -44,7 +44,7 @@ fn session(env: &TestEnv, project: &Path, calls: Value, server_args: &[&str]) ->
 fn prompt(env: &TestEnv, project: &Path, prompt: &str) {
     let input = json!({ "session_id": "s1", "cwd": project, "prompt": prompt,
         "hook_event_name": "UserPromptSubmit" });
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let mut child = cmd
         .current_dir(project)
@@ -226,7 +226,7 @@ fn mcp_install_writes_each_agents_configuration() {
     std::fs::create_dir_all(&codex).unwrap();
     std::fs::write(codex.join("config.toml"), "# mine\nmodel = \"m\"\n").unwrap();
     let ckpt = |args: &[&str]| {
-        let mut cmd = Command::new(CKPT);
+        let mut cmd = Command::new(ckpt_bin());
         env.env(&mut cmd);
         cmd.env("CODEX_HOME", &codex)
             .current_dir(&p)
@@ -251,7 +251,7 @@ fn mcp_install_writes_each_agents_configuration() {
             .unwrap();
     let entry = &claude["projects"][p.to_str().unwrap()]["mcpServers"]["ckpt"];
     assert_eq!(entry["type"], "stdio", "{claude}");
-    assert_eq!(entry["command"], CKPT, "{claude}");
+    assert_eq!(entry["command"], ckpt_bin(), "{claude}");
     assert_eq!(entry["args"], json!(["mcp"]), "{claude}");
     let toml = std::fs::read_to_string(codex.join("config.toml")).unwrap();
     assert!(toml.starts_with("# mine\nmodel = \"m\"\n"), "{toml}");
@@ -265,7 +265,7 @@ fn mcp_install_writes_each_agents_configuration() {
     let cursor: Value =
         serde_json::from_str(&std::fs::read_to_string(p.join(".cursor/mcp.json")).unwrap())
             .unwrap();
-    assert_eq!(cursor["mcpServers"]["ckpt"]["command"], CKPT);
+    assert_eq!(cursor["mcpServers"]["ckpt"]["command"], ckpt_bin());
     // --allow-restore is what the agent then starts.
     let out = ckpt(&["mcp", "install", "cursor", "--allow-restore"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -404,7 +404,7 @@ fn agent_calls_ckpts_mcp_server(which: crate::conversations::Which, name: &str) 
     crate::agents::git_in_worktree(&p, &["init", "-q"]);
     write(&p, "notes.txt", "notes\n");
     let agent = Driver::start(which, &env, &p);
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let out = cmd
         .env("CODEX_HOME", codex_home(&env))

@@ -275,7 +275,7 @@ fn the_socket_is_private() {
 
 /// Runs `ckpt ARGS` and fails the test if it does not finish within `limit`.
 fn ckpt_within(env: &TestEnv, args: &[&str], limit: std::time::Duration) -> std::process::Output {
-    let mut cmd = std::process::Command::new(CKPT);
+    let mut cmd = std::process::Command::new(ckpt_bin());
     env.env(&mut cmd);
     let mut child = cmd
         .current_dir(env.proj())

@@ -166,7 +166,7 @@ fn fifos_never_hang_the_daemon() {
     write(&proj, "x", "plain\n");
     env.watch();
     env.checkpoint("first");
-    let mut events = std::process::Command::new(CKPT);
+    let mut events = std::process::Command::new(ckpt_bin());
     env.env(&mut events);
     let mut events = events
         .current_dir(&proj)

@@ -14,7 +14,7 @@ use crate::servers::{bare_repo, GitDaemon, Silent, Sshd};
 
 /// `ckpt ARGS` in `dir` of `env`, with `extra` variables (e.g. `GIT_SSH_COMMAND`).
 fn ckpt_with(env: &TestEnv, dir: &Path, extra: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     for (k, v) in extra {
         cmd.env(k, v);

@@ -143,7 +143,7 @@ fn soak_memory_over_many_checkpoints() {
     }
     env.watch();
     let pid = env.daemon.as_ref().unwrap().id();
-    let mut events = std::process::Command::new(CKPT);
+    let mut events = std::process::Command::new(ckpt_bin());
     env.env(&mut events);
     let mut events = events
         .current_dir(&p)

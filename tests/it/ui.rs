@@ -23,7 +23,7 @@ struct Ui {
 
 impl Ui {
     fn start(env: &TestEnv, cwd: &Path) -> Ui {
-        let mut cmd = Command::new(CKPT);
+        let mut cmd = Command::new(ckpt_bin());
         env.env(&mut cmd);
         let mut child = cmd
             .current_dir(cwd)
@@ -418,7 +418,7 @@ fn ctrl_c_stops_the_page_with_an_event_stream_open() {
 #[test]
 fn ui_json_prints_the_url_as_one_json_document() {
     let env = TestEnv::new();
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let mut child = cmd
         .current_dir(env.proj())
@@ -474,7 +474,7 @@ fn a_real_browser_browses_compares_restores_undoes_and_sees_new_prompts_live() {
     env.env(&mut cmd);
     let status = cmd
         .current_dir(&p)
-        .env("CKPT", CKPT)
+        .env("CKPT", ckpt_bin())
         .args(["-c", &script])
         .status()
         .unwrap();
@@ -503,7 +503,7 @@ fn a_real_browser_browses_compares_restores_undoes_and_sees_new_prompts_live() {
     env.env(&mut cmd);
     let out = cmd
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ui/browser.py"))
-        .args([&ui.url, CKPT])
+        .args([&ui.url, ckpt_bin()])
         .arg(&p)
         .arg(shots.join("timeline.png"))
         .current_dir(&p)
@@ -527,7 +527,7 @@ fn hook_with(env: &TestEnv, project: &Path, prompt: &str, fields: Value) {
         .as_object_mut()
         .unwrap()
         .extend(fields.as_object().unwrap().clone());
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let mut child = cmd
         .current_dir(project)

@@ -16,7 +16,7 @@ use crate::harness::*;
 fn prompt(env: &TestEnv, cwd: &Path, prompt: &str) -> Output {
     let input = json!({ "session_id": "s1", "cwd": cwd, "prompt": prompt,
         "hook_event_name": "UserPromptSubmit" });
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     cmd.current_dir(&env.home)
         .args(["hook", "claude-code"])

@@ -52,7 +52,7 @@ fn objects_bytes(dir: &Path) -> u64 {
 }
 
 fn hook_prompt(env: &TestEnv, dir: &Path, session: &str, prompt: &str) {
-    let mut cmd = Command::new(CKPT);
+    let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let mut child = cmd
         .current_dir(dir)
