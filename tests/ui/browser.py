@@ -91,13 +91,16 @@ try:
     # The whole timeline is then known (the count), though only what is in view is rendered.
     wait(driver, lambda d: d.find_element(By.ID, "count").text.startswith("2002 of 2002")
          or d.find_element(By.ID, "count").text.startswith("2003 of 2003"))
-    shown = entries(driver)
-    assert len(shown) < 200, f"{len(shown)} entries rendered at once"
-    first = shown[0]
-    assert first.find_element(By.CSS_SELECTOR, ".title").text == "make it say goodbye"
-    assert len(first.get_attribute("data-checkpoint")) == 40
+    shown = len(entries(driver))
+    assert shown < 200, f"{shown} entries rendered at once"
+    # Read through `wait`: the list may render again between finding an entry and reading it
+    # (the count arriving, a live event), which leaves the element found stale.
+    wait(driver, lambda d: any(e.find_element(By.CSS_SELECTOR, ".title").text == "make it say goodbye"
+                               for e in entries(d)[:1]))
+    wait(driver, lambda d: any(len(e.get_attribute("data-checkpoint")) == 40 for e in entries(d)[:1]))
     # Each entry names the agent its dialog's prompts came from.
-    wait(driver, lambda d: "claude-code" in entries(d)[0].find_element(By.CSS_SELECTOR, ".meta").text)
+    wait(driver, lambda d: any("claude-code" in e.find_element(By.CSS_SELECTOR, ".meta").text
+                               for e in entries(d)[:1]))
 
     # A prompt that looks like markup is shown as text and runs nothing.
     xss = entry_labelled(driver, XSS)
