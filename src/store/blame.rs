@@ -5,7 +5,7 @@
 //! files came from the checkpoint it restored: the walk goes there, so a line a rewind brought
 //! back is found where it was first written (git's blame would name the restore). Each step
 //! compares the file's two versions line by line (Myers, bounded in time) only when their blobs
-//! differ; a file that appears from nothing in a step is followed to the file of the step before
+//! differ, each line numbered once when its version is read ([`LineIds`]); a file that appears from nothing in a step is followed to the file of the step before
 //! that it was renamed from (the deleted file most of whose lines it shares, at least half, as
 //! git's rename detection does). ckpt's own blame rather than gix's: gix-blame needs gix's
 //! `blob-diff` feature set, and it would blame restored lines on the restore.
@@ -47,44 +47,83 @@ pub struct Blamed {
 
 /// The lines of `data` as compared (their bytes, the newline left out).
 fn lines_of(data: &[u8]) -> Vec<&[u8]> {
-    if data.is_empty() {
-        return Vec::new();
+    let mut lines = Vec::new();
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', data) {
+        lines.push(&data[start..end]);
+        start = end + 1;
     }
-    let mut lines: Vec<&[u8]> = data.split(|b| *b == b'\n').collect();
-    if data.ends_with(b"\n") {
-        lines.pop();
+    if start < data.len() {
+        lines.push(&data[start..]);
     }
     lines
 }
 
-/// A version of the file and where its lines are (split once, compared twice). Its buffers are
-/// reused from version to version.
+/// Lines as numbers: equal lines get the same id in every version of a walk, so that two
+/// versions are compared as numbers (each line hashed once, when its version is read) instead
+/// of byte by byte at every step of the comparison.
+#[derive(Default)]
+struct LineIds {
+    ids: hashbrown::HashMap<Box<[u8]>, u32>,
+}
+
+impl LineIds {
+    /// Forgets the lines of versions the walk has left once the map holds this many more than
+    /// the version it keeps (see [`LineIds::keep_only`]).
+    const SPARE: usize = 1 << 16;
+
+    /// The ids of the lines of `data`, into `out`.
+    fn number(&mut self, data: &[u8], out: &mut Vec<u32>) {
+        out.clear();
+        for line in lines_of(data) {
+            let next = self.ids.len() as u32;
+            let id = match self.ids.get(line) {
+                Some(id) => *id,
+                None => {
+                    self.ids.insert(line.into(), next);
+                    next
+                }
+            };
+            out.push(id);
+        }
+    }
+
+    /// Keeps the map to about what `kept` (the version the walk is at) holds: past
+    /// [`LineIds::SPARE`] more lines, it is numbered afresh from its lines alone.
+    fn keep_only(&mut self, kept: &mut Version) {
+        if self.ids.len() > kept.ids.len() + Self::SPARE {
+            self.ids.clear();
+            let mut ids = std::mem::take(&mut kept.ids);
+            self.number(&kept.data, &mut ids);
+            kept.ids = ids;
+        }
+    }
+}
+
+/// A version of the file and the ids of its lines (see [`LineIds`]). Its buffers are reused
+/// from version to version.
 #[derive(Default)]
 struct Version {
     data: Vec<u8>,
-    lines: Vec<(usize, usize)>,
+    ids: Vec<u32>,
 }
 
 impl Version {
     /// Reads blob `id` into this version, past the handle's cache of objects (each version is
-    /// read once, and a cache full of them would keep megabytes the walk has done with); how
-    /// many bytes it holds.
-    fn load(&mut self, repo: &gix::Repository, id: ObjectId) -> Result<usize, StoreError> {
+    /// read once, and a cache full of them would keep megabytes the walk has done with), and
+    /// numbers its lines; how many bytes it holds.
+    fn load(
+        &mut self,
+        repo: &gix::Repository,
+        id: ObjectId,
+        numbers: &mut LineIds,
+    ) -> Result<usize, StoreError> {
         use gix::objs::FindExt;
         uncached(repo)
             .find_blob(&id, &mut self.data)
             .map_err(|e| StoreError::git("reading a file", e))?;
-        let data = &self.data;
-        self.lines.clear();
-        self.lines.extend(lines_of(data).iter().map(|l| {
-            let start = l.as_ptr() as usize - data.as_ptr() as usize;
-            (start, start + l.len())
-        }));
-        Ok(data.len())
-    }
-
-    fn lines(&self) -> Vec<&[u8]> {
-        self.lines.iter().map(|&(a, b)| &self.data[a..b]).collect()
+        numbers.number(&self.data, &mut self.ids);
+        Ok(self.data.len())
     }
 }
 
@@ -131,7 +170,7 @@ fn uncached(repo: &gix::Repository) -> &impl gix::objs::Find {
 }
 
 /// For each line of `new`, the line of `old` it is (None: added in `new`).
-fn matching(old: &[&[u8]], new: &[&[u8]]) -> Vec<Option<usize>> {
+fn matching<T: Ord + std::hash::Hash>(old: &[T], new: &[T]) -> Vec<Option<usize>> {
     let mut map = vec![None; new.len()];
     let deadline = Instant::now() + DIFF_DEADLINE;
     for op in
@@ -172,23 +211,22 @@ impl Store {
         let mut files = Files::default();
         let mut walk = vec![head];
         let mut path = BString::from(path);
-        let current_lines = lines_of(current);
+        let mut numbers = LineIds::default();
+        let mut current_ids = Vec::new();
+        numbers.number(current, &mut current_ids);
         // Lines of the current version still to place, by their index in the version the walk
         // is at (`at`).
         let mut open: Vec<(usize, usize)> = Vec::new();
-        let mut lines = vec![None; current_lines.len()];
+        let mut lines = vec![None; current_ids.len()];
         let mut reader = Reader::new(self)?;
         let repo = reader.step()?;
         let Some(mut at_blob) = files.at(repo, parse_id(&walk[0].tree)?, path.as_bstr())? else {
             return Ok(Blamed { walk, lines });
         };
         let (mut at, mut before_version) = (Version::default(), Version::default());
-        let read = at.load(repo, at_blob)?;
+        let read = at.load(repo, at_blob, &mut numbers)?;
         reader.charge(read);
-        for (line, index) in matching(&at.lines(), &current_lines)
-            .into_iter()
-            .enumerate()
-        {
+        for (line, index) in matching(&at.ids, &current_ids).into_iter().enumerate() {
             if let Some(index) = index {
                 open.push((line, index));
             }
@@ -221,9 +259,10 @@ impl Store {
             if before == at_blob {
                 continue;
             }
-            let read = before_version.load(repo, before)?;
+            numbers.keep_only(&mut at);
+            let read = before_version.load(repo, before, &mut numbers)?;
             reader.charge(read);
-            let map = matching(&before_version.lines(), &at.lines());
+            let map = matching(&before_version.ids, &at.ids);
             open.retain_mut(|(line, at)| match map[*at] {
                 Some(old) => {
                     *at = old;
@@ -341,5 +380,27 @@ mod tests {
         assert_eq!(lines_of(b""), Vec::<&[u8]>::new());
         assert!((similarity(b"a\nb\n", b"a\nb\n") - 1.0).abs() < 1e-9);
         assert!(similarity(b"a\nb\nc\nd\n", b"x\ny\nz\nd\n") < 0.5);
+    }
+
+    #[test]
+    fn line_ids_agree_across_versions_after_the_map_is_trimmed() {
+        let mut numbers = LineIds::default();
+        let mut at = Version {
+            data: b"a\nb\nc\n".to_vec(),
+            ids: Vec::new(),
+        };
+        numbers.number(&at.data, &mut at.ids);
+        // Versions the walk has left fill the map past what it keeps.
+        let left: Vec<u8> = (0..LineIds::SPARE + 10)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        numbers.number(&left, &mut Vec::new());
+        numbers.keep_only(&mut at);
+        assert_eq!(numbers.ids.len(), 3, "only the kept version's lines remain");
+        let mut before = Vec::new();
+        numbers.number(b"b\nc\nd", &mut before);
+        assert_eq!(matching(&before, &at.ids), [None, Some(0), Some(1)]);
+        assert_eq!(lines_of(b"b\nc\nd"), [&b"b"[..], b"c", b"d"]);
+        assert_eq!(lines_of(b"\n"), [&b""[..]]);
     }
 }
