@@ -2,7 +2,7 @@
 //!
 //! `cargo bench --bench checkpoint -- [--files N] [--ignored M] [--runs R] [--history H] [--dir D]
 //!  [--hook-runs K] [--op-runs O] [--load-runs L] [--load-mb MB] [--idle-seconds S] [--million]
-//!  [--no-aggressive] [--client PATH] [--daemon PATH]`
+//!  [--no-aggressive] [--client PATH] [--daemon PATH] [--before-daemon PATH [--before-client PATH]]`
 //!
 //! Builds a project of N files of ~2 KiB in nested folders plus a gitignored `node_modules/` of
 //! M files, starts the real `ckptd` on a temp socket, and times through the socket (the client
@@ -32,6 +32,9 @@
 //! The client processes timed (`ckpt hook`, `ckpt checkpoint`, `ckpt --version`) are this
 //! build's `ckpt` unless `--client PATH` names another: the packages ship the client linked
 //! statically (`packaging/build.sh`), which a `cargo bench` build is not.
+//!
+//! `--before-daemon PATH` (with `--before-client PATH`) runs instead the cases a prompt waits
+//! for, for that build and this run's, interleaved round by round in one run ([`versus`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,6 +43,9 @@ use std::time::{Duration, Instant};
 
 use ckpt::client::Connection;
 use serde_json::json;
+
+#[path = "checkpoint/versus.rs"]
+mod versus;
 
 struct Args {
     files: usize,
@@ -59,6 +65,10 @@ struct Args {
     /// Store sizes against `git gc --aggressive` (true) or plain `git gc`.
     aggressive: bool,
     dir: Option<PathBuf>,
+    /// The daemon and client of the build to compare with, interleaved (`--before-daemon`,
+    /// `--before-client`).
+    before_daemon: Option<PathBuf>,
+    before_client: Option<PathBuf>,
 }
 
 /// The `ckpt` binary whose processes are timed (`--client`).
@@ -92,6 +102,8 @@ fn parse_args() -> Args {
         idle_seconds: 60,
         aggressive: true,
         dir: None,
+        before_daemon: None,
+        before_client: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -140,6 +152,15 @@ fn parse_args() -> Args {
                     .unwrap_or_else(|e| panic!("--daemon {}: {e}", path.display()));
                 DAEMON.set(path).expect("--daemon given once");
             }
+            "--before-daemon" | "--before-client" => {
+                let path = PathBuf::from(it.next().unwrap_or_else(|| panic!("{a} takes a path")));
+                let path = std::fs::canonicalize(&path)
+                    .unwrap_or_else(|e| panic!("{a} {}: {e}", path.display()));
+                match a.as_str() {
+                    "--before-daemon" => args.before_daemon = Some(path),
+                    _ => args.before_client = Some(path),
+                }
+            }
             "--bench" => {}
             other => panic!("unknown argument {other}"),
         }
@@ -165,6 +186,18 @@ fn main() {
         tmp.path().display()
     );
     println!("client timed: {}", client_path().display());
+    if let Some(daemon) = args.before_daemon.clone() {
+        let client = args
+            .before_client
+            .clone()
+            .unwrap_or_else(|| client_path().to_path_buf());
+        versus::compare(&args, tmp.path(), (daemon, client));
+        return;
+    }
+    assert!(
+        args.before_client.is_none(),
+        "--before-client goes with --before-daemon"
+    );
     let t = Instant::now();
     generate(&root, args.files, args.ignored);
     println!("generated the tree in {:.1} s", t.elapsed().as_secs_f64());
@@ -659,8 +692,13 @@ fn prompt_payload(root: &Path, id: &str) -> String {
 
 /// Runs `ckpt hook claude-code` with `payload` on stdin, as Claude Code does; it must record.
 fn hook(socket: &Path, payload: &str) {
+    hook_with(client_path(), socket, payload)
+}
+
+/// [`hook`] with the client `program`.
+fn hook_with(program: &Path, socket: &Path, payload: &str) {
     use std::io::Write;
-    let mut child = client()
+    let mut child = Command::new(program)
         .args(["--no-spawn", "--socket"])
         .arg(socket)
         .args(["hook", "claude-code"])
@@ -1017,8 +1055,13 @@ impl Daemon {
     }
 
     fn start(dir: &Path) -> Daemon {
+        Daemon::start_with(dir, daemon_path())
+    }
+
+    /// The daemon `program` with its environment under `dir`, once it answers.
+    fn start_with(dir: &Path, program: &Path) -> Daemon {
         let socket = dir.join("run/ckptd.sock");
-        let child = Daemon::command(dir, daemon_path())
+        let child = Daemon::command(dir, program)
             .arg("--socket")
             .arg(&socket)
             .spawn()
