@@ -290,25 +290,29 @@ fn main() {
     ));
     daemon.note_peak("restores");
 
-    // `ckpt checkpoint` as a process (start to exit), 10 files changed.
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-    for _ in 0..args.op_runs {
-        round += 1;
-        touch_ten(&root, args.files, round);
-        ours.push(time_settled(|| {
-            run(client()
-                .args(["--no-spawn", "--quiet", "--socket"])
-                .arg(&daemon.socket)
-                .args(["checkpoint", "-C"])
-                .arg(&root))
-        }));
-        theirs.push(time_settled(|| shadow_snapshot(&shadow, &root)));
+    // `ckpt checkpoint` as a process (start to exit), 10 files changed, then nothing changed.
+    for changed in [true, false] {
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..args.op_runs {
+            round += 1;
+            if changed {
+                touch_ten(&root, args.files, round);
+            }
+            ours.push(time_settled(|| {
+                run(client()
+                    .args(["--no-spawn", "--quiet", "--socket"])
+                    .arg(&daemon.socket)
+                    .args(["checkpoint", "-C"])
+                    .arg(&root))
+            }));
+            theirs.push(time_settled(|| shadow_snapshot(&shadow, &root)));
+        }
+        let name = match changed {
+            true => "ckpt checkpoint process, 10 changed",
+            false => "ckpt checkpoint process, unchanged",
+        };
+        rows.push(Row::new(name, ours, theirs));
     }
-    rows.push(Row::new(
-        "ckpt checkpoint process, 10 changed",
-        ours,
-        theirs,
-    ));
 
     // Blame: a 5,000-line file changed by each of 200 prompts, against `git blame` of a repository
     // holding the same 200 versions of it alone.

@@ -97,7 +97,7 @@ pub(super) fn compare(args: &Args, tmp: &Path, before: (PathBuf, PathBuf)) {
         .arg(&shadow));
     shadow_snapshot(&shadow, &shadow_root);
 
-    let cases: [(&str, usize, Case); 6] = [
+    let cases: [(&str, usize, Case); 7] = [
         ("checkpoint, nothing changed", args.op_runs, |s, _| {
             time_settled(|| s.checkpoint())
         }),
@@ -114,8 +114,15 @@ pub(super) fn compare(args: &Args, tmp: &Path, before: (PathBuf, PathBuf)) {
                 time_settled(|| hook_with(&s.client, &s.daemon.socket, &payload))
             },
         ),
-        ("ckpt checkpoint process", args.op_runs, |s, round| {
-            touch_ten(&s.root, s.files, round);
+        (
+            "checkpoint process, 10 changed",
+            args.op_runs,
+            |s, round| {
+                touch_ten(&s.root, s.files, round);
+                time_settled(|| s.process(&["checkpoint"]))
+            },
+        ),
+        ("checkpoint process, unchanged", args.op_runs, |s, _| {
             time_settled(|| s.process(&["checkpoint"]))
         }),
         ("restore, 10 files away", args.op_runs, |s, round| {
@@ -128,7 +135,7 @@ pub(super) fn compare(args: &Args, tmp: &Path, before: (PathBuf, PathBuf)) {
                     .unwrap()
             })
         }),
-        ("ckpt restore process", args.op_runs, |s, round| {
+        ("restore process, 10 away", args.op_runs, |s, round| {
             let target = s.checkpoint();
             touch_ten(&s.root, s.files, round);
             s.checkpoint();
@@ -197,7 +204,7 @@ pub(super) fn compare(args: &Args, tmp: &Path, before: (PathBuf, PathBuf)) {
 }
 
 /// Shadow git's counterpart of case `name` on `root`: a snapshot (after 10 changed files but
-/// for "nothing changed"), or a `read-tree -u --reset` back to a snapshot 10 files away.
+/// for the unchanged cases), or a `read-tree -u --reset` back to a snapshot 10 files away.
 fn shadow_case(name: &str, shadow: &Path, root: &Path, files: usize, round: usize) -> Duration {
     if name.contains("restore") {
         let target = shadow_snapshot(shadow, root);
@@ -205,7 +212,7 @@ fn shadow_case(name: &str, shadow: &Path, root: &Path, files: usize, round: usiz
         shadow_snapshot(shadow, root);
         time_settled(|| run(git(shadow, root).args(["read-tree", "-u", "--reset", &target])))
     } else {
-        if !name.contains("nothing") {
+        if !name.contains("nothing") && !name.contains("unchanged") {
             touch_ten(root, files, round);
         }
         time_settled(|| shadow_snapshot(shadow, root))
