@@ -22,6 +22,11 @@ if grep -aq 'ld-linux' <(head -c 4096 /usr/bin/ckpt); then
   echo "the packaged /usr/bin/ckpt is not linked statically" >&2
   exit 1
 fi
+# ... and at a fixed address (ELF type 2, not a static-pie's 3): nothing to relocate at start.
+if [ "$(od -An -tu2 -j16 -N2 /usr/bin/ckpt | tr -d ' ')" != 2 ]; then
+  echo "the packaged /usr/bin/ckpt is position-independent" >&2
+  exit 1
+fi
 for f in /usr/lib/systemd/user/ckptd.service /usr/lib/systemd/user/ckptd.socket \
          /usr/lib/systemd/system/ckptd@.service /usr/share/man/man1/ckpt.1.gz \
          /usr/share/bash-completion/completions/ckpt /usr/share/doc/ckpt/config.example.toml; do
