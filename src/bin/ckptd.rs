@@ -34,6 +34,8 @@ fn main() -> anyhow::Result<()> {
     ckpt::safe_io::private_umask();
     let config = Config::load(args.config.as_deref()).context("loading configuration")?;
     init_logging(&config, args.verbose);
+    let open_files = daemon::raise_open_files_limit();
+    tracing::debug!(?open_files, "limit on open files");
     let paths = Paths::resolve(&config, args.socket.as_deref()).context("resolving paths")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

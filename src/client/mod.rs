@@ -329,6 +329,17 @@ impl Connection {
         }
     }
 
+    /// A handle that closes this connection from another thread: a read blocked on it (a
+    /// subscription's [`Connection::next_notification`]) then ends, and the daemon sees the
+    /// connection end.
+    pub fn closer(&self) -> Result<Closer, ClientError> {
+        use std::os::fd::AsFd;
+        let fd = match self.stream.get_ref() {
+            Stream::UdSocket(s) => s.as_fd().try_clone_to_owned()?,
+        };
+        Ok(Closer(fd))
+    }
+
     /// Waits for the next notification and returns its params (None when the daemon closed
     /// the connection).
     pub fn next_notification(&mut self) -> Result<Option<Value>, ClientError> {
@@ -431,6 +442,15 @@ impl Connection {
         }
         self.stream.get_ref().set_recv_timeout(None)?;
         Ok(())
+    }
+}
+
+/// Closes a [`Connection`] from elsewhere (see [`Connection::closer`]); dropping it does too.
+pub struct Closer(std::os::fd::OwnedFd);
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        let _ = rustix::net::shutdown(&self.0, rustix::net::Shutdown::Both);
     }
 }
 

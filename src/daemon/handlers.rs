@@ -26,6 +26,9 @@ use crate::protocol::{
 /// a tree of JSON values first).
 type Reply = Result<Box<RawValue>, RpcError>;
 
+/// Event streams open at once; a `subscribe` past this is refused.
+pub const MAX_SUBSCRIBERS: usize = 256;
+
 /// What a request knows of the connection it came on.
 pub struct Conn {
     /// Lines to send to the client.
@@ -34,6 +37,8 @@ pub struct Conn {
     pub closed: tokio::sync::watch::Receiver<bool>,
     /// Set once the connection streams events: it is never idle from then on.
     pub subscribed: std::sync::atomic::AtomicBool,
+    /// The permits of the daemon's event streams (one per subscription, held while it lasts).
+    pub subscribers: Arc<tokio::sync::Semaphore>,
 }
 
 /// Handles one request line; returns the reply line (none for notifications) and whether the
@@ -301,6 +306,15 @@ async fn subscribe(
     conn: &Conn,
 ) -> Result<(), RpcError> {
     let project = find_project(daemon, &params.project).await?;
+    let permit = conn.subscribers.clone().try_acquire_owned().map_err(|_| {
+        RpcError::new(
+            ErrorCode::ShuttingDown,
+            format!(
+                "ckptd already streams events to {} subscribers; close one (or try again)",
+                MAX_SUBSCRIBERS
+            ),
+        )
+    })?;
     // Opening the project starts its watcher and event pump; watches are placed by a walk,
     // so bring the index up to date now rather than at the next checkpoint.
     project.run(|p, o| o.prepare(p).map(drop)).await?;
@@ -314,6 +328,7 @@ async fn subscribe(
     let reply = response_line(&id, &encode::<rpc::Subscribe>(&subscribed));
     let (tx, mut closed) = (conn.tx.clone(), conn.closed.clone());
     tokio::spawn(async move {
+        let _permit = permit;
         let closed_for_send = closed.clone();
         let send = |line: Vec<u8>| {
             let tx = tx.clone();

@@ -146,3 +146,25 @@ pub(crate) async fn blocking<T: Send + 'static>(
         )
     })
 }
+
+/// Raises the soft limit on open files to the hard one (systemd's default soft limit is 1,024,
+/// its hard one 524,288): every connection, event stream, watch folder and store pack holds a
+/// descriptor, and running out makes every checkpoint of every project fail. Returns the limit
+/// in effect.
+pub fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    // The kernel's own ceiling (`fs.nr_open`) is 1,048,576 unless raised.
+    const CEILING: u64 = 1 << 20;
+    let limit = getrlimit(Resource::Nofile);
+    let want = limit.maximum.unwrap_or(CEILING).min(CEILING);
+    if limit.current.is_some_and(|soft| soft < want) {
+        let raised = Rlimit {
+            current: Some(want),
+            maximum: limit.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!(error = %e, "cannot raise the limit on open files");
+        }
+    }
+    getrlimit(Resource::Nofile).current
+}

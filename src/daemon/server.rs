@@ -5,7 +5,10 @@
 //! request and sends replies through a writer task, so requests pipeline. A connection with
 //! nothing in flight and no subscription is closed after [`IDLE_TIMEOUT`]; when
 //! [`MAX_CONNECTIONS`] are open, the one idle longest makes room for a new one, so stalled
-//! or idle clients can never lock a well-behaved one out. On shutdown the loop stops
+//! or idle clients can never lock a well-behaved one out. Subscribed connections (event
+//! streams) have slots of their own, at most [`handlers::MAX_SUBSCRIBERS`], so requests always have
+//! room; a subscription ends when its client closes the connection (EOF), not at the
+//! project's next event. On shutdown the loop stops
 //! accepting, each connection stops reading, and every request already started runs to
 //! completion (within [`SHUTDOWN_GRACE`]).
 
@@ -30,7 +33,8 @@ use crate::protocol::{error_line, read_frame, ErrorCode, FrameError, RpcError};
 
 /// Requests one connection may have in flight at once.
 const MAX_IN_FLIGHT_PER_CONNECTION: usize = 32;
-/// Connections open at once; past this, the connection idle longest is closed to make room.
+/// Connections open at once (event streams not counted); past this, the connection idle
+/// longest is closed to make room.
 pub const MAX_CONNECTIONS: usize = 256;
 /// A connection with nothing in flight and no subscription is closed after this long.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -72,15 +76,28 @@ async fn handle_guarded(
     }
 }
 
-/// The open connections, and which of them are idle (and since when).
-#[derive(Default)]
+/// The open connections, which of them are idle (and since when), and the permits of the
+/// event streams.
 struct Connections {
     next: AtomicU64,
     open: Mutex<HashMap<u64, Slot>>,
+    subscribers: Arc<Semaphore>,
+}
+
+impl Default for Connections {
+    fn default() -> Connections {
+        Connections {
+            next: AtomicU64::new(0),
+            open: Mutex::default(),
+            subscribers: Arc::new(Semaphore::new(handlers::MAX_SUBSCRIBERS)),
+        }
+    }
 }
 
 struct Slot {
     idle_since: Option<Instant>,
+    /// Streams events: counted among the subscribers, not the request slots.
+    subscribed: bool,
     evict: Arc<Notify>,
 }
 
@@ -96,14 +113,16 @@ impl Connections {
             id,
             Slot {
                 idle_since: None,
+                subscribed: false,
                 evict: evict.clone(),
             },
         );
         (id, evict)
     }
 
-    fn set_idle(&self, id: u64, idle: bool) {
+    fn set_state(&self, id: u64, idle: bool, subscribed: bool) {
         if let Some(slot) = self.lock().get_mut(&id) {
+            slot.subscribed = subscribed;
             match (idle, slot.idle_since) {
                 (true, None) => slot.idle_since = Some(Instant::now()),
                 (false, Some(_)) => slot.idle_since = None,
@@ -119,7 +138,7 @@ impl Connections {
     /// Makes room for one more connection: false when all are busy.
     fn make_room(&self) -> bool {
         let mut open = self.lock();
-        if open.len() < MAX_CONNECTIONS {
+        if open.values().filter(|s| !s.subscribed).count() < MAX_CONNECTIONS {
             return true;
         }
         let oldest = open
@@ -246,6 +265,7 @@ async fn serve(
         tx: tx.clone(),
         closed: closed_rx,
         subscribed: Default::default(),
+        subscribers: connections.subscribers.clone(),
     });
     let (mut frames, reader) = spawn_reader(read_half, daemon.config().max_request_bytes());
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
@@ -258,8 +278,9 @@ async fn serve(
     };
     loop {
         while requests.try_join_next().is_some() {}
-        let idle = requests.is_empty() && !conn.subscribed.load(Ordering::Relaxed);
-        connections.set_idle(slot, idle);
+        let subscribed = conn.subscribed.load(Ordering::Relaxed);
+        let idle = requests.is_empty() && !subscribed;
+        connections.set_state(slot, idle, subscribed);
         let idle_timer = async {
             match idle {
                 true => tokio::time::sleep(IDLE_TIMEOUT).await,
@@ -281,7 +302,8 @@ async fn serve(
             frame = frames.recv() => frame,
         };
         match frame {
-            // The client is done sending; subscriptions keep streaming until writes fail.
+            // The client closed the connection: its subscriptions end with it (a dead
+            // subscriber must not hold a socket until the project's next event).
             None | Some(Ok(None)) => break,
             Some(Ok(Some(line))) if line.iter().all(u8::is_ascii_whitespace) => continue,
             Some(Ok(Some(line))) => {
@@ -313,7 +335,9 @@ async fn serve(
             }
         }
     }
-    let _ = closed_tx.send(!conn.subscribed.load(Ordering::Relaxed) || *stop.borrow());
+    // Whatever ended the connection ends its subscriptions (the client closed it, or it was
+    // closed for a framing error or a shutdown): none outlives it, waiting for an event.
+    let _ = closed_tx.send(true);
     connections.remove(slot);
     reader.abort();
     while requests.join_next().await.is_some() {}

@@ -396,6 +396,23 @@ impl Store {
         checkpoint.meta_blob
     }
 
+    /// The `ckpt` header of a commit (`headers`) with its metadata blob replaced by `blob`:
+    /// None when the commit has no such header.
+    pub(crate) fn with_meta_blob(
+        headers: &[(BString, BString)],
+        blob: ObjectId,
+    ) -> Option<Vec<(BString, BString)>> {
+        let mut out = headers.to_vec();
+        let (_, json) = out.iter_mut().find(|(name, _)| name == HEADER)?;
+        // As a JSON value: fields of another version are kept as they are.
+        let mut header: serde_json::Value = serde_json::from_slice(json).ok()?;
+        header
+            .as_object_mut()?
+            .insert("meta".into(), blob.to_string().into());
+        *json = serde_json::to_string(&header).ok()?.into();
+        Some(out)
+    }
+
     /// Loads the client metadata of `checkpoint` into it.
     pub fn load_meta(
         &self,
@@ -528,25 +545,10 @@ fn counts_against(
 
 /// `[dialog] #seq kind: first line of the label`, a blank line, then the whole label.
 fn commit_message(header: &Header, label: &str) -> String {
-    let subject: String = label
-        .lines()
-        .next()
-        .unwrap_or("")
-        .chars()
-        .take(72)
-        .collect();
-    let mut message = format!("[{}] #{} {}", header.dialog, header.seq, header.kind);
-    if !subject.is_empty() {
-        message.push_str(": ");
-        message.push_str(&subject);
-    }
-    message.push('\n');
-    if !label.is_empty() {
-        message.push('\n');
-        message.push_str(label);
-        message.push('\n');
-    }
-    message
+    super::message::message_of(
+        &format!("[{}] #{} {}", header.dialog, header.seq, header.kind),
+        label,
+    )
 }
 
 /// RFC 3339 in UTC with exactly three fractional digits, so that the text sorts by time.

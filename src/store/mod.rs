@@ -17,6 +17,7 @@ pub mod diff;
 pub mod fsck;
 pub mod gc;
 pub mod import;
+pub(crate) mod message;
 pub mod names;
 pub mod pool;
 pub mod retention;

@@ -13,21 +13,34 @@ use serde_json::{json, Value};
 
 use crate::harness::*;
 
-/// A running `ckpt ui --no-open`: its port and token.
-struct Ui {
-    child: Child,
-    url: String,
-    port: u16,
-    token: String,
+/// A running `ckpt ui`: its port and token.
+pub(crate) struct Ui {
+    pub child: Child,
+    pub url: String,
+    pub port: u16,
+    pub token: String,
 }
 
 impl Ui {
-    fn start(env: &TestEnv, cwd: &Path) -> Ui {
+    /// `ckpt ui --no-open` in `cwd`.
+    pub fn start(env: &TestEnv, cwd: &Path) -> Ui {
+        Self::start_with(env, cwd, &["--no-open"], None)
+    }
+
+    /// `ckpt ui ARGS` in `cwd`, with `bin` first on `PATH` when given (a stand-in browser).
+    pub fn start_with(env: &TestEnv, cwd: &Path, args: &[&str], bin: Option<&Path>) -> Ui {
         let mut cmd = Command::new(ckpt_bin());
         env.env(&mut cmd);
+        if let Some(bin) = bin {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let mut dirs = vec![bin.to_path_buf()];
+            dirs.extend(std::env::split_paths(&path));
+            cmd.env("PATH", std::env::join_paths(dirs).unwrap());
+        }
         let mut child = cmd
             .current_dir(cwd)
-            .args(["--no-spawn", "ui", "--no-open"])
+            .args(["--no-spawn", "ui"])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -39,7 +52,7 @@ impl Ui {
             .unwrap();
         let url = first.trim().to_string();
         assert!(url.starts_with("http://127.0.0.1:"), "first line: {url:?}");
-        let (address, token) = url.split_once("/?token=").unwrap();
+        let (address, token) = url.split_once("/#token=").unwrap();
         let port = address.rsplit(':').next().unwrap().parse().unwrap();
         Ui {
             child,
@@ -49,13 +62,14 @@ impl Ui {
         }
     }
 
-    fn cookie(&self) -> String {
-        format!("Cookie: ckpt_ui_{}={}\r\n", self.port, self.token)
+    /// The header the page's script sends the token in.
+    pub fn auth(&self) -> String {
+        format!("Authorization: Bearer {}\r\n", self.token)
     }
 
     /// Sends one request (`Host` is the loopback name unless `extra` names another) and
     /// returns the status, the headers (lowercase) and the body.
-    fn request(&self, method: &str, target: &str, extra: &str, body: &str) -> Reply {
+    pub fn request(&self, method: &str, target: &str, extra: &str, body: &str) -> Reply {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -82,14 +96,14 @@ impl Ui {
         }
     }
 
-    fn get(&self, target: &str) -> Reply {
-        self.request("GET", target, &self.cookie(), "")
+    pub fn get(&self, target: &str) -> Reply {
+        self.request("GET", target, &self.auth(), "")
     }
 
     fn post(&self, target: &str, body: &Value) -> Reply {
         let extra = format!(
             "{}Content-Type: application/json\r\nOrigin: http://127.0.0.1:{}\r\n",
-            self.cookie(),
+            self.auth(),
             self.port
         );
         self.request("POST", target, &extra, &body.to_string())
@@ -104,21 +118,21 @@ impl Drop for Ui {
 }
 
 #[derive(Debug)]
-struct Reply {
-    status: u16,
-    head: String,
-    body: String,
+pub(crate) struct Reply {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
 }
 
 impl Reply {
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         assert!(self.status == 200, "{self:?}");
         // A server-sent body may be chunked; these replies are sized.
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {self:?}"))
     }
 }
 
-fn project_query(p: &Path) -> String {
+pub(crate) fn project_query(p: &Path) -> String {
     format!("project={}", p.display())
 }
 
@@ -134,18 +148,25 @@ fn nothing_is_served_without_the_token_the_loopback_host_or_from_another_origin(
     let ui = Ui::start(&env, &p);
     let list = format!("/api/list?{}", project_query(&p));
 
-    // No token, a wrong one (in the URL or the cookie): 401 and nothing of the project.
+    // No token, a wrong one, or the right one where the page never sends it (the URL, a
+    // cookie): 401 and nothing of the project.
     for reply in [
-        ui.request("GET", "/", "", ""),
         ui.request("GET", &list, "", ""),
-        ui.request("GET", &format!("{list}&token=0000"), "", ""),
+        ui.request("GET", &list, "Authorization: Bearer 0000\r\n", ""),
+        ui.request("GET", &format!("{list}&token={}", ui.token), "", ""),
         ui.request(
             "GET",
             &list,
-            &format!("Cookie: ckpt_ui_{}={}x\r\n", ui.port, ui.token),
+            &format!("Cookie: ckpt_ui_{}={}\r\n", ui.port, ui.token),
             "",
         ),
-        ui.request("GET", "/app.js", "", ""),
+        ui.request(
+            "GET",
+            &list,
+            &format!("Authorization: Bearer {}x\r\n", ui.token),
+            "",
+        ),
+        ui.request("GET", "/api/events", "", ""),
     ] {
         assert_eq!(reply.status, 401, "{reply:?}");
         assert!(!reply.body.contains("secret plan") && !reply.body.contains("f.txt"));
@@ -153,8 +174,8 @@ fn nothing_is_served_without_the_token_the_loopback_host_or_from_another_origin(
     // A name rebound to 127.0.0.1 (DNS rebinding) is not the page's, token or not.
     let rebound = ui.request(
         "GET",
-        &format!("{list}&token={}", ui.token),
-        &format!("Host: attacker.example:{}\r\n{}", ui.port, ui.cookie()),
+        &list,
+        &format!("Host: attacker.example:{}\r\n{}", ui.port, ui.auth()),
         "",
     );
     assert_eq!(rebound.status, 403, "{rebound:?}");
@@ -165,45 +186,50 @@ fn nothing_is_served_without_the_token_the_loopback_host_or_from_another_origin(
     for extra in [
         format!(
             "{}Content-Type: application/json\r\nOrigin: http://attacker.example\r\n",
-            ui.cookie()
+            ui.auth()
         ),
         format!(
             "{}Content-Type: text/plain\r\nOrigin: http://127.0.0.1:{}\r\n",
-            ui.cookie(),
+            ui.auth(),
             ui.port
         ),
         format!(
             "{}Content-Type: application/x-www-form-urlencoded\r\n",
-            ui.cookie()
+            ui.auth()
         ),
         format!(
             "{}Content-Type: application/json\r\nSec-Fetch-Site: cross-site\r\n",
-            ui.cookie()
+            ui.auth()
         ),
-        // The token alone does not make another origin's request the page's.
+        // The token does not make another origin's request the page's.
         format!(
-            "Content-Type: application/json\r\nOrigin: http://localhost.attacker.example:{}\r\n",
+            "{}Content-Type: application/json\r\nOrigin: http://localhost.attacker.example:{}\r\n",
+            ui.auth(),
             ui.port
         ),
     ] {
-        let target = format!("/api/restore?token={}", ui.token);
-        let reply = ui.request("POST", &target, &extra, &restore);
+        let reply = ui.request("POST", "/api/restore", &extra, &restore);
         assert_eq!(reply.status, 403, "{extra}: {reply:?}");
         assert_eq!(std::fs::read_to_string(p.join("f.txt")).unwrap(), "two\n");
     }
 
-    // With the token in the URL: the page, the cookie that carries it on, and the CSP.
-    let page = ui.request("GET", &format!("/?token={}", ui.token), "", "");
-    assert_eq!(page.status, 200, "{page:?}");
-    assert!(page.head.contains(&format!(
-        "set-cookie: ckpt_ui_{}={}; httponly; samesite=strict; path=/",
-        ui.port, ui.token
-    )));
+    // The page's own files hold nothing of the user's: served without the token, with the
+    // CSP, and never a cookie.
+    for target in ["/", "/app.js", "/app.css"] {
+        let reply = ui.request("GET", target, "", "");
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert!(!reply.head.contains("set-cookie"), "{reply:?}");
+        assert!(!reply.body.contains("secret plan") && !reply.body.contains(&ui.token));
+    }
+    let page = ui.request("GET", "/", "", "");
     assert!(page
         .head
         .contains("content-security-policy: default-src 'none'; script-src 'self'"));
     assert!(page.body.contains("<script src=\"/app.js\"></script>"));
     assert!(ui.url.ends_with(&ui.token) && ui.token.len() == 48);
+    // With the token in its header, the data.
+    let listed = ui.get(&list).json();
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
     env.assert_serving();
 }
 
@@ -298,7 +324,7 @@ fn the_page_restores_after_a_plan_and_undoes_and_bad_requests_get_clear_errors()
         "/api/restore",
         &format!(
             "{}Content-Type: application/json\r\nOrigin: http://127.0.0.1:{}\r\n",
-            ui.cookie(),
+            ui.auth(),
             ui.port
         ),
         "{not json",
@@ -402,7 +428,7 @@ fn ctrl_c_stops_the_page_with_an_event_stream_open() {
         "GET /api/events?{} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n{}\r\n",
         project_query(&p),
         ui.port,
-        ui.cookie()
+        ui.auth()
     )
     .unwrap();
     let mut head = [0u8; 12];
@@ -438,7 +464,7 @@ fn ui_json_prints_the_url_as_one_json_document() {
     let port = doc["port"].as_u64().unwrap();
     let url = doc["url"].as_str().unwrap();
     assert!(
-        url.starts_with(&format!("http://127.0.0.1:{port}/?token=")),
+        url.starts_with(&format!("http://127.0.0.1:{port}/#token=")),
         "{doc}"
     );
 }

@@ -20,6 +20,7 @@ use super::secrets::redact;
 use super::{scratch_repo, ShareError};
 use crate::model::CheckpointId;
 use crate::store::checkpoint::{DIALOG_REFS, KEPT_REFS};
+use crate::store::message::relabel;
 use crate::store::{Store, StoreError};
 
 /// A prompt that was sent with secrets replaced.
@@ -94,6 +95,9 @@ impl Store {
             published: HashMap::new(),
             redactions: Vec::new(),
             rewritten: 0,
+            with_metadata,
+            meta_sent: HashMap::new(),
+            meta_found: HashMap::new(),
         };
         let mut refs: Vec<(String, ObjectId, ObjectId)> = Vec::new();
         for (dialog, head) in self.refs_under(repo, DIALOG_REFS)? {
@@ -113,7 +117,8 @@ impl Store {
             }
             metadata = blobs.len();
             for blob in blobs {
-                refs.push((format!("meta/{blob}"), blob, blob));
+                let sent = sent.meta_sent.get(&blob).copied().unwrap_or(blob);
+                refs.push((format!("meta/{sent}"), blob, sent));
             }
         }
         let mut tips = BTreeMap::new();
@@ -150,6 +155,11 @@ struct Sent<'a> {
     published: HashMap<ObjectId, ObjectId>,
     redactions: Vec<Redaction>,
     rewritten: usize,
+    /// Whether metadata travels; each metadata blob here, the blob sent for it, and the
+    /// secrets found in it.
+    with_metadata: bool,
+    meta_sent: HashMap<ObjectId, ObjectId>,
+    meta_found: HashMap<ObjectId, Vec<&'static str>>,
 }
 
 impl Sent<'_> {
@@ -209,16 +219,24 @@ impl Sent<'_> {
         let new_parents: Vec<ObjectId> = parents.iter().map(|p| self.published[p]).collect();
         let mut changed = new_parents.as_slice() != commit.parents.as_slice();
         let message = commit.message.to_str_lossy().into_owned();
-        let (text, _) = redact(&message);
-        // Counted in the label (the subject line repeats its start).
-        let label = message
-            .split_once("\n\n")
-            .map_or(message.as_str(), |(_, body)| body);
-        let kinds = match text == message {
-            true => Vec::new(),
-            false => redact(label).1,
-        };
-        if text != message {
+        // The label is redacted first and the subject made from what is left, then the whole
+        // message is scanned again (a dialog's name, a message of another shape).
+        let mut kinds = Vec::new();
+        let relabelled = relabel(&message, |label| {
+            let (text, found) = redact(label);
+            kinds = found;
+            text
+        });
+        let (text, more) = redact(relabelled.as_deref().unwrap_or(&message));
+        kinds.extend(more);
+        // The metadata, when it travels, holds the prompt too (the hook's input).
+        if self.with_metadata {
+            if let Some(headers) = self.redacted_meta(id, &commit, &mut kinds)? {
+                commit.extra_headers = headers;
+                changed = true;
+            }
+        }
+        if text != message || !kinds.is_empty() {
             let c = self.store.checkpoint(self.repo, id)?;
             self.redactions.push(Redaction {
                 id: c.id,
@@ -239,5 +257,79 @@ impl Sent<'_> {
             .write_object(&commit)
             .map_err(|e| StoreError::git("writing a checkpoint to send", e))?;
         Ok(written.detach())
+    }
+
+    /// The commit's headers pointing to a copy of its metadata with secrets replaced (written
+    /// to the scratch repository), when its metadata holds any; the kinds found are added.
+    fn redacted_meta(
+        &mut self,
+        id: ObjectId,
+        commit: &gix::objs::Commit,
+        kinds: &mut Vec<&'static str>,
+    ) -> Result<Option<Vec<(BString, BString)>>, ShareError> {
+        let c = self.store.checkpoint(self.repo, id)?;
+        let Some(blob) = Store::meta_blob_of(&c).filter(|b| self.repo.has_object(*b)) else {
+            return Ok(None);
+        };
+        let sent = match self.meta_sent.get(&blob) {
+            Some(sent) => *sent,
+            None => {
+                let data = self
+                    .repo
+                    .find_object(blob)
+                    .map_err(|e| StoreError::git("reading a checkpoint's metadata", e))?
+                    .detach()
+                    .data;
+                let (redacted, found) = redact_json(&data);
+                let sent = match found.is_empty() {
+                    true => blob,
+                    false => self
+                        .scratch
+                        .write_blob(&redacted)
+                        .map_err(|e| StoreError::git("writing metadata to send", e))?
+                        .detach(),
+                };
+                self.meta_found.insert(blob, found);
+                self.meta_sent.insert(blob, sent);
+                sent
+            }
+        };
+        if sent == blob {
+            return Ok(None);
+        }
+        kinds.extend(self.meta_found[&blob].iter().copied());
+        Ok(Store::with_meta_blob(&commit.extra_headers, sent))
+    }
+}
+
+/// Metadata (JSON) with every secret in its strings replaced, and the kinds found: the strings
+/// are scanned as text, not their escaped spelling (a token after an escaped newline, `\n`,
+/// would look like part of a word). Text that is not JSON is scanned as it is.
+fn redact_json(data: &[u8]) -> (Vec<u8>, Vec<&'static str>) {
+    fn walk(value: &mut serde_json::Value, found: &mut Vec<&'static str>) {
+        match value {
+            serde_json::Value::String(text) => {
+                let (redacted, kinds) = redact(text);
+                if !kinds.is_empty() {
+                    *text = redacted;
+                    found.extend(kinds);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| walk(v, found)),
+            serde_json::Value::Object(map) => map.values_mut().for_each(|v| walk(v, found)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    match serde_json::from_slice::<serde_json::Value>(data) {
+        Ok(mut value) => {
+            walk(&mut value, &mut found);
+            let out = serde_json::to_vec(&value).unwrap_or_else(|_| data.to_vec());
+            (out, found)
+        }
+        Err(_) => {
+            let (text, kinds) = redact(&String::from_utf8_lossy(data));
+            (text.into_bytes(), kinds)
+        }
     }
 }

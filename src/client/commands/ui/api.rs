@@ -197,7 +197,9 @@ pub async fn undo(State(ui): State<Arc<Ui>>, body: Json<UndoBody>) -> Response {
 }
 
 /// The project's events as they happen (each `data:` one event as `ckpt events` prints it).
-/// A thread holds the subscription; it ends at the first event after the page went away.
+/// A thread holds the subscription's daemon connection; the stream holds the means to close
+/// it, so a page that goes away (the stream is dropped) closes it at once, and the daemon's
+/// slot with it.
 pub async fn events(State(ui): State<Arc<Ui>>, Query(q): Query<ProjectQuery>) -> Response {
     let mut conn = match connect(&ui).await {
         Ok(conn) => conn,
@@ -209,6 +211,7 @@ pub async fn events(State(ui): State<Arc<Ui>>, Query(q): Query<ProjectQuery>) ->
             project: q.project,
             diffs: false,
         })?;
+        let closer = conn.closer()?;
         std::thread::spawn(move || {
             while let Ok(Some(event)) = conn.next_notification() {
                 if tx.blocking_send(event.to_string()).is_err() {
@@ -216,17 +219,20 @@ pub async fn events(State(ui): State<Arc<Ui>>, Query(q): Query<ProjectQuery>) ->
                 }
             }
         });
-        Ok::<_, ClientError>(())
+        Ok::<_, ClientError>(closer)
     })
     .await;
-    match subscribed {
-        Ok(Ok(())) => {}
+    let closer = match subscribed {
+        Ok(Ok(closer)) => closer,
         Ok(Err(e)) => return failure(e),
         Err(e) => return failure(ClientError::Other(e.to_string())),
-    }
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+    };
+    let stream = futures_util::stream::unfold((rx, closer), |(mut rx, closer)| async move {
         let line = rx.recv().await?;
-        Some((Ok::<_, Infallible>(Event::default().data(line)), rx))
+        Some((
+            Ok::<_, Infallible>(Event::default().data(line)),
+            (rx, closer),
+        ))
     });
     Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))

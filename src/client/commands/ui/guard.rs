@@ -1,8 +1,11 @@
 //! Who may use the page: every request must name the listening address in `Host` (a page of
-//! another site whose name was rebound to 127.0.0.1 does not) and carry the token — in the URL
-//! `ckpt ui` printed, then in a cookie the browser sends to this port's page alone
-//! (`SameSite=Strict`, `HttpOnly`). A request that changes files must also come from the page
-//! itself: JSON (which a cross-site form cannot send), with no foreign `Origin` or
+//! another site whose name was rebound to 127.0.0.1 does not), and every request for data or a
+//! change (`/api/…`) must carry the token in an `Authorization: Bearer` header. The token never
+//! travels in a cookie (a browser sends a cookie of 127.0.0.1 to every port of it, so to any
+//! other local server) nor in a request's URL: the page's address carries it in its fragment,
+//! which the browser keeps to itself, and the page's script sends it as that header. The
+//! page's three files hold nothing of the user's and are served without it. A request that
+//! changes files must also come from the page itself: JSON, with no foreign `Origin` or
 //! `Sec-Fetch-Site`. Every answer carries a CSP that runs only the page's own script.
 
 use std::sync::Arc;
@@ -39,14 +42,9 @@ impl Access {
         Ok(Access { token, port })
     }
 
-    /// The address to open: the page, with the token.
+    /// The address to open: the page, with the token in its fragment (never sent to a server).
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/?token={}", self.port, self.token)
-    }
-
-    /// The cookie's name: one per port, as browsers share cookies between a host's ports.
-    fn cookie(&self) -> String {
-        format!("ckpt_ui_{}", self.port)
+        format!("http://127.0.0.1:{}/#token={}", self.port, self.token)
     }
 
     fn host_allowed(&self, headers: &HeaderMap) -> bool {
@@ -85,25 +83,14 @@ impl Access {
         origin_ok && site_ok && json
     }
 
-    /// Whether the request carries the token, and whether in its URL (then the answer sets
-    /// the cookie, so that the page's own requests carry it).
-    fn token(&self, req: &Request) -> (bool, bool) {
-        let in_query = req.uri().query().is_some_and(|query| {
-            query
-                .split('&')
-                .filter_map(|pair| pair.strip_prefix("token="))
-                .any(|given| same(given, &self.token))
-        });
-        let cookie = self.cookie();
-        let in_cookie = req
-            .headers()
-            .get_all(header::COOKIE)
+    /// Whether the request carries the token in its `Authorization` header.
+    fn has_token(&self, req: &Request) -> bool {
+        req.headers()
+            .get_all(header::AUTHORIZATION)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .any(|(name, given)| name == cookie && same(given, &self.token));
-        (in_query || in_cookie, in_query)
+            .filter_map(|v| v.trim().strip_prefix("Bearer "))
+            .any(|given| same(given.trim(), &self.token))
     }
 }
 
@@ -122,8 +109,7 @@ pub async fn check(State(access): State<Arc<Access>>, req: Request, next: Next) 
     if !access.host_allowed(req.headers()) {
         return refuse(StatusCode::FORBIDDEN, "ckpt ui: unknown Host");
     }
-    let (has_token, in_query) = access.token(&req);
-    if !has_token {
+    if req.uri().path().starts_with("/api/") && !access.has_token(&req) {
         return refuse(
             StatusCode::UNAUTHORIZED,
             "ckpt ui: open the URL `ckpt ui` printed (it carries the token)",
@@ -137,18 +123,7 @@ pub async fn check(State(access): State<Arc<Access>>, req: Request, next: Next) 
         );
     }
     let mut response = next.run(req).await;
-    let headers = response.headers_mut();
-    secure(headers);
-    if in_query {
-        let cookie = format!(
-            "{}={}; HttpOnly; SameSite=Strict; Path=/",
-            access.cookie(),
-            access.token
-        );
-        if let Ok(value) = HeaderValue::from_str(&cookie) {
-            headers.append(header::SET_COOKIE, value);
-        }
-    }
+    secure(response.headers_mut());
     response
 }
 

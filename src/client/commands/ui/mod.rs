@@ -2,19 +2,23 @@
 //! labelled by their prompts, a checkpoint's changes as a diff, any two compared, a restore
 //! planned before it is carried out and undone after — updated live from the daemon's events.
 //!
-//! The page is served by this process (axum, on a runtime of its own) on 127.0.0.1 only; it
-//! talks to the daemon the way every command does, through [`Ctx::connect`]. Nothing is reached
-//! without the random token the printed URL carries ([`guard`]); the page's files are compiled
-//! in (it works offline) and run under a strict CSP ([`page`]); the JSON it reads and the
-//! requests that change files are in [`api`].
+//! The page is served by this process (axum and hyper, on a runtime of its own) on 127.0.0.1
+//! only, to connections of this user only ([`serve`], [`peer`]); it talks to the daemon the way
+//! every command does, through [`Ctx::connect`]. No data is reached without the random token the
+//! printed URL carries in its fragment ([`guard`]); the browser is handed a private file that
+//! leads to that URL, never the token itself (another user reads a process's arguments in
+//! `/proc`). The page's files are compiled in (it works offline) and run under a strict CSP
+//! ([`page`]); the JSON it reads and the requests that change files are in [`api`].
 
 mod api;
 mod guard;
 mod page;
+mod peer;
+mod serve;
 
-use std::future::IntoFuture;
 use std::io::Write;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::routing::{get, post};
@@ -41,12 +45,11 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let listener =
-            tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)))
-                .await
-                .map_err(|e| {
-                    ClientError::Other(format!("cannot listen on 127.0.0.1:{}: {e}", args.port))
-                })?;
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from((peer::LOOPBACK, args.port)))
+            .await
+            .map_err(|e| {
+                ClientError::Other(format!("cannot listen on 127.0.0.1:{}: {e}", args.port))
+            })?;
         let port = listener.local_addr()?.port();
         let access = Arc::new(guard::Access::new(port)?);
         let url = access.url();
@@ -66,29 +69,23 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         }
         stdout.flush()?;
         drop(stdout);
-        if !args.no_open {
-            open_browser(&url);
+        // The browser is given a file only this user can read, which leads to the URL.
+        let opener = match args.no_open {
+            true => None,
+            false => Some(Opener::write(&ctx.paths.socket, port, &url)?),
+        };
+        if let Some(opener) = &opener {
+            open_browser(&opener.0);
         }
         if !ctx.out.quiet {
             eprintln!("ckpt: serving the timeline on 127.0.0.1:{port} until interrupted (Ctrl-C)");
         }
         let app = router(ui, access);
-        let stop = Arc::new(tokio::sync::Notify::new());
-        let serve = axum::serve(listener, app)
-            .with_graceful_shutdown({
-                let stop = stop.clone();
-                async move { stop.notified().await }
-            })
-            .into_future();
-        tokio::pin!(serve);
-        tokio::select! {
-            served = &mut serve => served?,
-            _ = tokio::signal::ctrl_c() => {
-                stop.notify_one();
-                // Pages' event streams never end by themselves: they get a second, no more.
-                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), serve).await;
-            }
-        }
+        serve::serve(listener, app, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+        drop(opener);
         Ok(0)
     })
 }
@@ -111,11 +108,47 @@ fn router(ui: Arc<api::Ui>, access: Arc<guard::Access>) -> Router {
         .with_state(ui)
 }
 
-/// Opens `url` with the desktop's browser (`xdg-open`), without waiting for it; a failure is
-/// only said (the URL is printed).
-fn open_browser(url: &str) {
+/// The file the browser opens: a page of this user's private runtime folder (0700, a 0600
+/// file) that sends the browser on to the URL with the token. Removed when `ckpt ui` stops.
+struct Opener(PathBuf);
+
+impl Opener {
+    fn write(socket: &Path, port: u16, url: &str) -> Result<Opener, ClientError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // The socket's folder is the private one of the runtime (or data) directory.
+        let dir = socket
+            .parent()
+            .ok_or_else(|| ClientError::Other("the socket has no folder".into()))?;
+        let path = dir.join(format!("ui-{port}.html"));
+        let _ = std::fs::remove_file(&path);
+        let page = format!(
+            "<!DOCTYPE html>\n<meta charset=\"utf-8\">\n<meta http-equiv=\"refresh\" \
+             content=\"0;url={url}\">\n<title>ckpt ui</title>\n<p><a href=\"{url}\">Open the \
+             ckpt timeline</a></p>\n"
+        );
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+            .map_err(|e| ClientError::Other(format!("cannot write {}: {e}", path.display())))?;
+        file.write_all(page.as_bytes())?;
+        Ok(Opener(path))
+    }
+}
+
+impl Drop for Opener {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Opens `page` (a file) with the desktop's browser (`xdg-open`), without waiting for it; a
+/// failure is only said (the URL is printed).
+fn open_browser(page: &Path) {
     let opened = std::process::Command::new("xdg-open")
-        .arg(url)
+        .arg(page)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

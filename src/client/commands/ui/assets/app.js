@@ -17,6 +17,23 @@ const state = {
 
 const $ = (id) => document.getElementById(id);
 
+// The token comes in the address's fragment (`#token=…`), which the browser never sends to a
+// server; it is kept for this tab only (a reload keeps working) and sent as a header with each
+// request. It is never a cookie: a browser sends 127.0.0.1's cookies to every port of it.
+const TOKEN = (() => {
+  const given = new URLSearchParams(location.hash.slice(1)).get("token")
+    || new URLSearchParams(location.search).get("token");
+  if (given) {
+    sessionStorage.setItem("ckpt-ui-token", given);
+    history.replaceState(null, "", location.pathname);
+  }
+  return given || sessionStorage.getItem("ckpt-ui-token") || "";
+})();
+
+function auth(extra) {
+  return Object.assign({ Authorization: `Bearer ${TOKEN}` }, extra || {});
+}
+
 function el(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
@@ -47,14 +64,14 @@ async function get(path, params) {
   for (const [k, v] of Object.entries(params || {})) {
     if (v !== undefined && v !== null) query.set(k, v);
   }
-  return answer(await fetch(`/api/${path}?${query}`, { credentials: "same-origin" }));
+  return answer(await fetch(`/api/${path}?${query}`, { headers: auth(), credentials: "omit" }));
 }
 
 async function post(path, body) {
   return answer(await fetch(`/api/${path}`, {
     method: "POST",
-    credentials: "same-origin",
-    headers: { "Content-Type": "application/json" },
+    credentials: "omit",
+    headers: auth({ "Content-Type": "application/json" }),
     body: JSON.stringify(body),
   }));
 }
@@ -146,23 +163,54 @@ async function loadAgents(root) {
 
 // --- live updates -----------------------------------------------------------------------
 
+// The event stream is read with fetch (an EventSource cannot send the token's header); it is
+// reopened after a failure, and what happened while it was down is fetched then.
 function subscribe(root) {
-  if (state.events) state.events.close();
-  const source = new EventSource(`/api/events?${new URLSearchParams({ project: root })}`);
-  state.events = source;
-  source.onopen = () => {
-    $("live").textContent = "● live";
-    // After a reconnection, what happened while the stream was down.
-    if (state.all.length) refreshNewest(root);
-  };
-  source.onerror = () => { $("live").textContent = "○ reconnecting…"; };
-  source.onmessage = (message) => {
+  if (state.events) state.events.abort();
+  const control = new AbortController();
+  state.events = control;
+  const live = (text) => { if (state.events === control) $("live").textContent = text; };
+  const onEvent = (data) => {
     let event;
-    try { event = JSON.parse(message.data); } catch (_) { return; }
+    try { event = JSON.parse(data); } catch (_) { return; }
     if (event.event === "file_changed") return;
     clearTimeout(subscribe.timer);
     subscribe.timer = setTimeout(() => refreshNewest(root), 100);
   };
+  (async () => {
+    let first = true;
+    while (!control.signal.aborted) {
+      try {
+        const query = new URLSearchParams({ project: root });
+        const response = await fetch(`/api/events?${query}`, { headers: auth(), credentials: "omit", signal: control.signal });
+        if (!response.ok) throw new Error(response.statusText);
+        live("● live");
+        if (!first && state.all.length) refreshNewest(root);
+        first = false;
+        const reader = response.body.getReader();
+        const decoder = new TextDecoder();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += decoder.decode(value, { stream: true });
+          let end;
+          while ((end = buffer.indexOf("\n\n")) >= 0) {
+            const block = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            const data = block.split("\n").filter((l) => l.startsWith("data:"))
+              .map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+            if (data) onEvent(data);
+          }
+        }
+      } catch (_) {
+        if (control.signal.aborted) return;
+      }
+      first = false;
+      live("○ reconnecting…");
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+  })();
 }
 
 // Adds the checkpoints newer than the newest shown.
@@ -578,4 +626,8 @@ $("timeline").addEventListener("keydown", (e) => {
   else if (e.key === "Enter" && state.shown[state.cursor]) { openEntry(state.shown[state.cursor]); e.preventDefault(); }
 });
 
-loadProjects().catch((e) => toast(e.message));
+if (!TOKEN) {
+  $("detail").replaceChildren(el("p", "error", "Open the URL `ckpt ui` printed: it carries the page's token."));
+} else {
+  loadProjects().catch((e) => toast(e.message));
+}
