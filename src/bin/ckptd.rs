@@ -40,6 +40,10 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ckptd")
+        // The index and the trees are walked recursively, and folders may nest as deep as git
+        // allows (2,048, what an import or a fetch accepts): 8 MiB holds that walk with room
+        // to spare (a stack is only address space until it is used).
+        .thread_stack_size(8 << 20)
         .build()
         .context("starting the runtime")?;
     let result = runtime.block_on(async {

@@ -304,9 +304,9 @@ pub fn import_bundle(
     let result = (|| {
         let (candidates, not_imported) = store.import_candidates(&repo, &objects.header)?;
         // A tree no restore could write is refused here, not found out later.
-        let mut seen = HashSet::new();
+        let mut heights = HashMap::new();
         for candidate in &candidates {
-            let bad = unsafe_paths(&repo, candidate.tree, &mut seen, 10)?;
+            let bad = unsafe_paths(&repo, candidate.tree, &mut heights, 10)?;
             if !bad.is_empty() {
                 objects.discard();
                 return Err(Error::invalid(format!(

@@ -27,9 +27,7 @@ pub fn diff_trees(
     paths: &[BString],
 ) -> Result<Vec<TreeChange>, StoreError> {
     let mut out = Vec::new();
-    walk(repo, &BString::default(), old, new, paths, &mut |c| {
-        out.push(c)
-    })?;
+    walk(repo, old, new, paths, &mut |c| out.push(c))?;
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
 }
@@ -42,9 +40,7 @@ pub fn count_tree_changes(
     new: Option<ObjectId>,
 ) -> Result<(u64, u64, u64), StoreError> {
     let mut counts = (0, 0, 0);
-    walk(repo, &BString::default(), old, new, &[], &mut |c| {
-        tally(&mut counts, &c)
-    })?;
+    walk(repo, old, new, &[], &mut |c| tally(&mut counts, &c))?;
     Ok(counts)
 }
 
@@ -128,20 +124,36 @@ fn split(e: Option<&gix::objs::tree::EntryRef<'_>>) -> (Option<ObjectId>, Option
     }
 }
 
-/// Compares trees `old` and `new` below `prefix`: both listings are walked side by side in
-/// git's order, an entry equal on both sides is passed over without building its path, and
-/// only folders whose ids differ are descended into.
+/// Compares trees `old` and `new`: both listings of a folder are walked side by side in git's
+/// order, an entry equal on both sides is passed over without building its path, and only
+/// folders whose ids differ are descended into. The folders still to compare are a list, not
+/// the call stack: a tree of any depth (one from a bundle or a remote) cannot overflow it.
 fn walk(
     repo: &gix::Repository,
-    prefix: &BString,
     old: Option<ObjectId>,
     new: Option<ObjectId>,
     paths: &[BString],
     out: &mut dyn FnMut(TreeChange),
 ) -> Result<(), StoreError> {
-    if old == new {
-        return Ok(());
+    let mut todo = vec![(BString::default(), old, new)];
+    while let Some((prefix, old, new)) = todo.pop() {
+        if old != new {
+            compare(repo, &prefix, old, new, paths, &mut todo, out)?;
+        }
     }
+    Ok(())
+}
+
+/// One folder of [`walk`]: its differing files go to `out`, its differing folders to `todo`.
+fn compare(
+    repo: &gix::Repository,
+    prefix: &BString,
+    old: Option<ObjectId>,
+    new: Option<ObjectId>,
+    paths: &[BString],
+    todo: &mut Vec<(BString, Option<ObjectId>, Option<ObjectId>)>,
+    out: &mut dyn FnMut(TreeChange),
+) -> Result<(), StoreError> {
     let (a_data, b_data) = (tree_data(repo, old)?, tree_data(repo, new)?);
     let (a, b) = (Listing::new(&a_data)?, Listing::new(&b_data)?);
     let (mut i, mut j) = (0, 0);
@@ -171,15 +183,15 @@ fn walk(
         }
         let (old_tree, old_file) = split(ea);
         let (new_tree, new_file) = split(eb);
-        if old_tree.is_some() || new_tree.is_some() {
-            walk(repo, &path, old_tree, new_tree, paths, out)?;
-        }
         if old_file != new_file && within(&path, paths) {
             out(TreeChange {
-                path,
+                path: path.clone(),
                 old: old_file,
                 new: new_file,
             });
+        }
+        if old_tree.is_some() || new_tree.is_some() {
+            todo.push((path, old_tree, new_tree));
         }
     }
     Ok(())
@@ -327,6 +339,41 @@ mod tests {
                 "seed {seed}"
             );
         }
+    }
+
+    /// A tree far deeper than any call stack allows is compared all the same.
+    #[test]
+    fn a_tree_of_any_depth_is_compared_without_recursion() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = gix::init_bare(dir.path()).unwrap();
+        let blob = repo.write_blob("x").unwrap().detach();
+        let mut tree = repo
+            .write_object(&gix::objs::Tree {
+                entries: vec![Entry {
+                    mode: EntryKind::Blob.into(),
+                    filename: "f".into(),
+                    oid: blob,
+                }],
+            })
+            .unwrap()
+            .detach();
+        for _ in 0..5_000 {
+            tree = repo
+                .write_object(&gix::objs::Tree {
+                    entries: vec![Entry {
+                        mode: EntryKind::Tree.into(),
+                        filename: "d".into(),
+                        oid: tree,
+                    }],
+                })
+                .unwrap()
+                .detach();
+        }
+        let run = std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(move || count_tree_changes(&repo, None, Some(tree)).unwrap())
+            .unwrap();
+        assert_eq!(run.join().unwrap(), (1, 0, 0));
     }
 
     /// A tree out of git's order (which git refuses, but a store may hold) is compared by

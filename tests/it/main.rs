@@ -9,6 +9,7 @@ mod cli;
 mod conversations;
 mod crash;
 mod daemon;
+mod deep_trees;
 mod dialogs;
 mod durability;
 mod edits;

@@ -5,11 +5,13 @@ The project holds 2,000+ prompts, the two newest "make it say goodbye" and an HT
 Prints what it measured; exits non-zero (an assertion) on anything unexpected.
 """
 
+import http.server
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from selenium import webdriver
@@ -22,7 +24,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 URL, CKPT, PROJECT, SHOT = sys.argv[1:5]
 XSS = "<img src=x onerror=window.__pwned=1>"
-BASE = URL.split("#token=")[0]
+BASE, TOKEN = URL.split("#token=")
 
 
 def read(rel):
@@ -163,7 +165,38 @@ try:
     wait(driver, lambda d: entry_labelled(d, "a prompt sent while the page was open"), 10)
     print(f"live: a new prompt shown {1000 * (time.monotonic() - start):.0f} ms after its hook")
 
+    # A reload keeps the page (the token is the tab's), and the address bar no longer shows it.
+    driver.refresh()
+    wait(driver, lambda d: entry_labelled(d, "a prompt sent while the page was open"), 10)
+    assert TOKEN not in driver.current_url, driver.current_url
+
+    # Another server on 127.0.0.1 (any local user can run one): what the browser sends it
+    # holds no token (cookies have no port: a cookie of the page's would go there too).
+    seen = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(str(self.headers))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<p>another server</p>")
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    driver.get(f"http://127.0.0.1:{other.server_port}/")
+    wait(driver, lambda d: "another server" in d.find_element(By.TAG_NAME, "body").text)
+    other.shutdown()
+    assert seen, "the other server saw no request"
+    assert not any(TOKEN in h for h in seen), seen
+    assert not any("ckpt" in h.lower() for h in seen), seen
+    print("another 127.0.0.1 server: no token in what the browser sent it")
+
     # Without the token (a fresh tab's state): nothing of the project.
+    driver.get(BASE)
     driver.execute_script("sessionStorage.clear()")
     driver.get(BASE)
     body = driver.find_element(By.TAG_NAME, "body").text

@@ -151,45 +151,121 @@ impl Store {
     }
 }
 
+/// The deepest a tree may nest folders (git's own `core.maxTreeDepth`): `a/b/c` is 3 deep.
+pub const MAX_TREE_DEPTH: usize = 2048;
+
+/// One tree being looked at by [`unsafe_paths`]: its subtrees still to look at, the height of
+/// those looked at so far, and how many unsafe paths were known when it was opened.
+struct Frame {
+    id: ObjectId,
+    subtrees: Vec<(String, ObjectId)>,
+    height: usize,
+    found_before: usize,
+}
+
+/// The height remembered for a tree that holds an unsafe path, at any depth.
+const UNSAFE: usize = usize::MAX;
+
 /// Paths below tree `id` that no checkout should ever write: entries named `.`, `..`, `.git`
-/// in any case, empty, holding `/` or NUL, and names that appear twice in one tree (at most
-/// `limit` of them). Trees already looked at (`seen`) are skipped.
+/// in any case, empty, holding `/` or NUL, names that appear twice in one tree, and folders
+/// nested deeper than [`MAX_TREE_DEPTH`] (at most `limit` of them). `heights` remembers each
+/// tree looked at and how deep it nests, or that it holds an unsafe path (a tree is looked at
+/// once, wherever it appears); the walk keeps its own list, so no depth reaches the call stack.
 pub fn unsafe_paths(
     repo: &gix::Repository,
     id: ObjectId,
-    seen: &mut HashSet<ObjectId>,
+    heights: &mut HashMap<ObjectId, usize>,
     limit: usize,
 ) -> Result<Vec<String>, StoreError> {
     let mut found = Vec::new();
-    let mut todo = vec![(String::new(), id)];
-    while let Some((prefix, tree_id)) = todo.pop() {
-        if found.len() >= limit || !seen.insert(tree_id) {
+    if let Some(&height) = heights.get(&id) {
+        if height > MAX_TREE_DEPTH {
+            found.push(seen_before("", height));
+        }
+        return Ok(found);
+    }
+    let mut stack = vec![look_at(repo, String::new(), id, &mut found)?];
+    while let Some(top) = stack.last_mut() {
+        if found.len() >= limit {
+            break;
+        }
+        if let Some((path, subtree)) = top.subtrees.pop() {
+            if let Some(&height) = heights.get(&subtree) {
+                if height == UNSAFE {
+                    found.push(seen_before(&path, height));
+                }
+                top.height = top.height.max(height.saturating_add(1));
+            } else if stack.len() >= MAX_TREE_DEPTH {
+                found.push(too_deep(&path));
+                break;
+            } else {
+                let frame = look_at(repo, path, subtree, &mut found)?;
+                stack.push(frame);
+            }
             continue;
         }
-        let object = repo
-            .find_object(tree_id)
-            .map_err(|e| StoreError::git("reading an imported tree", e))?;
-        let tree = gix::objs::TreeRef::from_bytes(&object.data, gix::hash::Kind::Sha1)
-            .map_err(|e| StoreError::git("decoding an imported tree", e))?;
-        let mut names = HashSet::new();
-        for entry in &tree.entries {
-            let name: &[u8] = entry.filename.as_ref();
-            let path = format!("{prefix}{}", name.to_str_lossy());
-            let bad = name.is_empty()
-                || name == b"."
-                || name == b".."
-                || name.eq_ignore_ascii_case(b".git")
-                || name.contains(&b'/')
-                || name.contains(&0);
-            if bad || !names.insert(name) {
-                found.push(path);
-            } else if entry.mode.is_tree() {
-                todo.push((format!("{path}/"), entry.oid.to_owned()));
-            }
+        let mut done = stack.pop().expect("the loop looks at the top");
+        if found.len() > done.found_before {
+            done.height = UNSAFE;
+        }
+        heights.insert(done.id, done.height);
+        if let Some(parent) = stack.last_mut() {
+            parent.height = parent.height.max(done.height.saturating_add(1));
         }
     }
     found.truncate(limit);
     Ok(found)
+}
+
+fn too_deep(path: &str) -> String {
+    let start: String = path.chars().take(40).collect();
+    format!("{start}… (folders nested deeper than {MAX_TREE_DEPTH}, git's own limit)")
+}
+
+/// A tree looked at before that holds an unsafe path or nests too deep.
+fn seen_before(path: &str, height: usize) -> String {
+    match height {
+        UNSAFE => format!("{path}… (a folder that holds paths no checkout may write)"),
+        _ => too_deep(path),
+    }
+}
+
+/// Reads tree `id` (at `prefix`): its bad names go to `found`, its subtrees into the frame.
+fn look_at(
+    repo: &gix::Repository,
+    prefix: String,
+    id: ObjectId,
+    found: &mut Vec<String>,
+) -> Result<Frame, StoreError> {
+    let object = repo
+        .find_object(id)
+        .map_err(|e| StoreError::git("reading an imported tree", e))?;
+    let tree = gix::objs::TreeRef::from_bytes(&object.data, gix::hash::Kind::Sha1)
+        .map_err(|e| StoreError::git("decoding an imported tree", e))?;
+    let found_before = found.len();
+    let mut names = HashSet::new();
+    let mut subtrees = Vec::new();
+    for entry in &tree.entries {
+        let name: &[u8] = entry.filename.as_ref();
+        let path = format!("{prefix}{}", name.to_str_lossy());
+        let bad = name.is_empty()
+            || name == b"."
+            || name == b".."
+            || name.eq_ignore_ascii_case(b".git")
+            || name.contains(&b'/')
+            || name.contains(&0);
+        if bad || !names.insert(name) {
+            found.push(path);
+        } else if entry.mode.is_tree() {
+            subtrees.push((format!("{path}/"), entry.oid.to_owned()));
+        }
+    }
+    Ok(Frame {
+        id,
+        subtrees,
+        height: 1,
+        found_before,
+    })
 }
 
 /// Puts candidates recorded in the same second (git's clock) in history order: among a run

@@ -3,14 +3,15 @@
 //! durable, and then the refs of others' checkpoints under `refs/ckpt/remotes/<remote>/` are
 //! set to what the remote has, in one journaled transaction. The store's own refs never move.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufReader;
 use std::path::Path;
 
 use gix::ObjectId;
 
 use super::{own_scratch, pushed_kind, validate_who, RefKind, ShareError, REMOTE_REFS};
-use crate::store::import::PackError;
+use crate::model::CheckpointId;
+use crate::store::import::{unsafe_paths, PackError};
 use crate::store::txn::refs::{delete_edit, update_edit};
 use crate::store::{Store, StoreError};
 
@@ -61,6 +62,10 @@ impl Store {
             .collect();
         let prefix = format!("{REMOTE_REFS}{remote}/");
         let mut desired = BTreeMap::new();
+        let mut checked = Checked {
+            known: before.clone(),
+            heights: HashMap::new(),
+        };
         for (name, id) in wanted {
             let (who, tail) = name.split_once('/').expect("checked by fetched_refs");
             let usable = match pushed_kind(tail) {
@@ -74,6 +79,15 @@ impl Store {
                     format!("refs/ckpt/{name} (not a checkpoint ckpt can read)"),
                 );
                 continue;
+            }
+            if pushed_kind(tail) != Some(RefKind::Meta) {
+                if let Some(bad) = checked.unsafe_tree(&repo, id)? {
+                    note(
+                        &mut received.ignored,
+                        format!("refs/ckpt/{name} (holds paths no checkout may write: {bad})"),
+                    );
+                    continue;
+                }
             }
             if tail.starts_with("dialogs/") {
                 *received.people.entry(who.to_string()).or_default() += 1;
@@ -213,6 +227,44 @@ fn fetched_refs(
         }
     }
     Ok(out)
+}
+
+/// The histories a fetch looked at: checkpoints known to be safe (fetched before, or looked
+/// at now) and the trees looked at (see [`unsafe_paths`]).
+struct Checked {
+    known: HashSet<CheckpointId>,
+    heights: HashMap<ObjectId, usize>,
+}
+
+impl Checked {
+    /// The first paths no checkout may write in a checkpoint of the history ending at `tip`
+    /// (down to checkpoints known already), as one text; None when there are none.
+    fn unsafe_tree(
+        &mut self,
+        repo: &gix::Repository,
+        tip: ObjectId,
+    ) -> Result<Option<String>, ShareError> {
+        let mut todo = vec![tip];
+        while let Some(id) = todo.pop() {
+            if self.known.contains(&id.into()) {
+                continue;
+            }
+            let Ok(commit) = repo.find_commit(id) else {
+                continue; // history cut by the remote's retention
+            };
+            let tree = commit
+                .tree_id()
+                .map_err(|e| StoreError::git("reading a fetched checkpoint", e))?
+                .detach();
+            let bad = unsafe_paths(repo, tree, &mut self.heights, 3)?;
+            if !bad.is_empty() {
+                return Ok(Some(bad.join(", ")));
+            }
+            self.known.insert(id.into());
+            todo.extend(commit.parent_ids().map(|p| p.detach()));
+        }
+        Ok(None)
+    }
 }
 
 fn note(ignored: &mut Vec<String>, name: String) {
