@@ -594,7 +594,7 @@ fn a_session_is_forked_and_an_unreadable_one_rewinds_the_files_only() {
         (elsewhere, "not where claude-code keeps session"),
         (fifo, "not a regular file"),
         (garbage, "format: line 1"),
-        (linked, "format: line 1"),
+        (linked, "is a symlink"),
         (binary, "not UTF-8"),
     ];
     for (i, (path, why)) in cases.into_iter().enumerate() {

@@ -18,6 +18,7 @@ mod events;
 mod exactness;
 mod exclusions;
 mod faults;
+mod fork_places;
 mod hooks;
 mod house;
 mod import;

@@ -51,12 +51,7 @@ fn conversations(turns: &[Turn]) -> Vec<Option<Conversation>> {
                 .iter()
                 .filter(|o| o.prompt.dialog == c.dialog && o.prompt.label == c.label)
                 .count();
-            let point = Point::of(Recorded {
-                label: &c.label,
-                message_id: c.message_id.as_deref(),
-                meta: Some(meta),
-                occurrence,
-            });
+            let point = Point::of(Recorded::of(c, occurrence));
             let checked = point.and_then(|p| p.check(&mut sessions));
             Some(Conversation {
                 agent,

@@ -27,7 +27,7 @@ pub mod transfer;
 pub mod ui;
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use super::output::Out;
 use super::{ClientError, Connection};
@@ -200,15 +200,36 @@ pub fn resolve(base: &Path, dir: Option<PathBuf>) -> PathBuf {
     }
 }
 
-/// `file` made absolute against `base`, with its folder resolved (`..`, symlinks) when it
-/// exists, so the daemon and the messages see a clean path.
+/// `file` made absolute against `base`, with its folders resolved (`..`, symlinks) as far as
+/// they exist and `..` taken lexically beyond, so the daemon, the messages and whatever is
+/// created see one clean path.
 pub fn file_path(base: &Path, file: &Path) -> PathBuf {
     let joined = base.join(file);
-    match (joined.parent(), joined.file_name()) {
-        (Some(dir), Some(name)) => match dir.canonicalize() {
-            Ok(dir) => dir.join(name),
-            Err(_) => joined,
-        },
-        _ => joined.canonicalize().unwrap_or(joined),
+    let components: Vec<Component<'_>> = joined.components().collect();
+    // Each folder as the kernel takes it: a symlink that exists is followed, and `..` goes up
+    // from where the path got to (so `new/../new2` names `new2` alone, never `new`). The last
+    // component is kept as it is.
+    let mut out = PathBuf::new();
+    for (i, component) in components.iter().enumerate() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => {
+                out.push(other);
+                let last = i + 1 == components.len();
+                let link = || {
+                    out.symlink_metadata()
+                        .is_ok_and(|m| m.file_type().is_symlink())
+                };
+                if !last && link() {
+                    if let Ok(real) = out.canonicalize() {
+                        out = real;
+                    }
+                }
+            }
+        }
     }
+    out
 }

@@ -117,12 +117,7 @@ pub fn point_of(c: &Checkpoint, prompts: &[Checkpoint]) -> Result<Point, CannotF
         .skip(1)
         .filter(|p| p.label == c.label)
         .count();
-    Point::of(Recorded {
-        label: &c.label,
-        message_id: c.message_id.as_deref(),
-        meta: c.meta.as_ref(),
-        occurrence: older,
-    })
+    Point::of(Recorded::of(c, older))
 }
 
 /// What to take back.
@@ -148,7 +143,7 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         Mode::Code => None,
         _ => Some(point_of(&target, &prompts).and_then(|p| conversation::plan(&p, &Place::Beside))),
     };
-    let (fork, skipped_conversation) = match planned {
+    let (fork, mut skipped_conversation) = match planned {
         None => (None, None),
         Some(Ok(fork)) => (Some(fork), None),
         Some(Err(why)) if mode == Mode::Conversation => return Err(ClientError::Other(why.0)),
@@ -181,9 +176,21 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
             }
         }
     };
+    // The files are rewound by now: a fork that cannot be written is reported beside the
+    // restore (and its undo), not instead of it.
     let forked = match fork {
         Some(fork) if dry_run => Some(would_fork(fork)),
-        Some(fork) => Some(fork.write().map_err(|e| ClientError::Other(e.0))?),
+        Some(fork) => match fork.write() {
+            Ok(forked) => Some(forked),
+            Err(why) if mode == Mode::Conversation => return Err(ClientError::Other(why.0)),
+            Err(why) => {
+                if !ctx.out.json {
+                    eprintln!("the files were rewound, the conversation was not: {why}");
+                }
+                skipped_conversation = Some(why.0);
+                None
+            }
+        },
         None => None,
     };
     let status = restored.as_ref().map_or(0, |r| skipped_status(&r.skipped));

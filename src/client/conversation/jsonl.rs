@@ -3,8 +3,7 @@
 //! its lines, a string field changed in a line without touching another byte of it (an agent may
 //! recognise its lines by their exact spelling), and a new file placed beside the agent's own.
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::Read;
 
 use serde_json::Value;
 
@@ -13,8 +12,9 @@ use super::{Agent, CannotFork};
 /// The largest session file read (long sessions with large tool outputs reach hundreds of MB).
 const MAX_TRANSCRIPT: u64 = 1 << 30;
 
-/// The session file's text.
-pub fn read(agent: Agent, path: &Path) -> Result<String, CannotFork> {
+/// The session file's text (opened below its agent's folder, never through a symlink).
+pub fn read(agent: Agent, located: &super::place::Located) -> Result<String, CannotFork> {
+    let path = &located.path();
     let cannot = |why: String| {
         CannotFork(format!(
             "cannot read the {} session {}: {why}",
@@ -22,8 +22,13 @@ pub fn read(agent: Agent, path: &Path) -> Result<String, CannotFork> {
             path.display()
         ))
     };
-    let file = crate::safe_io::open_regular(path).map_err(|e| match e.kind() {
+    let file = super::place::open(&located.root, &located.rel).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => cannot(format!("it no longer exists{}", gone_why(agent))),
+        _ if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => cannot(
+            "it, or a folder on its way, is a symlink (never followed among an agent's \
+             sessions)"
+                .into(),
+        ),
         _ => cannot(e.to_string()),
     })?;
     let mut data = Vec::new();
@@ -125,39 +130,6 @@ pub fn quote(s: &str) -> String {
     serde_json::to_string(s).expect("a string always serialises")
 }
 
-/// Creates `folder/name` holding `bytes`: written under a temporary name (which no agent lists),
-/// flushed, then renamed into place without replacing anything, and the folder flushed. A
-/// failure leaves nothing behind.
-pub fn write_new(folder: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(folder)?;
-    let path = folder.join(name);
-    let tmp = folder.join(format!(".ckpt-fork-{}-{name}.tmp", std::process::id()));
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        let cwd = rustix::fs::CWD;
-        rustix::fs::renameat_with(cwd, &tmp, cwd, &path, rustix::fs::RenameFlags::NOREPLACE)?;
-        std::fs::File::open(folder)?.sync_all()
-    })();
-    match written {
-        Ok(()) => Ok(path),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,26 +171,14 @@ mod tests {
     #[test]
     fn a_missing_gemini_session_names_geminis_own_cleanup() {
         let dir = tempfile::tempdir().unwrap();
-        let missing = dir.path().join("session-2026-11-28T08-27-3e3dd339.jsonl");
+        let missing = super::super::place::Located {
+            root: dir.path().to_path_buf(),
+            rel: "p/chats/session-2026-11-28T08-27-3e3dd339.jsonl".into(),
+        };
         let gemini = read(Agent::Gemini, &missing).unwrap_err().0;
         assert!(gemini.contains("no longer exists"), "{gemini}");
         assert!(gemini.contains("general.sessionRetention"), "{gemini}");
         let claude = read(Agent::ClaudeCode, &missing).unwrap_err().0;
         assert!(claude.ends_with("it no longer exists"), "{claude}");
-    }
-
-    #[test]
-    fn a_new_file_never_replaces_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = write_new(&dir.path().join("sub"), "s.jsonl", b"one\n").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"one\n");
-        let again = write_new(&dir.path().join("sub"), "s.jsonl", b"two\n");
-        assert!(again.is_err());
-        assert_eq!(std::fs::read(&path).unwrap(), b"one\n");
-        let names: Vec<_> = std::fs::read_dir(dir.path().join("sub"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names, ["s.jsonl"], "no temporary file is left");
     }
 }

@@ -19,6 +19,7 @@ mod claude;
 mod codex;
 mod gemini;
 mod jsonl;
+mod place;
 #[cfg(test)]
 mod robustness;
 
@@ -67,11 +68,38 @@ pub struct Recorded<'a> {
     pub message_id: Option<&'a str>,
     pub meta: Option<&'a Value>,
     pub occurrence: usize,
+    /// Where the checkpoint came from when another machine recorded it (a remote, a bundle):
+    /// its metadata names files of that machine and is never trusted to name one here.
+    pub elsewhere: Option<String>,
+}
+
+impl<'a> Recorded<'a> {
+    /// What checkpoint `c` recorded, `occurrence` earlier prompts of its dialog having its text.
+    pub fn of(c: &'a crate::protocol::results::Checkpoint, occurrence: usize) -> Recorded<'a> {
+        let elsewhere = match (&c.origin, &c.imported) {
+            (Some(o), _) => Some(format!("fetched from {} (pushed by {})", o.remote, o.who)),
+            (None, Some(_)) => Some("imported from a bundle".to_string()),
+            (None, None) => None,
+        };
+        Recorded {
+            label: &c.label,
+            message_id: c.message_id.as_deref(),
+            meta: c.meta.as_ref(),
+            occurrence,
+            elsewhere,
+        }
+    }
 }
 
 impl Point {
     /// The point a prompt's checkpoint recorded.
     pub fn of(c: Recorded<'_>) -> Result<Point, CannotFork> {
+        if let Some(elsewhere) = &c.elsewhere {
+            return Err(CannotFork(format!(
+                "this prompt was {elsewhere}: its conversation stays on the machine that \
+                 recorded it"
+            )));
+        }
         let not_hook = || CannotFork("it was not recorded by an agent's prompt hook".into());
         let meta = c.meta.ok_or_else(not_hook)?;
         let text = |key: &str| meta.get(key).and_then(Value::as_str);
@@ -104,11 +132,11 @@ impl Point {
     /// Whether the prompt can be found in its session and every line before it read, without
     /// building a fork (what `ckpt log` shows); `sessions` keeps each session file read once.
     pub fn check(&self, sessions: &mut Sessions) -> Result<(), CannotFork> {
-        check_place(self)?;
+        let located = self.located()?;
         let read = sessions
             .entry(self.transcript.clone())
             .or_insert_with(|| {
-                jsonl::read(self.agent, &self.transcript).map(|text| {
+                jsonl::read(self.agent, &located).map(|text| {
                     let first_bad = jsonl::first_bad(&text);
                     (text, first_bad)
                 })
@@ -128,6 +156,13 @@ impl Point {
             )),
             _ => Ok(()),
         }
+    }
+}
+
+impl Point {
+    /// The session file inside its agent's own folder, or why it is not there.
+    fn located(&self) -> Result<place::Located, CannotFork> {
+        place::Located::of(self.agent, &self.transcript, &self.session)
     }
 }
 
@@ -232,6 +267,8 @@ pub enum Place {
 pub struct Fork {
     pub agent: Agent,
     pub prompt: String,
+    /// The agent's folder of sessions: the fork is written below it, never elsewhere.
+    root: PathBuf,
     /// The new session; none when no conversation came before the prompt (the agent then
     /// simply starts a new one).
     session: Option<NewSession>,
@@ -260,51 +297,14 @@ pub struct Forked {
     pub path: Option<PathBuf>,
 }
 
-/// Checks that the session file is where its agent keeps that session's file (so a fork is only
-/// ever written among the agent's sessions): Claude Code's `projects/<folder>/<id>.jsonl`,
-/// Codex's `sessions/YYYY/MM/DD/rollout-…-<id>.jsonl`, Gemini CLI's `chats/session-…-<id
-/// prefix>.jsonl`.
-fn check_place(point: &Point) -> Result<(), CannotFork> {
-    let path = &point.transcript;
-    let name = |p: Option<&Path>| {
-        p.and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let extension = path.extension().is_some_and(|e| e == "jsonl");
-    let id = point.session.as_str();
-    let fits = extension
-        && match point.agent {
-            Agent::ClaudeCode => stem == id && name(path.ancestors().nth(2)) == "projects",
-            Agent::Codex => {
-                stem.starts_with("rollout-")
-                    && stem.ends_with(id)
-                    && name(path.ancestors().nth(4)) == "sessions"
-            }
-            _ => {
-                stem.starts_with("session-")
-                    && id.get(..8).is_some_and(|prefix| stem.ends_with(prefix))
-                    && name(path.ancestors().nth(1)) == "chats"
-            }
-        };
-    match fits {
-        true => Ok(()),
-        false => Err(CannotFork(format!(
-            "{} is not where {} keeps session {id}",
-            path.display(),
-            point.agent.name()
-        ))),
-    }
-}
-
 /// Reads the prompt's session and builds the fork in memory.
 pub fn plan(point: &Point, place: &Place) -> Result<Fork, CannotFork> {
-    check_place(point)?;
-    let text = jsonl::read(point.agent, &point.transcript)?;
+    plan_located(point, place, point.located()?)
+}
+
+/// [`plan`] of a session file found already.
+fn plan_located(point: &Point, place: &Place, located: place::Located) -> Result<Fork, CannotFork> {
+    let text = jsonl::read(point.agent, &located)?;
     let session = match point.agent {
         Agent::ClaudeCode => claude::fork(point, &text, place)?,
         Agent::Codex => codex::fork(point, &text, place)?,
@@ -313,6 +313,7 @@ pub fn plan(point: &Point, place: &Place) -> Result<Fork, CannotFork> {
     Ok(Fork {
         agent: point.agent,
         prompt: point.prompt.clone(),
+        root: located.root,
         session,
     })
 }
@@ -321,14 +322,23 @@ impl Fork {
     /// Writes the new session into the agent's folder (never over an existing file).
     pub fn write(self) -> Result<Forked, CannotFork> {
         let path = match &self.session {
-            Some(s) => Some(
-                jsonl::write_new(&s.folder, &s.file_name, &s.bytes).map_err(|e| {
+            Some(s) => {
+                let cannot = |e: &dyn std::fmt::Display| {
                     CannotFork(format!(
                         "cannot write the forked session into {}: {e}",
                         s.folder.display()
                     ))
-                })?,
-            ),
+                };
+                // Each session folder is found below the agent's own.
+                let below = s
+                    .folder
+                    .strip_prefix(&self.root)
+                    .map_err(|_| cannot(&"it is not in the agent's folder of sessions"))?;
+                Some(
+                    place::write_new(&self.root, below, &s.file_name, &s.bytes)
+                        .map_err(|e| cannot(&e))?,
+                )
+            }
             None => None,
         };
         let id = self.session.map(|s| s.id);

@@ -86,13 +86,20 @@ fn check(case: &Case, dir: &Path, data: &[u8]) -> Option<Vec<String>> {
             case.session
         )),
         _ => dir.join(format!(
-            "chats/session-2026-11-27T09-06-{}.jsonl",
+            "tmp/p/chats/session-2026-11-27T09-06-{}.jsonl",
             &case.session[..8]
         )),
     };
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, data).unwrap();
-    let fork = plan(&point(case, path), &Place::Beside).ok()?;
+    let root = match case.agent {
+        Agent::ClaudeCode => dir.join("projects"),
+        Agent::Codex => dir.join("sessions"),
+        _ => dir.join("tmp"),
+    };
+    let point = point(case, path.clone());
+    let located = place::Located::within(root, case.agent, &path, case.session).ok()?;
+    let fork = plan_located(&point, &Place::Beside, located).ok()?;
     let session = fork.session?;
     let text = String::from_utf8(session.bytes).expect("a fork is text");
     assert!(text.ends_with('\n'), "a fork ends with a whole line");

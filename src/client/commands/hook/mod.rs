@@ -8,7 +8,7 @@
 
 pub mod agents;
 pub mod codex_trust;
-mod gemini_trust;
+pub mod gemini_trust;
 pub mod install;
 
 use std::io::{Read, Write};
