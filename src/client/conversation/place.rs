@@ -198,7 +198,7 @@ mod tests {
         // A FIFO is not read (and never blocks).
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &root.join("2026/12/01/f.jsonl"),
+            root.join("2026/12/01/f.jsonl"),
             rustix::fs::FileType::Fifo,
             Mode::from_raw_mode(0o600),
             0,
