@@ -71,7 +71,11 @@ fn push(root: &std::path::Path, socket: &std::path::Path, remote: &str) {
         return;
     };
     let started = Instant::now();
-    let child = Command::new(ckpt)
+    let mut command = Command::new(ckpt);
+    // A group of its own, stopped whole past the bound: `ckpt push` runs git (and git ssh) in
+    // its own group, so none of them outlives it.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let child = command
         .arg("--socket")
         .arg(socket)
         .args(["--no-spawn", "--quiet", "-C"])
@@ -88,6 +92,14 @@ fn push(root: &std::path::Path, socket: &std::path::Path, remote: &str) {
             return;
         }
     };
+    // Read as it comes, so that a push saying much never blocks on a full pipe.
+    let stderr = child.stderr.take().map(|mut pipe| {
+        std::thread::spawn(move || {
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut err);
+            err
+        })
+    });
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -95,16 +107,17 @@ fn push(root: &std::path::Path, socket: &std::path::Path, remote: &str) {
                 std::thread::sleep(Duration::from_millis(100))
             }
             _ => {
+                if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                }
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
             }
         }
     };
-    let mut err = String::new();
-    if let Some(mut pipe) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut pipe, &mut err);
-    }
+    let err = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
     match status {
         Some(s) if s.success() => {
             tracing::info!(root = %root.display(), remote, ms = started.elapsed().as_millis() as u64, "auto_push: pushed")

@@ -39,6 +39,7 @@ mod security;
 mod servers;
 mod service;
 mod share;
+mod share_bounds;
 mod share_secrets;
 mod soak;
 mod ui;

@@ -194,3 +194,67 @@ impl Silent {
         }
     }
 }
+
+/// A git:// server that answers a fetch with an advertisement and then only progress, a line
+/// every half second, forever (never the pack): a remote that trickles.
+pub struct Trickle {
+    pub port: u16,
+    child: Child,
+}
+
+impl Trickle {
+    pub fn start() -> Trickle {
+        let program = r#"
+import socket, sys, threading, time
+def pkt(data):
+    return b"%04x" % (len(data) + 4) + data
+def serve(c):
+    try:
+        c.recv(65536)
+        ref = b"1" * 40 + b" refs/ckpt/someone/dialogs/d\0side-band-64k multi_ack\n"
+        c.sendall(pkt(ref) + b"0000")
+        c.recv(65536)
+        c.sendall(pkt(b"NAK\n"))
+        n = 0
+        while True:
+            n += 1
+            c.sendall(pkt(b"\x02Counting objects: %d\r" % n))
+            time.sleep(0.5)
+    except OSError:
+        pass
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+        let mut child = Command::new("python3")
+            .args(["-c", program])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        Trickle {
+            port: line.trim().parse().unwrap(),
+            child,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("git://127.0.0.1:{}/team.git", self.port)
+    }
+}
+
+impl Drop for Trickle {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
