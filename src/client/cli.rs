@@ -108,16 +108,7 @@ pub enum Command {
         text: String,
     },
     /// One checkpoint: its counts, changes against its parent, and skipped files.
-    Show {
-        /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
-        id: String,
-        /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
-        #[arg(long, value_name = "D")]
-        dialog: Option<String>,
-        /// Also list every file in the checkpoint.
-        #[arg(long)]
-        files: bool,
-    },
+    Show(cmd::show::Args),
     /// Unified diff from checkpoint ID to ID2, or to the working tree.
     Diff(cmd::diff::Args),
     /// Make the project (or PATHs) equal to checkpoint ID; undoable.
@@ -453,7 +444,7 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Shutdown => cmd::daemon::shutdown(ctx),
         Command::Checkpoint(args) => cmd::checkpoint::run(ctx, args),
         Command::List(args) => cmd::list::run(ctx, args),
-        Command::Show { id, dialog, files } => cmd::show::run(ctx, id, dialog, files),
+        Command::Show(args) => cmd::show::run(ctx, args),
         Command::Diff(args) => cmd::diff::run(ctx, args),
         Command::Restore(args) => cmd::restore::restore(ctx, args),
         Command::Undo { dialog, confirm } => cmd::restore::undo(ctx, dialog, confirm),

@@ -100,7 +100,34 @@ pub fn one_line(text: &str, max: usize) -> String {
     if first.chars().count() > max || text.lines().count() > 1 {
         out.push('…');
     }
-    out
+    printable(&out).into_owned()
+}
+
+/// `text` as it is safe to print on a terminal: control characters (escape sequences that set
+/// a window's title or move the cursor, carriage returns, a newline that would forge a row)
+/// and the characters that reorder text on screen are shown escaped. A label, a note or a
+/// name that came from an agent or a teammate goes through here before a terminal sees it.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let reorders = |c: char| matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let unsafe_char = |c: char| (c.is_control() && c != '\t') || reorders(c);
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if unsafe_char(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Each line of `text` made [`printable`], for text shown a line at a time (a prompt, notes).
+pub fn printable_lines(text: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> {
+    text.lines().map(printable)
 }
 
 /// Prints rows with every column but the last padded to its widest cell.
@@ -249,4 +276,24 @@ pub fn finish_pager() {
         let _ = rustix::stdio::dup2_stdout(&null);
     }
     let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_for_a_terminal_has_no_control_sequences() {
+        let hostile = "ok\u{1b}]0;owned\u{7}\u{1b}[2J\rrow\u{202e}txt.exe\u{85}";
+        let shown = printable(hostile);
+        assert!(!shown.chars().any(|c| c.is_control()), "{shown}");
+        assert_eq!(
+            shown,
+            "ok\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\rrow\\u{202e}txt.exe\\u{85}"
+        );
+        assert_eq!(printable("plain, é ✓\ttab"), "plain, é ✓\ttab");
+        assert_eq!(one_line("first\u{1b}[31m\nsecond", 80), "first\\u{1b}[31m…");
+        let lines: Vec<_> = printable_lines("a\u{1b}\nb").collect();
+        assert_eq!(lines, ["a\\u{1b}", "b"]);
+    }
 }

@@ -14,7 +14,7 @@ use crate::model::{path_bytes, CheckpointId, Kind};
 use crate::protocol::methods::*;
 use crate::protocol::results as r;
 use crate::store::checkpoint::{parse_id, validate_dialog};
-use crate::store::diff::diff;
+use crate::store::diff::{diff, diff_page, Page};
 use crate::store::import::unsafe_paths;
 use crate::store::treediff::diff_trees;
 use crate::store::{NewCheckpoint, Snapshot, SnapshotOptions, Store, DEFAULT_DIALOG};
@@ -127,6 +127,9 @@ pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Ch
     Ok(r::checkpoints(all))
 }
 
+/// The entries of each list `show` gives when the client names no bound.
+const SHOW_ENTRIES: usize = 10_000;
+
 pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown> {
     let store = &o.store;
     let repo = store.repo();
@@ -140,24 +143,41 @@ pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown>
         None => None,
     };
     let tree = parse_id(&c.tree)?;
-    let changed = diff_trees(&repo, parent_tree, Some(tree), &[])?;
-    let changes = diff(&repo, &changed, false, false)?.files;
-    let file_list = if params.files {
-        let files = store.files_of(&repo, &c)?;
-        let files = files.iter().map(|(path, s)| r::TreeFile {
-            path: path.to_string(),
-            path_bytes: path_bytes(path),
-            mode: format!("{:06o}", s.kind as u16),
-            blob: s.id.to_string(),
-        });
-        Some(files.collect())
-    } else {
-        None
+    let limit = params.max_entries.unwrap_or(SHOW_ENTRIES);
+    let page = Page {
+        max_files: Some(limit),
+        ..Page::default()
+    };
+    let changed = diff_page(
+        &repo,
+        (parent_tree, Some(tree)),
+        &[],
+        (false, params.counts),
+        page,
+    )?;
+    let changes_total = changed.files_total.unwrap_or(changed.files.len() as u64);
+    let mut truncated = changed.files_total.is_some();
+    let (file_list, file_list_total) = match params.files {
+        true => {
+            let files = store.files_of(&repo, &c)?;
+            truncated |= files.len() > limit;
+            let listed = files.iter().take(limit).map(|(path, s)| r::TreeFile {
+                path: path.to_string(),
+                path_bytes: path_bytes(path),
+                mode: format!("{:06o}", s.kind as u16),
+                blob: s.id.to_string(),
+            });
+            (Some(listed.collect()), Some(files.len() as u64))
+        }
+        false => (None, None),
     };
     Ok(r::Shown {
         checkpoint: c.into(),
-        changes: changes.into_iter().map(Into::into).collect(),
+        changes: changed.files.into_iter().map(Into::into).collect(),
+        changes_total,
         file_list,
+        file_list_total,
+        truncated,
     })
 }
 
@@ -178,8 +198,24 @@ pub fn diff_checkpoints(p: &Project, o: &mut Opened, params: DiffParams) -> Resu
     };
     let repo = o.store.repo();
     let old_tree = parse_id(&from.tree)?;
-    let changed = diff_trees(&repo, Some(old_tree), Some(new_tree), &paths)?;
-    let diff = diff(&repo, &changed, params.patch, params.counts)?;
+    let page = Page {
+        max_files: params.max_files,
+        offset: params.offset,
+        max_bytes: params.max_bytes,
+    };
+    let diff = match page.is_whole() {
+        true => {
+            let changed = diff_trees(&repo, Some(old_tree), Some(new_tree), &paths)?;
+            diff(&repo, &changed, params.patch, params.counts)?
+        }
+        false => diff_page(
+            &repo,
+            (Some(old_tree), Some(new_tree)),
+            &paths,
+            (params.patch, params.counts),
+            page,
+        )?,
+    };
     Ok(r::Diffed {
         diff: diff.into(),
         from: from.id,

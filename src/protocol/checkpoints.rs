@@ -147,6 +147,15 @@ pub struct DiffResult {
     pub files: Vec<FileChange>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<String>,
+    /// How many files differ in all, when `files` was cut at `max_files`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_total: Option<u64>,
+    /// Where the patch's next part starts, when it was cut at `max_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
+    /// Whether anything was left out (the file list or the patch).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 impl From<store::diff::FileChange> for FileChange {
@@ -174,8 +183,11 @@ impl From<store::diff::FileChange> for FileChange {
 impl From<store::diff::DiffResult> for DiffResult {
     fn from(d: store::diff::DiffResult) -> DiffResult {
         DiffResult {
+            truncated: d.files_total.is_some() || d.next_offset.is_some(),
             files: d.files.into_iter().map(FileChange::from).collect(),
             patch: d.patch,
+            files_total: d.files_total,
+            next_offset: d.next_offset,
         }
     }
 }

@@ -212,6 +212,13 @@ pub struct ShowParams {
     /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
     #[serde(default)]
     pub dialog: Option<String>,
+    /// At most this many entries of `changes` and of `file_list` (default 10,000):
+    /// `changes_total`, `file_list_total` and `truncated` say what was left out.
+    #[serde(default)]
+    pub max_entries: Option<usize>,
+    /// Line counts of each change (default true).
+    #[serde(default = "yes")]
+    pub counts: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -234,6 +241,17 @@ pub struct DiffParams {
     /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
     #[serde(default)]
     pub dialog: Option<String>,
+    /// At most this many entries of `files` (all when absent): `files_total` then says how
+    /// many differ.
+    #[serde(default)]
+    pub max_files: Option<usize>,
+    /// The patch's text from this byte on (default 0) ...
+    #[serde(default)]
+    pub offset: u64,
+    /// ... and at most this many bytes of it (all when absent): `next_offset` then says where
+    /// the next part starts. The daemon stops once the page is full.
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

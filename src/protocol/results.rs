@@ -175,8 +175,17 @@ pub struct Shown {
     #[serde(flatten)]
     pub checkpoint: Checkpoint,
     pub changes: Vec<FileChange>,
+    /// How many files it changed against its parent (`changes` may hold fewer).
+    #[serde(default)]
+    pub changes_total: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_list: Option<Vec<TreeFile>>,
+    /// How many files the checkpoint holds, when `file_list` was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_list_total: Option<u64>,
+    /// Whether a list was cut at `max_entries`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 /// A file of a checkpoint's tree.

@@ -4,8 +4,10 @@
 use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
 
+use std::ops::ControlFlow;
+
 use super::tree::FileState;
-use super::treediff::TreeChange;
+use super::treediff::{changes_in_order, count_changes_within, TreeChange};
 use super::StoreError;
 
 /// How a path changed.
@@ -38,6 +40,27 @@ pub struct DiffResult {
     pub files: Vec<FileChange>,
     /// The unified diff, when asked for.
     pub patch: Option<String>,
+    /// When the answer was cut (see [`Page`]): how many files differ in all, and where the
+    /// patch's next part starts.
+    pub files_total: Option<u64>,
+    pub next_offset: Option<u64>,
+}
+
+/// How much of a diff to give: at most `max_files` entries of the file list (all when None),
+/// and the patch's text from byte `offset` on, at most `max_bytes` of it (all when None). The
+/// walk stops once both are full, so a page of a huge diff costs what comes before it, not
+/// the whole diff.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Page {
+    pub max_files: Option<usize>,
+    pub offset: u64,
+    pub max_bytes: Option<u64>,
+}
+
+impl Page {
+    pub fn is_whole(&self) -> bool {
+        *self == Page::default()
+    }
 }
 
 /// Describes `changes` (from [`diff_trees`](super::treediff::diff_trees)), with line counts
@@ -49,73 +72,145 @@ pub fn diff(
     with_counts: bool,
 ) -> Result<DiffResult, StoreError> {
     let mut result = DiffResult {
-        files: Vec::new(),
         patch: with_patch.then(String::new),
+        ..DiffResult::default()
     };
     for c in changes {
-        let (a, b, path) = (c.old.as_ref(), c.new.as_ref(), &c.path);
-        let status = match (a, b) {
-            (None, Some(_)) => ChangeStatus::Added,
-            (Some(_), None) => ChangeStatus::Deleted,
-            (Some(x), Some(y)) if (x.kind == EntryKind::Link) != (y.kind == EntryKind::Link) => {
-                ChangeStatus::TypeChanged
-            }
-            (Some(x), Some(y)) if x.id == y.id => ChangeStatus::ModeChanged,
-            (Some(_), Some(_)) => ChangeStatus::Modified,
-            (None, None) => continue,
+        let Some((change, text)) = describe(repo, c, with_patch || with_counts)? else {
+            continue;
         };
-        let mut change = FileChange {
-            path: path.to_str_lossy().into_owned(),
-            path_bytes: crate::model::path_bytes(path),
-            status,
-            old_mode: a.map(|s| mode_text(s.kind)),
-            new_mode: b.map(|s| mode_text(s.kind)),
-            binary: false,
-            lines_added: 0,
-            lines_removed: 0,
-        };
-        if with_patch || with_counts {
-            let old_data = a
-                .map(|s| load_blob(repo, s))
-                .transpose()?
-                .unwrap_or_default();
-            let new_data = b
-                .map(|s| load_blob(repo, s))
-                .transpose()?
-                .unwrap_or_default();
-            change.binary = is_binary(&old_data) || is_binary(&new_data);
-            let text = if change.binary {
-                None
-            } else {
-                Some(unified(
-                    &old_data,
-                    &new_data,
-                    path,
-                    a.is_some(),
-                    b.is_some(),
-                ))
-            };
-            if let Some((body, plus, minus)) = &text {
-                change.lines_added = *plus;
-                change.lines_removed = *minus;
-                if let Some(patch) = result.patch.as_mut() {
-                    patch.push_str(&header(path, a, b, status));
-                    patch.push_str(body);
-                }
-            } else if let Some(patch) = result.patch.as_mut() {
-                patch.push_str(&header(path, a, b, status));
-                if old_data != new_data {
-                    patch.push_str(&format!(
-                        "Binary files {} and {} differ\n",
-                        side_name("a", path, a),
-                        side_name("b", path, b)
-                    ));
-                }
-            }
+        if let Some(patch) = result.patch.as_mut() {
+            patch.push_str(&text);
         }
         result.files.push(change);
     }
     Ok(result)
+}
+
+/// The diff from tree `old` to tree `new` within `paths`, as much of it as `page` asks for
+/// (see [`Page`]).
+pub fn diff_page(
+    repo: &gix::Repository,
+    trees: (Option<gix::ObjectId>, Option<gix::ObjectId>),
+    paths: &[gix::bstr::BString],
+    (with_patch, with_counts): (bool, bool),
+    page: Page,
+) -> Result<DiffResult, StoreError> {
+    let max_files = page.max_files.unwrap_or(usize::MAX);
+    let end = page.max_bytes.map(|m| page.offset.saturating_add(m));
+    let mut result = DiffResult {
+        patch: with_patch.then(String::new),
+        ..DiffResult::default()
+    };
+    let mut at = 0u64;
+    let mut patch_full = !with_patch;
+    let complete = changes_in_order(repo, trees.0, trees.1, paths, &mut |c| {
+        let files_full = result.files.len() >= max_files;
+        if files_full && patch_full {
+            return Ok(ControlFlow::Break(()));
+        }
+        let text = (with_counts && !files_full) || !patch_full;
+        let Some((change, chunk)) = describe(repo, &c, text)? else {
+            return Ok(ControlFlow::Continue(()));
+        };
+        if !files_full {
+            result.files.push(change);
+        }
+        if let (false, Some(patch)) = (patch_full, result.patch.as_mut()) {
+            let (start, stop) = (at, at + chunk.len() as u64);
+            at = stop;
+            let from = page.offset.max(start);
+            let to = end.map_or(stop, |e| e.min(stop));
+            if from < to {
+                patch.push_str(&chunk[cut(&chunk, from - start)..cut(&chunk, to - start)]);
+            }
+            if end.is_some_and(|e| stop >= e) {
+                patch_full = true;
+                // Where the next part starts, if any text is left in this file's part.
+                result.next_offset = end.filter(|e| *e < stop);
+            }
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    if !complete {
+        // Text is left after this part (in later files) and so are files.
+        if with_patch && result.next_offset.is_none() {
+            result.next_offset = end;
+        }
+        if max_files > 0 && result.files.len() >= max_files {
+            result.files_total = Some(count_changes_within(repo, trees.0, trees.1, paths)?);
+        }
+    }
+    Ok(result)
+}
+
+/// The nearest character boundary at or before byte `at` of `text`.
+fn cut(text: &str, at: u64) -> usize {
+    let mut at = (at as usize).min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// One change described: its entry of the file list and, when `with_text`, its line counts
+/// and its part of the patch (a header and the hunks, or `Binary files … differ`). None for a
+/// change that is none.
+fn describe(
+    repo: &gix::Repository,
+    c: &TreeChange,
+    with_text: bool,
+) -> Result<Option<(FileChange, String)>, StoreError> {
+    let (a, b, path) = (c.old.as_ref(), c.new.as_ref(), &c.path);
+    let status = match (a, b) {
+        (None, Some(_)) => ChangeStatus::Added,
+        (Some(_), None) => ChangeStatus::Deleted,
+        (Some(x), Some(y)) if (x.kind == EntryKind::Link) != (y.kind == EntryKind::Link) => {
+            ChangeStatus::TypeChanged
+        }
+        (Some(x), Some(y)) if x.id == y.id => ChangeStatus::ModeChanged,
+        (Some(_), Some(_)) => ChangeStatus::Modified,
+        (None, None) => return Ok(None),
+    };
+    let mut change = FileChange {
+        path: path.to_str_lossy().into_owned(),
+        path_bytes: crate::model::path_bytes(path),
+        status,
+        old_mode: a.map(|s| mode_text(s.kind)),
+        new_mode: b.map(|s| mode_text(s.kind)),
+        binary: false,
+        lines_added: 0,
+        lines_removed: 0,
+    };
+    let mut text = String::new();
+    if !with_text {
+        return Ok(Some((change, text)));
+    }
+    let old_data = a
+        .map(|s| load_blob(repo, s))
+        .transpose()?
+        .unwrap_or_default();
+    let new_data = b
+        .map(|s| load_blob(repo, s))
+        .transpose()?
+        .unwrap_or_default();
+    change.binary = is_binary(&old_data) || is_binary(&new_data);
+    text.push_str(&header(path, a, b, status));
+    if change.binary {
+        if old_data != new_data {
+            text.push_str(&format!(
+                "Binary files {} and {} differ\n",
+                side_name("a", path, a),
+                side_name("b", path, b)
+            ));
+        }
+    } else {
+        let (body, plus, minus) = unified(&old_data, &new_data, path, a.is_some(), b.is_some());
+        change.lines_added = plus;
+        change.lines_removed = minus;
+        text.push_str(&body);
+    }
+    Ok(Some((change, text)))
 }
 
 fn mode_text(kind: EntryKind) -> String {
@@ -250,4 +345,63 @@ pub(crate) fn unified(
         .header(&a, &b)
         .to_string();
     (body, plus, minus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A patch read page by page, each as long as asked (a character never split), is the whole
+    /// patch; a file list cut at a number says how many files there are.
+    #[test]
+    fn pages_of_a_diff_make_the_whole_diff() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = gix::init_bare(dir.path()).unwrap();
+        let tree = |files: &[(&str, String)]| {
+            let empty = gix::ObjectId::empty_tree(gix::hash::Kind::Sha1);
+            let mut editor = repo.edit_tree(empty).unwrap();
+            for (path, content) in files {
+                let blob = repo.write_blob(content.as_bytes()).unwrap().detach();
+                editor.upsert(*path, EntryKind::Blob, blob).unwrap();
+            }
+            editor.write().unwrap().detach()
+        };
+        let old = tree(&[("a.txt", "one\n".into()), ("z/é.txt", "é\n".repeat(50))]);
+        let new = tree(&[
+            ("a.txt", "two\n".into()),
+            ("b.bin", "\0\u{1}".into()),
+            ("z/é.txt", "è€\n".repeat(50)),
+        ]);
+        let trees = (Some(old), Some(new));
+        let whole = diff_page(&repo, trees, &[], (true, true), Page::default()).unwrap();
+        let whole_patch = whole.patch.clone().unwrap();
+        assert_eq!(whole.files.len(), 3);
+        assert_eq!((whole.files_total, whole.next_offset), (None, None));
+        for size in [1, 7, 64, 1000] {
+            let (mut text, mut offset) = (String::new(), Some(0));
+            while let Some(at) = offset {
+                let page = Page {
+                    max_files: Some(0),
+                    offset: at,
+                    max_bytes: Some(size),
+                };
+                let part = diff_page(&repo, trees, &[], (true, false), page).unwrap();
+                let patch = part.patch.unwrap();
+                assert!(patch.len() as u64 <= size + 3, "{size}: {}", patch.len());
+                text.push_str(&patch);
+                assert!(part.files.is_empty());
+                offset = part.next_offset;
+            }
+            assert_eq!(text, whole_patch, "pages of {size}");
+        }
+        let cut = Page {
+            max_files: Some(2),
+            ..Page::default()
+        };
+        let listed = diff_page(&repo, trees, &[], (false, true), cut).unwrap();
+        assert_eq!(listed.files.len(), 2);
+        assert_eq!(listed.files_total, Some(3));
+        assert_eq!(listed.files[0].lines_added, 1);
+        assert!(listed.files[1].binary);
+    }
 }

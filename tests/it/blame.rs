@@ -26,6 +26,16 @@ fn prompt(env: &TestEnv, project: &Path, prompt: &str) {
     stdin.write_all(input.to_string().as_bytes()).unwrap();
     drop(stdin);
     assert!(child.wait().unwrap().success());
+    // A hook gives up waiting after 2 s (on a loaded machine the checkpoint then finishes
+    // behind it): the next turn's writes must come after this prompt's checkpoint.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while env.json_in(project, &["list", "-n", "1"])[0]["label"] != prompt {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{prompt} was never recorded"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// `(text, prompt or origin)` of each line of `ckpt blame path`.

@@ -37,6 +37,9 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         patch: !args.stat && !args.name_only,
         counts: !args.name_only,
         dialog: args.dialog,
+        max_files: None,
+        offset: 0,
+        max_bytes: None,
     };
     let d = ctx.connect()?.call::<rpc::Diff>(&params)?;
     ctx.say_resolved(&args.id, &d.from);

@@ -87,7 +87,11 @@ fn rows(list: &[Checkpoint]) {
         let mut row = vec![c.id.short()];
         if whose {
             row.push(match &c.origin {
-                Some(o) => format!("{} ({})", o.who, o.remote),
+                Some(o) => format!(
+                    "{} ({})",
+                    crate::client::output::printable(&o.who),
+                    o.remote
+                ),
                 None => "you".into(),
             });
         }
@@ -134,7 +138,7 @@ fn graph(checkpoints: &[Checkpoint]) {
         let origin = chain
             .last()
             .filter(|c| c.label.starts_with("forked from "))
-            .map(|c| format!("  ({})", c.label))
+            .map(|c| format!("  ({})", crate::client::output::one_line(&c.label, 100)))
             .unwrap_or_default();
         outln!("{dialog}  session {active} active{origin}");
         let mut session = active;

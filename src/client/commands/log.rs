@@ -191,7 +191,7 @@ pub fn log(
 
 /// A prompt's first three lines, indented.
 fn print_prompt(text: &str) {
-    for line in text.lines().take(3) {
+    for line in crate::client::output::printable_lines(text).take(3) {
         outln!("    {line}");
     }
     if text.lines().count() > 3 {

@@ -92,6 +92,8 @@ pub fn select(
         id: chosen,
         files: false,
         dialog,
+        max_entries: Some(0),
+        counts: false,
     };
     let shown = ctx.connect()?.call::<rpc::Show>(&params)?.checkpoint;
     if n.is_none() {
@@ -249,7 +251,7 @@ pub fn say_forked(f: &Forked, dry_run: bool) {
         ),
     }
     outln!("the prompt, to edit and send again:");
-    for line in f.prompt.lines() {
+    for line in crate::client::output::printable_lines(&f.prompt) {
         outln!("    {line}");
     }
 }

@@ -1,20 +1,42 @@
 //! `ckpt show`: one checkpoint, its changes against its parent, and its skipped files.
 
 use super::Ctx;
-use crate::client::output::{self, counts, one_line, one_path, relative_time, short};
+use crate::client::output::{
+    self, counts, one_line, one_path, printable, printable_lines, relative_time, short,
+};
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, ShowParams};
 use crate::protocol::results::ChangeStatus;
 
-pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result<i32, ClientError> {
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
+    pub id: String,
+    /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
+    #[arg(long, value_name = "D")]
+    pub dialog: Option<String>,
+    /// Also list every file in the checkpoint.
+    #[arg(long)]
+    pub files: bool,
+    /// At most N changed files (and N files with --files); 0: every one.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub limit: usize,
+}
+
+pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     let params = ShowParams {
         project: ctx.project(),
-        id: id.clone(),
-        files,
-        dialog,
+        id: args.id.clone(),
+        files: args.files,
+        dialog: args.dialog,
+        max_entries: Some(match args.limit {
+            0 => usize::MAX,
+            n => n,
+        }),
+        counts: true,
     };
     let shown = ctx.connect()?.call::<rpc::Show>(&params)?;
-    ctx.say_resolved(&id, &shown.checkpoint.id);
+    ctx.say_resolved(&args.id, &shown.checkpoint.id);
     if ctx.out.json(&shown) {
         return Ok(0);
     }
@@ -23,7 +45,11 @@ pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result
     outln!("checkpoint {}", c.id);
     outln!("dialog     {}  #{}  {}", c.dialog, c.seq, c.kind);
     if let Some(o) = &c.origin {
-        outln!("from       {} (fetched from remote {})", o.who, o.remote);
+        outln!(
+            "from       {} (fetched from remote {})",
+            printable(&o.who),
+            o.remote
+        );
     }
     outln!(
         "created    {} ({})",
@@ -31,7 +57,7 @@ pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result
         relative_time(&c.created_at)
     );
     if let Some(m) = &c.message_id {
-        outln!("message    {m}");
+        outln!("message    {}", printable(m));
     }
     if let Some(i) = &c.imported {
         let origin = match &i.dialog {
@@ -41,7 +67,7 @@ pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result
         outln!(
             "imported   from {} ({origin}, {}, made {})",
             short(&i.from),
-            i.ref_name.as_deref().unwrap_or(""),
+            printable(i.ref_name.as_deref().unwrap_or("")),
             i.created_at
         );
     }
@@ -52,14 +78,32 @@ pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result
     outln!("files      {} ({}{parent})", c.files, counts(c));
     if !c.label.is_empty() {
         outln!("label");
-        for line in c.label.lines() {
+        for line in printable_lines(&c.label) {
             outln!("    {line}");
         }
     }
     if !shown.changes.is_empty() {
         outln!("changes");
         for ch in &shown.changes {
-            outln!("  {}  {}", status_letter(ch.status), one_path(&ch.path));
+            let lines = match ch.binary {
+                true => "binary".to_string(),
+                false => format!("+{} -{}", ch.lines_added, ch.lines_removed),
+            };
+            outln!(
+                "  {}  {}  {lines}",
+                status_letter(ch.status),
+                one_path(&ch.path)
+            );
+        }
+        let left = shown
+            .changes_total
+            .saturating_sub(shown.changes.len() as u64);
+        if left > 0 {
+            let parent = c.parent.map(|p| p.short().to_string()).unwrap_or_default();
+            outln!(
+                "  … and {left} more (--limit 0 shows them all; or `ckpt diff {parent} {} --name-only`)",
+                c.id.short()
+            );
         }
     }
     if !c.skipped.is_empty() {
@@ -69,11 +113,11 @@ pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result
         }
     }
     if !c.tags.is_empty() {
-        outln!("tags       {}", c.tags.join(", "));
+        outln!("tags       {}", printable(&c.tags.join(", ")));
     }
     if let Some(notes) = &c.notes {
         outln!("notes");
-        for line in notes.lines() {
+        for line in printable_lines(notes) {
             outln!("    {line}");
         }
     }
@@ -82,6 +126,14 @@ pub fn run(ctx: &Ctx, id: String, dialog: Option<String>, files: bool) -> Result
     }
     for f in shown.file_list.iter().flatten() {
         outln!("  {} {} {}", f.mode, short(&f.blob), one_path(&f.path));
+    }
+    if let (Some(listed), Some(total)) = (&shown.file_list, shown.file_list_total) {
+        if total > listed.len() as u64 {
+            outln!(
+                "  … and {} more files (--limit 0 lists them all)",
+                total - listed.len() as u64
+            );
+        }
     }
     Ok(0)
 }

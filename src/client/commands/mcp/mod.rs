@@ -94,14 +94,103 @@ pub fn serve(ctx: &Ctx, allow_restore: bool) -> Result<i32, ClientError> {
         allow_restore,
     };
     runtime.block_on(async move {
+        let (input, output, written) = parse_errors_answered();
         let running = server
-            .serve(rmcp::transport::stdio())
+            .serve((input, output))
             .await
             .map_err(|e| ClientError::Other(format!("MCP: {e}")))?;
         running
             .waiting()
             .await
             .map_err(|e| ClientError::Other(format!("MCP: {e}")))?;
+        // The server's last answers are on their way to stdout.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), written).await;
         Ok(0)
     })
+}
+
+/// The longest line read from the client (a request with a large file's path list fits).
+const MAX_LINE: usize = 64 << 20;
+/// Unparsable lines answered in a row; past that they are dropped until a line parses (a peer
+/// that answered each error with more garbage would never stop otherwise).
+const ANSWERED_IN_A_ROW: usize = 10;
+
+/// stdin and stdout for the SDK's server, with a line that is not JSON answered with JSON-RPC's
+/// parse error (`-32700`, id null) instead of dropped without a word: lines from stdin that
+/// parse go on to the server, the others are answered here, and the server's lines and these
+/// answers reach stdout whole, one at a time.
+fn parse_errors_answered() -> (
+    tokio::io::DuplexStream,
+    tokio::io::DuplexStream,
+    tokio::task::JoinHandle<()>,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let (to_server, server_in) = tokio::io::duplex(1 << 16);
+    let (server_out, from_server) = tokio::io::duplex(1 << 16);
+    let (errors_tx, mut errors) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
+    tokio::spawn(async move {
+        let mut to_server = to_server;
+        let mut stdin = BufReader::new(tokio::io::stdin());
+        let mut in_a_row = 0;
+        loop {
+            let mut line = Vec::new();
+            let read = (&mut stdin)
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .await;
+            let Ok(n) = read else { break };
+            if n == 0 {
+                break;
+            }
+            let text = line
+                .strip_prefix(b"\xef\xbb\xbf".as_slice())
+                .unwrap_or(&line);
+            let blank = text.iter().all(u8::is_ascii_whitespace);
+            let parses = serde_json::from_slice::<serde::de::IgnoredAny>(text).is_ok();
+            if blank || (parses && line.len() <= MAX_LINE) {
+                in_a_row = 0;
+                if to_server.write_all(&line).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            if line.len() > MAX_LINE {
+                // The rest of the line is dropped with it.
+                let mut rest = Vec::new();
+                let _ = stdin.read_until(b'\n', &mut rest).await;
+            }
+            in_a_row += 1;
+            if in_a_row <= ANSWERED_IN_A_ROW {
+                let error = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+                    "code": -32700, "message": "Parse error: the line is not JSON"}});
+                let _ = errors_tx.send(format!("{error}\n").into_bytes()).await;
+            }
+        }
+        let _ = to_server.shutdown().await;
+    });
+    let written = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        let mut from_server = BufReader::new(from_server);
+        let (mut server_open, mut errors_open) = (true, true);
+        while server_open || errors_open {
+            let mut line = Vec::new();
+            tokio::select! {
+                read = from_server.read_until(b'\n', &mut line), if server_open => {
+                    if !matches!(read, Ok(n) if n > 0) {
+                        server_open = false;
+                    }
+                }
+                error = errors.recv(), if errors_open => match error {
+                    Some(error) => line = error,
+                    None => errors_open = false,
+                },
+            }
+            if !line.is_empty()
+                && (stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err())
+            {
+                break;
+            }
+        }
+    });
+    (server_in, server_out, written)
 }

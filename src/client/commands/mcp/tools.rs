@@ -149,6 +149,8 @@ pub fn call(
                 id: required("id")?,
                 files: false,
                 dialog: None,
+                max_entries: Some(MAX_ENTRIES),
+                counts: true,
             };
             let s = conn.call::<rpc::Show>(&params).map_err(failed)?;
             let c = &s.checkpoint;
@@ -156,35 +158,38 @@ pub fn call(
                 .changes
                 .iter()
                 .take(MAX_ENTRIES)
-                .map(|f| json!({"path": f.path, "status": f.status}))
+                .map(|f| {
+                    json!({"path": f.path, "status": f.status,
+                    "lines_added": f.lines_added, "lines_removed": f.lines_removed})
+                })
                 .collect();
             Ok(
                 json!({"id": c.id, "kind": c.kind, "label": c.label, "dialog": c.dialog,
                 "seq": c.seq, "created_at": c.created_at, "added": c.added,
                 "modified": c.modified, "deleted": c.deleted, "skipped": c.skipped,
-                "changes": changes, "changes_total": s.changes.len()}),
+                "changes": changes, "changes_total": s.changes_total}),
             )
         }
         "diff" => {
+            // The daemon makes just this page (it stops once the page is full).
             let params = DiffParams {
                 project: ctx.project(),
                 from: required("from")?,
                 to: text("to"),
                 paths: paths(),
                 patch: true,
-                counts: true,
+                counts: false,
                 dialog: None,
+                max_files: Some(0),
+                offset: number("offset", 0, usize::MAX) as u64,
+                max_bytes: Some(number("max_bytes", DEFAULT_BYTES, MAX_BYTES).max(1) as u64),
             };
             let d = conn.call::<rpc::Diff>(&params).map_err(failed)?;
-            let patch = d.diff.patch.unwrap_or_default();
-            let (part, next) = page_of(
-                &patch,
-                number("offset", 0, usize::MAX),
-                number("max_bytes", DEFAULT_BYTES, MAX_BYTES),
-            );
+            let part = d.diff.patch.unwrap_or_default();
+            let next = d.diff.next_offset;
             Ok(
                 json!({"from": d.from, "to": d.to, "diff": part, "next_offset": next,
-                "total_bytes": patch.len()}),
+                "truncated": next.is_some()}),
             )
         }
         "blame" => {
@@ -294,48 +299,4 @@ fn restore(
         "note": if confirm { "restored; `ckpt undo` takes it back" }
             else { "a plan only: nothing changed; call again with confirm: true once the user agrees" },
     }))
-}
-
-/// `text[offset..]`, at most `max` bytes (cut at a character boundary), and where the next part
-/// starts.
-fn page_of(text: &str, offset: usize, max: usize) -> (&str, Option<usize>) {
-    let start = floor_boundary(text, offset.min(text.len()));
-    let end = floor_boundary(text, start.saturating_add(max).min(text.len()));
-    let end = if end == start && start < text.len() {
-        // A character longer than `max`: return it whole.
-        text[start..]
-            .char_indices()
-            .nth(1)
-            .map_or(text.len(), |(i, _)| start + i)
-    } else {
-        end
-    };
-    (&text[start..end], (end < text.len()).then_some(end))
-}
-
-fn floor_boundary(text: &str, mut i: usize) -> usize {
-    while !text.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pages_cut_at_character_boundaries() {
-        let text = "aé€😀z";
-        let mut offset = Some(0);
-        let mut parts = Vec::new();
-        while let Some(at) = offset {
-            let (part, next) = page_of(text, at, 2);
-            parts.push(part);
-            offset = next;
-        }
-        assert_eq!(parts.concat(), text);
-        assert!(parts.iter().all(|p| !p.is_empty()));
-        assert_eq!(page_of(text, 99, 5), ("", None));
-    }
 }

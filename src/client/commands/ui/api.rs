@@ -22,6 +22,10 @@ use crate::protocol::methods::{
     rpc, DiffParams, ListParams, NoParams, RestoreParams, ShowParams, SubscribeParams, UndoParams,
 };
 
+/// The most files of one change the page is sent at once, and the most bytes of its diff.
+const PAGE_FILES: usize = 1000;
+const PAGE_PATCH_BYTES: u64 = 2 << 20;
+
 /// What the handlers are served with.
 pub struct Ui {
     pub ctx: Ctx,
@@ -106,6 +110,8 @@ pub async fn show(State(ui): State<Arc<Ui>>, Query(q): Query<ShowQuery>) -> Resp
             id: q.id,
             files: false,
             dialog: None,
+            max_entries: Some(PAGE_FILES),
+            counts: true,
         })
     })
     .await
@@ -122,6 +128,9 @@ pub async fn diff(State(ui): State<Arc<Ui>>, Query(q): Query<DiffQuery>) -> Resp
             patch: true,
             counts: true,
             dialog: None,
+            max_files: Some(PAGE_FILES),
+            offset: 0,
+            max_bytes: Some(PAGE_PATCH_BYTES),
         })
     })
     .await

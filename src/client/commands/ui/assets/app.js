@@ -41,6 +41,16 @@ function el(tag, cls, text) {
   return e;
 }
 
+// A file name as it is, its control characters spelled out: a newline in a name would look
+// like a space, and two files would look like one.
+function shownPath(path) {
+  return String(path).replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => {
+    if (c === "\n") return "\\n";
+    if (c === "\t") return "\\t";
+    return "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0");
+  });
+}
+
 function button(text, testid, onclick, cls) {
   const b = el("button", cls || "", text);
   b.type = "button";
@@ -368,7 +378,7 @@ async function openEntry(c) {
       if (!c.parent) {
         const shown = await get("show", { project: state.project, id: c.id });
         if (state.open !== c) return;
-        renderDiff(diff, "The first checkpoint: every file added", { files: shown.changes, patch: "" });
+        renderDiff(diff, "The first checkpoint: every file added", { files: shown.changes, patch: "", files_total: shown.changes_total });
         return;
       }
       from = c.parent; to = c.id;
@@ -400,7 +410,7 @@ function renderDiff(target, caption, result) {
   const list = el("ul", "files");
   for (const f of files) {
     const li = el("li", `file status-${f.status}`);
-    li.append(el("span", "status", STATUS[f.status] || "?"), el("span", "path", f.path));
+    li.append(el("span", "status", STATUS[f.status] || "?"), el("span", "path", shownPath(f.path)));
     li.append(el("span", "add", f.binary ? "binary" : `+${f.lines_added}`));
     if (!f.binary) li.append(el("span", "del", `−${f.lines_removed}`));
     li.addEventListener("click", () => {
@@ -410,7 +420,13 @@ function renderDiff(target, caption, result) {
     list.append(li);
   }
   parts.push(list);
+  if (result.files_total && result.files_total > files.length) {
+    parts.push(el("p", "muted", `… and ${result.files_total - files.length} more files (use \`ckpt diff\`)`));
+  }
   for (const section of splitPatch(result.patch || "")) parts.push(renderFile(section));
+  if (result.next_offset) {
+    parts.push(el("p", "muted", "The diff goes on beyond what the page shows (use `ckpt diff`)."));
+  }
   target.replaceChildren(...parts);
 }
 
@@ -492,14 +508,14 @@ function pathList(title, cls, paths) {
   const box = el("div", `plan-group ${cls}`);
   box.append(el("h4", "", `${title} (${paths.length})`));
   const ul = el("ul", "");
-  for (const p of paths.slice(0, 500)) ul.append(el("li", "", p));
+  for (const p of paths.slice(0, 500)) ul.append(el("li", "", shownPath(p)));
   if (paths.length > 500) ul.append(el("li", "muted", `… and ${paths.length - 500} more`));
   box.append(ul);
   return box;
 }
 
 function outcome(result) {
-  const skipped = (result.skipped || []).map((s) => `${s.path}: ${s.reason}${s.detail ? ` (${s.detail})` : ""}`);
+  const skipped = (result.skipped || []).map((s) => `${shownPath(s.path)}: ${s.reason}${s.detail ? ` (${s.detail})` : ""}`);
   return [
     pathList("written", "write", result.written || []),
     pathList("deleted", "delete", result.deleted || []),

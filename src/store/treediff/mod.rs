@@ -1,22 +1,20 @@
 //! Differences between two stored trees, descending only into subtrees whose ids differ, so
-//! the cost follows the size of the change, not of the project.
+//! the cost follows the size of the change, not of the project. Two walks: the quick one here
+//! (changes in any order: counts, and lists sorted after), and [`ordered`], which yields them
+//! in path order one at a time, for answers that stop when they are full.
 
-use std::cmp::Ordering;
+mod entries;
+mod ordered;
 
-use gix::bstr::{BStr, BString, ByteSlice};
+use gix::bstr::{BString, ByteSlice};
 use gix::ObjectId;
 
-use super::tree::{within, FileState};
-use super::StoreError;
 use crate::filter::join_rel;
-
-/// One file that differs: absent on one side, or different in mode or content.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TreeChange {
-    pub path: BString,
-    pub old: Option<FileState>,
-    pub new: Option<FileState>,
-}
+use crate::store::tree::within;
+use crate::store::StoreError;
+pub use entries::TreeChange;
+use entries::{relevant, split, step, tree_data, Listing, Step};
+pub use ordered::changes_in_order;
 
 /// The file-level changes from tree `old` to tree `new` (None: empty), limited to `paths`
 /// (files or folders; everything when empty), sorted by path.
@@ -44,6 +42,18 @@ pub fn count_tree_changes(
     Ok(counts)
 }
 
+/// How many files differ from tree `old` to tree `new` within `paths` (everything when empty).
+pub fn count_changes_within(
+    repo: &gix::Repository,
+    old: Option<ObjectId>,
+    new: Option<ObjectId>,
+    paths: &[BString],
+) -> Result<u64, StoreError> {
+    let mut n = 0;
+    walk(repo, old, new, paths, &mut |_| n += 1)?;
+    Ok(n)
+}
+
 /// Counts `changes` as [`count_tree_changes`] does: (added, modified, deleted).
 pub fn count_changes<'a>(changes: impl IntoIterator<Item = &'a TreeChange>) -> (u64, u64, u64) {
     let mut counts = (0, 0, 0);
@@ -59,68 +69,6 @@ fn tally(counts: &mut (u64, u64, u64), c: &TreeChange) {
         (Some(_), Some(_)) => counts.1 += 1,
         (Some(_), None) => counts.2 += 1,
         (None, None) => {}
-    }
-}
-
-/// True when `path` is within `paths` or leads to one of them.
-fn relevant(path: &BStr, paths: &[BString]) -> bool {
-    within(path, paths)
-        || paths
-            .iter()
-            .any(|p| p.starts_with(path) && p.get(path.len()) == Some(&b'/'))
-}
-
-/// One side of a folder's comparison: the entries of a stored tree in git's order (a folder's
-/// name compared as if it ended in `/`).
-struct Listing<'a> {
-    entries: Vec<gix::objs::tree::EntryRef<'a>>,
-}
-
-impl<'a> Listing<'a> {
-    fn new(data: &'a [u8]) -> Result<Listing<'a>, StoreError> {
-        let mut entries = gix::objs::TreeRef::from_bytes(data, gix::hash::Kind::Sha1)
-            .map_err(|e| StoreError::git("decoding a tree", e))?
-            .entries;
-        if !entries
-            .windows(2)
-            .all(|w| w[0].cmp(&w[1]) == Ordering::Less)
-        {
-            // Not in git's order (a tree git itself would refuse): sorted here, and of a name
-            // listed twice the last counts, so the comparison still pairs entries by name.
-            entries.sort();
-            entries.reverse();
-            entries.dedup_by(|later, earlier| (*later).cmp(earlier) == Ordering::Equal);
-            entries.reverse();
-        }
-        Ok(Listing { entries })
-    }
-}
-
-/// The bytes of tree `id` (empty for None).
-fn tree_data(repo: &gix::Repository, id: Option<ObjectId>) -> Result<Vec<u8>, StoreError> {
-    let Some(id) = id else {
-        return Ok(Vec::new());
-    };
-    let tree = repo
-        .find_object(id)
-        .map_err(|e| StoreError::git("reading a tree", e))?
-        .try_into_tree()
-        .map_err(|e| StoreError::git("reading a tree", e))?;
-    Ok(tree.detach().data)
-}
-
-/// What a differing entry is on one side: a folder (its tree) or a file.
-fn split(e: Option<&gix::objs::tree::EntryRef<'_>>) -> (Option<ObjectId>, Option<FileState>) {
-    match e {
-        Some(e) if e.mode.is_tree() => (Some(e.oid.to_owned()), None),
-        Some(e) => (
-            None,
-            Some(FileState {
-                kind: e.mode.kind(),
-                id: e.oid.to_owned(),
-            }),
-        ),
-        None => (None, None),
     }
 }
 
@@ -158,21 +106,14 @@ fn compare(
     let (a, b) = (Listing::new(&a_data)?, Listing::new(&b_data)?);
     let (mut i, mut j) = (0, 0);
     loop {
-        let (ea, eb) = match (a.entries.get(i), b.entries.get(j)) {
-            (None, None) => break,
-            (Some(x), None) => (Some(x), None),
-            (None, Some(y)) => (None, Some(y)),
-            // Git's order (`Ord` of an entry): by name, a folder's as if it ended in `/`.
-            (Some(x), Some(y)) => match x.cmp(y) {
-                Ordering::Less => (Some(x), None),
-                Ordering::Greater => (None, Some(y)),
-                Ordering::Equal if x.oid == y.oid && x.mode == y.mode => {
-                    i += 1;
-                    j += 1;
-                    continue;
-                }
-                Ordering::Equal => (Some(x), Some(y)),
-            },
+        let (ea, eb) = match step(a.entries.get(i), b.entries.get(j)) {
+            Step::Done => break,
+            Step::Same => {
+                i += 1;
+                j += 1;
+                continue;
+            }
+            Step::Differ(ea, eb) => (ea, eb),
         };
         i += usize::from(ea.is_some());
         j += usize::from(eb.is_some());
@@ -205,6 +146,7 @@ mod tests {
 
     use super::*;
     use crate::store::tree::read_tree;
+    use crate::store::tree::FileState;
 
     /// A small deterministic generator (xorshift), so a failure names its seed.
     struct Rng(u64);
@@ -325,6 +267,13 @@ mod tests {
                     by_listing(&repo, old, new, paths),
                     "seed {seed}, paths {paths:?}"
                 );
+                let mut in_order = Vec::new();
+                changes_in_order(&repo, Some(old), Some(new), paths, &mut |c| {
+                    in_order.push(c);
+                    Ok(std::ops::ControlFlow::Continue(()))
+                })
+                .unwrap();
+                assert_eq!(in_order, walked, "in order: seed {seed}, paths {paths:?}");
             }
             let all = by_listing(&repo, old, new, &[]);
             let count = |f: fn(&TreeChange) -> bool| all.iter().filter(|c| f(c)).count() as u64;
