@@ -62,6 +62,16 @@ pub const BUILT_IN_EXCLUSIONS: &[&str] = &[
     "id_ed25519_sk",
     "*.pem",
     "*.key",
+    // The files `ckpt hook install` and `ckpt mcp install` write in a project: they are this
+    // machine's wiring (an absolute path to this `ckpt`), not the project's history. A restore
+    // of a checkpoint taken before the install would switch recording off, and a teammate's
+    // would install their path; kept out, they are never captured, restored or pushed.
+    "**/.claude/settings.local.json",
+    "**/.codex/hooks.json",
+    "**/.gemini/settings.json",
+    "**/.cursor/hooks.json",
+    "**/.cursor/mcp.json",
+    "**/.github/hooks/ckpt.json",
 ];
 
 #[derive(Debug, Clone, Deserialize, Default)]

@@ -136,27 +136,24 @@ pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown>
     let mut c = store.resolve_in(&repo, &params.id, params.dialog.as_deref())?;
     store.load_meta(&repo, &mut c)?;
     store.annotate(&repo, std::slice::from_mut(&mut c))?;
-    let parent_tree = match &c.parent {
-        Some(parent) => Some(parse_id(
-            &store.checkpoint(&repo, parent.object_id())?.tree,
-        )?),
-        None => None,
-    };
     let tree = parse_id(&c.tree)?;
     let limit = params.max_entries.unwrap_or(SHOW_ENTRIES);
     let page = Page {
         max_files: Some(limit),
         ..Page::default()
     };
-    let changed = diff_page(
-        &repo,
-        (parent_tree, Some(tree)),
-        &[],
-        (false, params.counts),
-        page,
-    )?;
-    let changes_total = changed.files_total.unwrap_or(changed.files.len() as u64);
-    let mut truncated = changed.files_total.is_some();
+    let pruned = parent_tree(store, &repo, &c)?;
+    let (changes, changes_total, mut truncated) = match pruned {
+        Some(parent) => {
+            let trees = (parent, Some(tree));
+            let changed = diff_page(&repo, trees, &[], (false, params.counts), page)?;
+            let total = changed.files_total.unwrap_or(changed.files.len() as u64);
+            (changed.files, total, changed.files_total.is_some())
+        }
+        // Retention pruned its parent: its changes are known by their counts only.
+        None => (Vec::new(), c.added + c.modified + c.deleted, false),
+    };
+    let parent_pruned = pruned.is_none();
     let (file_list, file_list_total) = match params.files {
         true => {
             let files = store.files_of(&repo, &c)?;
@@ -173,12 +170,29 @@ pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown>
     };
     Ok(r::Shown {
         checkpoint: c.into(),
-        changes: changed.files.into_iter().map(Into::into).collect(),
+        changes: changes.into_iter().map(Into::into).collect(),
         changes_total,
+        parent_pruned,
         file_list,
         file_list_total,
         truncated,
     })
+}
+
+/// The tree of `c`'s parent (`Some(None)`: it has none), or None when retention pruned it.
+fn parent_tree(
+    store: &crate::store::Store,
+    repo: &gix::Repository,
+    c: &crate::store::Checkpoint,
+) -> Result<Option<Option<gix::ObjectId>>> {
+    let Some(parent) = &c.parent else {
+        return Ok(Some(None));
+    };
+    match store.checkpoint(repo, parent.object_id()) {
+        Ok(p) => Ok(Some(Some(parse_id(&p.tree)?))),
+        Err(_) if store.shallow()?.contains(&c.id.object_id()) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub fn diff_checkpoints(p: &Project, o: &mut Opened, params: DiffParams) -> Result<r::Diffed> {
@@ -270,6 +284,13 @@ pub fn export_patch(_: &Project, o: &mut Opened, params: ExportPatchParams) -> R
     let to = store.resolve(&repo, &params.id)?;
     let from = match (&params.against, &to.parent) {
         (Some(other), _) => Some(store.resolve(&repo, other)?),
+        (None, Some(_)) if parent_tree(store, &repo, &to)?.is_none() => {
+            return Err(Error::invalid(format!(
+                "the checkpoint before {} was pruned by retention: name one to diff against \
+                 (--against)",
+                to.id.short()
+            )))
+        }
         (None, Some(parent)) => Some(store.checkpoint(&repo, parent.object_id())?),
         (None, None) => None,
     };

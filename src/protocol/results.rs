@@ -178,6 +178,9 @@ pub struct Shown {
     /// How many files it changed against its parent (`changes` may hold fewer).
     #[serde(default)]
     pub changes_total: u64,
+    /// Retention pruned its parent: `changes` is empty, the counts are as recorded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parent_pruned: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_list: Option<Vec<TreeFile>>,
     /// How many files the checkpoint holds, when `file_list` was asked for.

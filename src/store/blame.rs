@@ -219,6 +219,8 @@ impl Store {
         let mut open: Vec<(usize, usize)> = Vec::new();
         let mut lines = vec![None; current_ids.len()];
         let mut reader = Reader::new(self)?;
+        // Retention cut the history below these: the walk stops there, cleanly.
+        let cut = self.shallow()?;
         let repo = reader.step()?;
         let Some(mut at_blob) = files.at(repo, parse_id(&walk[0].tree)?, path.as_bstr())? else {
             return Ok(Blamed { walk, lines });
@@ -234,7 +236,7 @@ impl Store {
         while !open.is_empty() {
             let i = walk.len() - 1;
             let repo = reader.step()?;
-            let previous = match self.previous(repo, &walk[i])? {
+            let previous = match self.previous(repo, &walk[i], &cut)? {
                 Some(p) if walk.len() < MAX_WALK => p,
                 _ => break,
             };
@@ -284,11 +286,13 @@ impl Store {
         Ok(Blamed { walk, lines })
     }
 
-    /// The checkpoint a walk goes to from `c`: the one it restored, else its parent.
+    /// The checkpoint a walk goes to from `c`: the one it restored, else its parent; none
+    /// past a retention cut (`cut`: the checkpoints whose parents were pruned).
     fn previous(
         &self,
         repo: &gix::Repository,
         c: &Checkpoint,
+        cut: &std::collections::HashSet<ObjectId>,
     ) -> Result<Option<Checkpoint>, CheckpointError> {
         // A restore continues from what it restored, when this store has it (another person's
         // restore may name a checkpoint that was sent with another id).
@@ -296,6 +300,9 @@ impl Store {
             if let Ok(restored) = self.checkpoint(repo, link.restored_to.object_id()) {
                 return Ok(Some(restored));
             }
+        }
+        if cut.contains(&c.id.object_id()) {
+            return Ok(None);
         }
         c.parent
             .map(|id| self.checkpoint(repo, id.object_id()))

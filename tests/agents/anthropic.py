@@ -55,16 +55,17 @@ def tool_results(body):
     return out
 
 
-def mcp_turn(step):
+def mcp_turn(step, tool="mcp__ckpt__list_checkpoints", arguments=None):
     """A turn that looks at ckpt's timeline through its MCP server: Claude Code defers MCP
     tools, so the model first loads the tool with ToolSearch, then calls it."""
-    tool = "mcp__ckpt__list_checkpoints"
+    if arguments is None:
+        arguments = {"limit": 10, "prompts_only": True}
     if step == 0:
         return [{"type": "tool_use", "id": "toolu_search", "name": "ToolSearch",
                  "input": {"query": "select:" + tool, "max_results": 5}}], "tool_use"
     if step == 1:
         return [{"type": "tool_use", "id": "toolu_ckpt", "name": tool,
-                 "input": {"limit": 10, "prompts_only": True}}], "tool_use"
+                 "input": arguments}], "tool_use"
     return [{"type": "text", "text": "Done."}], "end_turn"
 
 
@@ -74,6 +75,9 @@ def reply_for(body):
     if "Write" not in names:
         return [{"type": "text", "text": "ok"}], "end_turn"
     prompt, step = current_turn(body)
+    if "what-did-you-change" in prompt:
+        # The README's example: asked what it changed, the model calls `diff` as it is.
+        return mcp_turn(step, "mcp__ckpt__diff", {})
     if "use-mcp" in prompt:
         return mcp_turn(step)
     written, content, command = turn_script(prompt)

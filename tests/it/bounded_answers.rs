@@ -13,15 +13,16 @@ use serde_json::{json, Value};
 
 use crate::harness::*;
 
-/// `ckpt mcp` in the project, spoken to line by line.
-struct Mcp {
+/// `ckpt mcp` in the project, spoken to line by line (each answer waited for a minute at
+/// most).
+pub(crate) struct Mcp {
     child: std::process::Child,
     stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
+    lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Mcp {
-    fn start(env: &TestEnv) -> Mcp {
+    pub fn start(env: &TestEnv) -> Mcp {
         let mut cmd = Command::new(ckpt_bin());
         env.env(&mut cmd);
         let mut child = cmd
@@ -32,25 +33,36 @@ impl Mcp {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         Mcp {
             stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
+            lines,
             child,
         }
     }
 
-    fn send(&mut self, line: &str) {
+    pub fn send(&mut self, line: &str) {
         self.stdin.write_all(line.as_bytes()).unwrap();
         self.stdin.write_all(b"\n").unwrap();
     }
 
-    fn read(&mut self) -> Value {
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
+    pub fn read(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("ckpt mcp answered nothing within a minute");
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
     }
 
-    fn initialize(&mut self) {
+    pub fn initialize(&mut self) {
         self.send(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -62,7 +74,7 @@ impl Mcp {
         self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     }
 
-    fn call(&mut self, id: u64, tool: &str, args: Value) -> Value {
+    pub fn call(&mut self, id: u64, tool: &str, args: Value) -> Value {
         self.send(
             &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": args}})

@@ -103,7 +103,7 @@ impl<'a> Driver<'a> {
                     "--permission-mode",
                     "acceptEdits",
                 ])
-                .args(["--allowedTools", "Bash"]);
+                .args(["--allowedTools", "Bash,ToolSearch,mcp__ckpt__diff"]);
                 if let Some(id) = session {
                     cmd.args(["--resume", id]);
                 }

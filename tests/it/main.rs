@@ -19,6 +19,7 @@ mod events;
 mod exactness;
 mod exclusions;
 mod faults;
+mod first_hour;
 mod fork_places;
 mod hooks;
 mod house;

@@ -394,6 +394,44 @@ fn claude_code_calls_ckpts_mcp_server() {
     );
 }
 
+/// The README's example, as written, with the real Claude Code: after a turn that changed files,
+/// the user asks what it changed, the model calls `diff` with no arguments, and it is shown that
+/// turn's changes (not an empty diff of the question's own checkpoint).
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn claude_code_asked_what_it_changed_is_shown_its_last_turn() {
+    use crate::conversations::{Driver, Which};
+    let env = TestEnv::new();
+    let p = env.proj();
+    crate::agents::git_in_worktree(&p, &["init", "-q"]);
+    write(&p, "notes.txt", "notes\n");
+    write(&p, "old.txt", "to be deleted\n");
+    let agent = Driver::start(Which::Claude, &env, &p);
+    let out = env.ckpt_in(&p, &["mcp", "install", "claude-code"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    agent.turn(&p, "add a cache to the parser", None);
+    assert!(p.join("written-by-agent.txt").exists());
+    let session = env.json_in(&p, &["list"])[0]["dialog"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    agent.turn(
+        &p,
+        "what-did-you-change: the parser tests fail since your last change — what did you change?",
+        Some(&session),
+    );
+    let log = agent.model_log();
+    let shown = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| e["tool_results"].to_string())
+        .find(|r| r.contains("diff --git"))
+        .unwrap_or_else(|| panic!("the model was shown no diff: {log}"));
+    assert!(shown.contains("written-by-agent.txt"), "{shown}");
+    assert!(shown.contains("shell was here"), "{shown}");
+    assert!(shown.contains("your last finished turn"), "{shown}");
+}
+
 /// Codex and Gemini CLI, offline, the same way: the stand-in model calls ckpt's tool under the
 /// name the agent declares it by (Codex: `list_checkpoints` in the namespace `mcp__ckpt`; Gemini
 /// CLI: `mcp_ckpt_list_checkpoints`) and is shown the timeline's prompts.

@@ -51,13 +51,20 @@ fn a_remote_that_trickles_progress_fails_the_fetch_by_its_deadline() {
     let mut cmd = Command::new(ckpt_bin());
     env.env(&mut cmd);
     let started = Instant::now();
-    let out = cmd
+    let mut child = cmd
         .current_dir(env.proj())
         .env("CKPT_GIT_DEADLINE_SECONDS", "4")
         .args(["fetch", "slow"])
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    if wait_timeout(&mut child, Duration::from_secs(60)).is_none() {
+        let _ = child.kill();
+        panic!("the fetch was still waiting on a trickling remote after a minute");
+    }
+    let out = child.wait_with_output().unwrap();
     let took = started.elapsed();
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     let err = stderr(&out);

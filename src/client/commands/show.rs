@@ -82,6 +82,11 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
             outln!("    {line}");
         }
     }
+    if shown.parent_pruned {
+        outln!(
+            "changes    not listed: retention pruned the checkpoint before it (counts as recorded)"
+        );
+    }
     if !shown.changes.is_empty() {
         outln!("changes");
         for ch in &shown.changes {

@@ -51,7 +51,9 @@ fn entries(agent: Agent, settings: &mut Map<String, Value>) -> Result<&mut Vec<V
 }
 
 pub fn install(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
-    let path = agent.settings_file(&ctx.base, &home()?, user);
+    // The project as the hook will record it: the top of the work tree, from any folder in it.
+    let root = super::project_root(&ctx.base);
+    let path = agent.settings_file(&root, &home()?, user);
     let command = hook_command(agent)?;
     let changed = edit_settings(&path, |settings: &mut Map<String, Value>| {
         let list = entries(agent, settings).map_err(|why| {
@@ -83,7 +85,7 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> 
         // Registering now makes the first prompt's checkpoint cheap (the first full read of a
         // big project happens here, not while the agent waits).
         let watch = WatchParams {
-            path: ctx.base.clone(),
+            path: root.clone(),
             force: false,
             nest: false,
         };
@@ -94,16 +96,32 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> 
     } else {
         "already installed"
     };
-    let result =
-        json!({ "agent": agent.name(), "file": path, "command": command, "changed": changed });
+    let result = json!({ "agent": agent.name(), "file": path, "command": command,
+        "changed": changed, "project": (!user).then_some(&root) });
     if !ctx.out.json(&result) {
         outln!(
             "{verb}: {} runs `{command}` ({})",
             agent.name(),
             path.display()
         );
+        if !user {
+            let base = std::fs::canonicalize(&ctx.base).unwrap_or_else(|_| ctx.base.clone());
+            if base != root {
+                outln!(
+                    "the project is the top of the work tree, {} (where the hook records prompts)",
+                    root.display()
+                );
+            }
+            outln!(
+                "ckpt keeps that file out of checkpoints: no restore, rewind or fetch removes or \
+                 replaces its hook"
+            );
+        }
         if agent == Agent::Codex {
-            outln!("Codex runs a new hook only once you trust it: open `/hooks` in Codex and trust it.");
+            outln!(
+                "Codex runs a new hook only once you trust it: `ckpt hook trust codex` records \
+                 that (or trust it in Codex's `/hooks`)."
+            );
         }
         if agent == Agent::Gemini && !user {
             outln!("Gemini CLI runs project hooks only in a trusted folder.");
@@ -113,7 +131,7 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> 
 }
 
 pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
-    let path = agent.settings_file(&ctx.base, &home()?, user);
+    let path = agent.settings_file(&super::project_root(&ctx.base), &home()?, user);
     let mut removed = 0;
     edit_settings(&path, |settings| {
         if let Some(list) = settings
@@ -151,7 +169,8 @@ pub fn trust(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
         )));
     }
     let home = home()?;
-    let path = agent.settings_file(&ctx.base, &home, user);
+    let root = super::project_root(&ctx.base);
+    let path = agent.settings_file(&root, &home, user);
     let settings = read_settings(&path)?;
     let Some((group, index, value)) = find_ours(agent, &settings) else {
         return Err(ClientError::Usage(format!(
@@ -194,7 +213,7 @@ pub fn trust(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
         write_text(&target, &new)?;
     }
     let config = codex_trust::read_config(&codex_home).map_err(ClientError::Usage)?;
-    let project = (!user).then_some(ctx.base.as_path());
+    let project = (!user).then_some(root.as_path());
     let state = codex_trust::trust(&config, &handler, project);
     let result = json!({
         "agent": agent.name(), "file": target, "key": handler.key(), "hash": handler.hash(),
@@ -220,10 +239,11 @@ pub fn trust(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
 pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
     let home = home()?;
     let codex_config = codex_trust::read_config(&codex_trust::codex_home(&home));
+    let root = super::project_root(&ctx.base);
     let mut rows = Vec::new();
     for agent in ALL {
         for user in [false, true] {
-            let path = agent.settings_file(&ctx.base, &home, user);
+            let path = agent.settings_file(&root, &home, user);
             let mut row = json!({
                 "agent": agent.name(),
                 "scope": if user { "user" } else { "project" },
@@ -247,7 +267,7 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
                             row["codex_hash"] = json!(handler.hash());
                             match &codex_config {
                                 Ok(config) => {
-                                    let project = (!user).then_some(ctx.base.as_path());
+                                    let project = (!user).then_some(root.as_path());
                                     let trust = codex_trust::trust(config, &handler, project);
                                     row["codex_trust"] = json!(trust.code());
                                     state = format!("{state}; {}", trust.advice());
@@ -257,7 +277,7 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
                         }
                         if agent == Agent::Gemini && !user {
                             let dir = gemini_trust::gemini_dir(&home);
-                            let trust = gemini_trust::folder_trust(&dir, &ctx.base);
+                            let trust = gemini_trust::folder_trust(&dir, &root);
                             row["gemini_folder_trust"] = json!(trust.code());
                             state = format!("{state}; {}", trust.advice());
                         }
@@ -270,7 +290,6 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
         }
     }
     // Where `ckpt mcp` is registered for this project.
-    let root = mcp::install::project_root(ctx);
     for agent in [
         Agent::ClaudeCode,
         Agent::Codex,

@@ -206,8 +206,9 @@ fn record(
     Ok(c.id.to_string())
 }
 
-/// The project a folder belongs to: the top of the git work tree holding it, else the folder.
-fn project_root(cwd: &Path) -> PathBuf {
+/// The project a folder belongs to: the top of the git work tree holding it, else the folder
+/// (where a prompt's hook records it, and so where `hook install` and `mcp install` write).
+pub fn project_root(cwd: &Path) -> PathBuf {
     let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
     cwd.ancestors()
         .find(|dir| dir.join(".git").exists())

@@ -50,11 +50,7 @@ pub fn config_file(agent: Agent, root: &Path, home: &Path) -> Result<PathBuf, Cl
 /// The project's root as the agents name it: the top of the git work tree holding the folder,
 /// else the folder.
 pub fn project_root(ctx: &Ctx) -> PathBuf {
-    let base = std::fs::canonicalize(&ctx.base).unwrap_or_else(|_| ctx.base.clone());
-    base.ancestors()
-        .find(|dir| dir.join(".git").exists())
-        .unwrap_or(&base)
-        .to_path_buf()
+    crate::client::commands::hook::project_root(&ctx.base)
 }
 
 /// The server's command and arguments: this `ckpt`, by absolute path.

@@ -23,9 +23,10 @@ use crate::client::ClientError;
 
 /// What the agent's model is told the server is for.
 const INSTRUCTIONS: &str = "ckpt records a checkpoint of the whole project each time the user \
-sends a prompt (before you act on it). Use these tools to see what changed since the user's last \
-prompt (diff from `@`), which prompt's turn wrote a line (blame), or a file as it was (file_at). \
-Checkpoint `@` is the newest; `@~1` the one before.";
+sends a prompt (before you act on it). Use these tools to see what your last turn changed (diff \
+with no arguments: what the user means by \"what did you change?\"), what changed during this \
+turn so far (diff from `@`), which prompt's turn wrote a line (blame), or a file as it was \
+(file_at). Checkpoint `@` is the newest; `@~1` the one before.";
 
 /// The server: the project's context and whether `restore` is offered.
 struct Server {

@@ -44,13 +44,13 @@ pub fn list(allow_restore: bool) -> Vec<(&'static str, &'static str, Value)> {
         ),
         (
             "diff",
-            "A unified diff from a checkpoint to another, or to the files as they are now (`to` absent). `@` is the checkpoint taken when the user's last prompt arrived: diff from `@` shows what changed since. Optionally only some paths. Paged by `offset` into the diff's text.",
+            "What changed, as a unified diff. With no `from`: what your last finished turn changed (from the user's previous prompt to their latest one), which is what the user means by \"what did you change?\". With `from`: from that checkpoint to `to`, or to the files as they are now (`to` absent); `from: \"@\"` is the checkpoint of the user's latest prompt, so it shows what changed during this turn so far. Optionally only some paths. Paged by `offset` into the diff's text.",
             json!({"type": "object", "properties": {
                 "from": id, "to": id,
                 "paths": {"type": "array", "items": {"type": "string"}},
                 "offset": {"type": "integer", "minimum": 0},
                 "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BYTES}
-            }, "required": ["from"]}),
+            }}),
         ),
         (
             "blame",
@@ -171,11 +171,15 @@ pub fn call(
             )
         }
         "diff" => {
+            let (from, to, turn) = match text("from") {
+                Some(from) => (from, text("to"), None),
+                None => last_turn(ctx, &mut conn)?,
+            };
             // The daemon makes just this page (it stops once the page is full).
             let params = DiffParams {
                 project: ctx.project(),
-                from: required("from")?,
-                to: text("to"),
+                from,
+                to,
                 paths: paths(),
                 patch: true,
                 counts: false,
@@ -187,10 +191,12 @@ pub fn call(
             let d = conn.call::<rpc::Diff>(&params).map_err(failed)?;
             let part = d.diff.patch.unwrap_or_default();
             let next = d.diff.next_offset;
-            Ok(
-                json!({"from": d.from, "to": d.to, "diff": part, "next_offset": next,
-                "truncated": next.is_some()}),
-            )
+            let mut answer = json!({"from": d.from, "to": d.to, "diff": part,
+                "next_offset": next, "truncated": next.is_some()});
+            if let Some(turn) = turn {
+                answer["turn"] = turn;
+            }
+            Ok(answer)
         }
         "blame" => {
             let params = BlameParams {
@@ -240,6 +246,52 @@ pub fn call(
         "restore" if allow_restore => restore(ctx, &mut conn, &required("id")?, paths(), args),
         _ => Err(format!("no tool {name}")),
     }
+}
+
+/// What "what did you change?" asks about: the last finished turn, from the user's previous
+/// prompt to their latest (or, when the latest is the first, this turn so far); and what the
+/// answer says it is.
+fn last_turn(
+    ctx: &Ctx,
+    conn: &mut crate::client::Connection,
+) -> Result<(String, Option<String>, Option<Value>), String> {
+    let params = ListParams {
+        project: ctx.project(),
+        dialog: None,
+        limit: None,
+        all_sessions: true,
+        grep: None,
+        remote: None,
+        all: false,
+    };
+    let list = conn.call::<rpc::List>(&params).map_err(|e| e.to_string())?;
+    let newest = list
+        .iter()
+        .find(|c| c.kind == Kind::Message)
+        .ok_or("no prompt of the user's is recorded yet: nothing to compare")?;
+    let mut prompts = list
+        .iter()
+        .filter(|c| c.kind == Kind::Message && c.dialog == newest.dialog);
+    let (latest, previous) = (prompts.next(), prompts.next());
+    Ok(match (latest, previous) {
+        (Some(latest), Some(previous)) => (
+            previous.id.to_string(),
+            Some(latest.id.to_string()),
+            Some(
+                json!({"what": "your last finished turn", "prompt": previous.label,
+                "until_prompt": latest.label}),
+            ),
+        ),
+        (Some(latest), None) => (
+            latest.id.to_string(),
+            None,
+            Some(
+                json!({"what": "this turn so far (no turn of this session has finished yet)",
+                "prompt": latest.label}),
+            ),
+        ),
+        _ => return Err("no prompt of the user's is recorded yet".into()),
+    })
 }
 
 /// The `restore` tool: the plan, or with `confirm` the restore, at most once per user prompt.
