@@ -93,6 +93,21 @@ pub fn counts(c: &Checkpoint) -> String {
     format!("+{} ~{} -{}", c.added, c.modified, c.deleted)
 }
 
+/// What an entry of the timeline did: a prompt's turn (as `ckpt log` counts it, `so far` while
+/// it is the newest) when it is known, else the entry's changes against the one before it.
+pub fn what_it_did(c: &Checkpoint) -> String {
+    match &c.turn {
+        Some(t) => format!(
+            "+{} ~{} -{}{}",
+            t.added,
+            t.modified,
+            t.deleted,
+            if t.until.is_none() { " so far" } else { "" }
+        ),
+        None => counts(c),
+    }
+}
+
 /// The first line of `text`, at most `max` characters, with `…` when anything was cut.
 pub fn one_line(text: &str, max: usize) -> String {
     let first = text.lines().next().unwrap_or("");

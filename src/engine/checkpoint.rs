@@ -16,7 +16,7 @@ use crate::protocol::results as r;
 use crate::store::checkpoint::{parse_id, validate_dialog};
 use crate::store::diff::{diff, diff_page, Page};
 use crate::store::import::unsafe_paths;
-use crate::store::treediff::diff_trees;
+use crate::store::treediff::{count_changes_within, diff_trees};
 use crate::store::{NewCheckpoint, Snapshot, SnapshotOptions, Store, DEFAULT_DIALOG};
 
 /// Retention runs after every this many checkpoints of a dialog (walking a timeline costs a
@@ -76,12 +76,14 @@ pub fn checkpoint(p: &Project, o: &mut Opened, params: CheckpointParams) -> Resu
     Ok(c.into())
 }
 
-pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Checkpoint>> {
+pub fn list(p: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Checkpoint>> {
     let repo = o.store.repo();
     let mut all = match &params.remote {
         Some(_) => Vec::new(),
         None => o.store.list(&repo, params.dialog.as_deref())?,
     };
+    // Turns are counted on the whole timeline: a prompt's next one may be left out below.
+    let whole = params.turns.then(|| all.clone());
     if !params.all_sessions {
         // Each dialog's active session, and its latest checkpoint (which shows the approved or
         // reset state a fresh session starts from).
@@ -124,7 +126,16 @@ pub fn list(_: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Ch
     if let Some(limit) = params.limit {
         all.truncate(limit);
     }
-    Ok(r::checkpoints(all))
+    drop(repo);
+    let turns = match whole {
+        Some(whole) => super::history::turns(p, o, &whole)?,
+        None => HashMap::new(),
+    };
+    let mut listed = r::checkpoints(all);
+    for c in &mut listed {
+        c.turn = turns.get(&c.id).cloned();
+    }
+    Ok(listed)
 }
 
 /// The entries of each list `show` gives when the client names no bound.
@@ -143,15 +154,16 @@ pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown>
         ..Page::default()
     };
     let pruned = parent_tree(store, &repo, &c)?;
-    let (changes, changes_total, mut truncated) = match pruned {
+    // Its counts against its parent are how many changes there are (the same walk made them).
+    let changes_total = c.added + c.modified + c.deleted;
+    let (changes, mut truncated) = match pruned {
         Some(parent) => {
             let trees = (parent, Some(tree));
             let changed = diff_page(&repo, trees, &[], (false, params.counts), page)?;
-            let total = changed.files_total.unwrap_or(changed.files.len() as u64);
-            (changed.files, total, changed.files_total.is_some())
+            (changed.files, changed.files_cut)
         }
         // Retention pruned its parent: its changes are known by their counts only.
-        None => (Vec::new(), c.added + c.modified + c.deleted, false),
+        None => (Vec::new(), false),
     };
     let parent_pruned = pruned.is_none();
     let (file_list, file_list_total) = match params.files {
@@ -217,21 +229,25 @@ pub fn diff_checkpoints(p: &Project, o: &mut Opened, params: DiffParams) -> Resu
         offset: params.offset,
         max_bytes: params.max_bytes,
     };
-    let diff = match page.is_whole() {
+    let trees = (Some(old_tree), Some(new_tree));
+    let (diff, files_total) = match page.is_whole() {
         true => {
-            let changed = diff_trees(&repo, Some(old_tree), Some(new_tree), &paths)?;
-            diff(&repo, &changed, params.patch, params.counts)?
+            let changed = diff_trees(&repo, trees.0, trees.1, &paths)?;
+            (diff(&repo, &changed, params.patch, params.counts)?, None)
         }
-        false => diff_page(
-            &repo,
-            (Some(old_tree), Some(new_tree)),
-            &paths,
-            (params.patch, params.counts),
-            page,
-        )?,
+        false => {
+            let d = diff_page(&repo, trees, &paths, (params.patch, params.counts), page)?;
+            let total = match d.files_cut {
+                true => Some(count_changes_within(&repo, trees.0, trees.1, &paths)?),
+                false => None,
+            };
+            (d, total)
+        }
     };
+    let mut diff: r::DiffResult = diff.into();
+    diff.files_total = files_total;
     Ok(r::Diffed {
-        diff: diff.into(),
+        diff,
         from: from.id,
         to,
     })

@@ -16,7 +16,7 @@ use crate::protocol::methods::{BlameParams, LogParams};
 use crate::protocol::results as r;
 use crate::store::checkpoint::parse_id;
 use crate::store::diff::is_binary;
-use crate::store::treediff::{count_changes, diff_trees};
+use crate::store::treediff::{count_changes, count_tree_changes, diff_trees};
 use crate::store::Checkpoint;
 
 /// The prompts (`message` checkpoints), newest first, each with what its turn changed: the
@@ -73,6 +73,52 @@ pub fn log(p: &Project, o: &mut Opened, params: LogParams) -> Result<Vec<r::Turn
         });
     }
     Ok(turns)
+}
+
+/// What each prompt of `list` (this store's own, newest first) changed in its turn, as [`log`]
+/// counts it: from it to the next prompt of its dialog, or to the files now for a dialog's
+/// newest. A turn whose next prompt was recorded right on it (nearly all) is that prompt's own
+/// counts; others are counted from the two trees.
+pub fn turns(
+    p: &Project,
+    o: &mut Opened,
+    list: &[Checkpoint],
+) -> Result<HashMap<CheckpointId, r::TurnChanges>> {
+    let prompts: Vec<&Checkpoint> = list
+        .iter()
+        .filter(|c| c.kind == Kind::Message && c.origin.is_none())
+        .collect();
+    let mut out = HashMap::with_capacity(prompts.len());
+    if prompts.is_empty() {
+        return Ok(out);
+    }
+    let now = o.current_tree(p)?;
+    let repo = o.store.repo();
+    let mut next: HashMap<&str, &Checkpoint> = HashMap::new();
+    for prompt in prompts {
+        let tree = parse_id(&prompt.tree)?;
+        let after = next.insert(&prompt.dialog, prompt);
+        let ((added, modified, deleted), until) = match after {
+            Some(n) if n.parent == Some(prompt.id) => {
+                ((n.added, n.modified, n.deleted), Some(n.id))
+            }
+            Some(n) => (
+                count_tree_changes(&repo, Some(tree), Some(parse_id(&n.tree)?))?,
+                Some(n.id),
+            ),
+            None => (count_tree_changes(&repo, Some(tree), Some(now))?, None),
+        };
+        out.insert(
+            prompt.id,
+            r::TurnChanges {
+                added,
+                modified,
+                deleted,
+                until,
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// For each line of a file as it is now, the prompt whose turn wrote it (see the module's doc),

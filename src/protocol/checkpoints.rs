@@ -44,6 +44,9 @@ pub struct Checkpoint {
     /// Another person's checkpoint: the remote it was fetched from and who pushed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<crate::model::Origin>,
+    /// For a prompt, when asked (`list` with `turns`): what its turn changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<super::results::TurnChanges>,
 }
 
 /// What a `restore` checkpoint links: the checkpoint restored to, and the `pre-restore`
@@ -102,6 +105,7 @@ impl From<store::Checkpoint> for Checkpoint {
             }),
             meta: c.meta,
             origin: c.origin,
+            turn: None,
         }
     }
 }
@@ -183,10 +187,10 @@ impl From<store::diff::FileChange> for FileChange {
 impl From<store::diff::DiffResult> for DiffResult {
     fn from(d: store::diff::DiffResult) -> DiffResult {
         DiffResult {
-            truncated: d.files_total.is_some() || d.next_offset.is_some(),
+            truncated: d.files_cut || d.next_offset.is_some(),
             files: d.files.into_iter().map(FileChange::from).collect(),
             patch: d.patch,
-            files_total: d.files_total,
+            files_total: None,
             next_offset: d.next_offset,
         }
     }

@@ -95,6 +95,9 @@ pub struct ListParams {
     /// This store's own checkpoints and everyone's fetched ones.
     #[serde(default)]
     pub all: bool,
+    /// Each prompt of this store's with what its turn changed (`turn`), as `log` counts it.
+    #[serde(default)]
+    pub turns: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

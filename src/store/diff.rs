@@ -7,7 +7,7 @@ use gix::objs::tree::EntryKind;
 use std::ops::ControlFlow;
 
 use super::tree::FileState;
-use super::treediff::{changes_in_order, count_changes_within, TreeChange};
+use super::treediff::{changes_in_order, TreeChange};
 use super::StoreError;
 
 /// How a path changed.
@@ -40,9 +40,9 @@ pub struct DiffResult {
     pub files: Vec<FileChange>,
     /// The unified diff, when asked for.
     pub patch: Option<String>,
-    /// When the answer was cut (see [`Page`]): how many files differ in all, and where the
-    /// patch's next part starts.
-    pub files_total: Option<u64>,
+    /// When the answer was cut (see [`Page`]): whether files were left out of the list, and
+    /// where the patch's next part starts.
+    pub files_cut: bool,
     pub next_offset: Option<u64>,
 }
 
@@ -137,9 +137,7 @@ pub fn diff_page(
         if with_patch && result.next_offset.is_none() {
             result.next_offset = end;
         }
-        if max_files > 0 && result.files.len() >= max_files {
-            result.files_total = Some(count_changes_within(repo, trees.0, trees.1, paths)?);
-        }
+        result.files_cut = max_files > 0 && result.files.len() >= max_files;
     }
     Ok(result)
 }
@@ -376,7 +374,7 @@ mod tests {
         let whole = diff_page(&repo, trees, &[], (true, true), Page::default()).unwrap();
         let whole_patch = whole.patch.clone().unwrap();
         assert_eq!(whole.files.len(), 3);
-        assert_eq!((whole.files_total, whole.next_offset), (None, None));
+        assert_eq!((whole.files_cut, whole.next_offset), (false, None));
         for size in [1, 7, 64, 1000] {
             let (mut text, mut offset) = (String::new(), Some(0));
             while let Some(at) = offset {
@@ -400,7 +398,7 @@ mod tests {
         };
         let listed = diff_page(&repo, trees, &[], (false, true), cut).unwrap();
         assert_eq!(listed.files.len(), 2);
-        assert_eq!(listed.files_total, Some(3));
+        assert!(listed.files_cut);
         assert_eq!(listed.files[0].lines_added, 1);
         assert!(listed.files[1].binary);
     }

@@ -248,3 +248,57 @@ fn claude_code_prompts_are_recorded_after_a_restore_to_before_the_install() {
         ]
     );
 }
+
+/// The line counts `show` and `diff` give are git's: `git diff --numstat` of the same two
+/// checkpoints in the store says the same for every file.
+#[test]
+fn line_counts_are_gits() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    let numbered = |n: usize, skip: usize| -> String {
+        (0..n)
+            .filter(|i| *i != skip)
+            .map(|i| format!("line {i}\n"))
+            .collect()
+    };
+    write(&p, "edited.txt", &numbered(40, 99));
+    write(&p, "shrunk.txt", &numbered(30, 99));
+    write(&p, "gone.txt", "a\nb\nc\n");
+    write(&p, "no-newline.txt", "one\ntwo");
+    env.watch();
+    let a = env.checkpoint("a");
+    write(&p, "edited.txt", &(numbered(40, 7) + "appended\n"));
+    write(&p, "shrunk.txt", &numbered(10, 99));
+    std::fs::remove_file(p.join("gone.txt")).unwrap();
+    write(&p, "new.txt", "x\ny\n");
+    write(&p, "no-newline.txt", "one\ntwo\nthree");
+    let b = env.checkpoint("b");
+    let numstat = env.git(&["diff", "--numstat", &a, &b]);
+    let git: std::collections::BTreeMap<String, (u64, u64)> = numstat
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                f[2].to_string(),
+                (f[0].parse().unwrap(), f[1].parse().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(git.len(), 5, "{numstat}");
+    let ours = |changes: &Value| -> std::collections::BTreeMap<String, (u64, u64)> {
+        changes
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let n = |k: &str| c[k].as_u64().unwrap();
+                (
+                    c["path"].as_str().unwrap().to_string(),
+                    (n("lines_added"), n("lines_removed")),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(ours(&env.json(&["show", &b])["changes"]), git);
+    assert_eq!(ours(&env.json(&["diff", &a, &b])["files"]), git);
+}

@@ -516,6 +516,22 @@ fn a_real_browser_browses_compares_restores_undoes_and_sees_new_prompts_live() {
         "retention kept them all"
     );
 
+    // A second project: one checkpoint of 100,000 files of three lines each.
+    let big = env.home.join("big");
+    let made = Command::new("python3")
+        .args([
+            "-c",
+            "import os,sys\nfor i in range(100000):\n d=os.path.join(sys.argv[1],'d%03d'%(i%1000))\n os.makedirs(d,exist_ok=True)\n open(os.path.join(d,'f%05d.txt'%i),'w').write('one\\ntwo\\nthree\\n')",
+        ])
+        .arg(&big)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = env.ckpt_in(&big, &["watch"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.ckpt_in(&big, &["checkpoint", "-m", "a hundred thousand files"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
     let ui = Ui::start(&env, &p);
     let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-venv/bin/python");
     assert!(
@@ -532,6 +548,7 @@ fn a_real_browser_browses_compares_restores_undoes_and_sees_new_prompts_live() {
         .args([&ui.url, ckpt_bin()])
         .arg(&p)
         .arg(shots.join("timeline.png"))
+        .arg(&big)
         .current_dir(&p)
         .output()
         .unwrap();

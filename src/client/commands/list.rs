@@ -1,7 +1,7 @@
 //! `ckpt list`: the timeline as a table, or every dialog and session as a tree (`--graph`).
 
 use super::Ctx;
-use crate::client::output::{self, counts, one_line, relative_time, table};
+use crate::client::output::{self, one_line, relative_time, table, what_it_did};
 use crate::client::ClientError;
 use crate::model::Kind;
 use crate::protocol::methods::{rpc, ListParams};
@@ -33,6 +33,7 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
+    let own = args.remote.is_none();
     let params = ListParams {
         project: ctx.project(),
         dialog: args.dialog,
@@ -41,6 +42,8 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         grep: args.grep,
         remote: args.remote,
         all: args.all,
+        // A prompt's row shows what its turn did, as `ckpt log` counts it.
+        turns: own,
     };
     let list = ctx.connect()?.call::<rpc::List>(&params)?;
     if ctx.out.json(&list) {
@@ -80,7 +83,7 @@ fn rows(list: &[Checkpoint]) {
     ]);
     let mut rows = vec![header.into_iter().map(String::from).collect::<Vec<_>>()];
     for c in list {
-        let mut changes = counts(c);
+        let mut changes = what_it_did(c);
         if !c.skipped.is_empty() {
             changes.push_str(&format!(" !{}", c.skipped.len()));
         }
@@ -171,7 +174,7 @@ fn graph(checkpoints: &[Checkpoint]) {
                 c.seq,
                 c.kind.as_str(),
                 relative_time(&c.created_at),
-                counts(c),
+                what_it_did(c),
                 one_line(&c.label, 50)
             );
         }

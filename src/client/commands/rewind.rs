@@ -45,6 +45,7 @@ pub fn prompts(ctx: &Ctx, dialog: Option<String>) -> Result<Vec<Checkpoint>, Cli
         grep: None,
         remote: None,
         all: false,
+        turns: false,
     };
     let mut list = ctx.connect()?.call::<rpc::List>(&params)?;
     list.retain(|c| c.kind == Kind::Message);

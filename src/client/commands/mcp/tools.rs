@@ -29,7 +29,7 @@ pub fn list(allow_restore: bool) -> Vec<(&'static str, &'static str, Value)> {
     let mut tools = vec![
         (
             "list_checkpoints",
-            "The project's checkpoints, newest first: each user prompt (kind `message`, label = the prompt) and the other checkpoints (restores, manual ones), with when and how many files each added, modified and deleted. Paged: pass `next_cursor` back as `cursor`.",
+            "The project's checkpoints, newest first: each user prompt (kind `message`, label = the prompt) with what its turn changed (`turn`: files added, modified, deleted; `finished: false` for the turn under way), and the other checkpoints (restores, manual ones) with what each changed against the one before. Paged: pass `next_cursor` back as `cursor`.",
             json!({"type": "object", "properties": {
                 "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many (default 20)."},
                 "cursor": {"type": "string"},
@@ -124,6 +124,7 @@ pub fn call(
                 grep: None,
                 remote: None,
                 all: false,
+                turns: true,
             };
             let mut all = conn.call::<rpc::List>(&params).map_err(failed)?;
             if args.get("prompts_only").and_then(Value::as_bool) == Some(true) {
@@ -135,9 +136,14 @@ pub fn call(
                 .skip(skip)
                 .take(limit)
                 .map(|c| {
-                    json!({"id": c.id, "kind": c.kind, "label": c.label, "dialog": c.dialog,
-                        "seq": c.seq, "created_at": c.created_at, "added": c.added,
-                        "modified": c.modified, "deleted": c.deleted})
+                    let mut entry = json!({"id": c.id, "kind": c.kind, "label": c.label,
+                        "dialog": c.dialog, "seq": c.seq, "created_at": c.created_at,
+                        "added": c.added, "modified": c.modified, "deleted": c.deleted});
+                    if let Some(t) = &c.turn {
+                        entry["turn"] = json!({"added": t.added, "modified": t.modified,
+                            "deleted": t.deleted, "finished": t.until.is_some()});
+                    }
+                    entry
                 })
                 .collect();
             let next = (skip + page.len() < total).then(|| (skip + page.len()).to_string());
@@ -263,6 +269,7 @@ fn last_turn(
         grep: None,
         remote: None,
         all: false,
+        turns: false,
     };
     let list = conn.call::<rpc::List>(&params).map_err(|e| e.to_string())?;
     let newest = list
@@ -313,6 +320,7 @@ fn restore(
             grep: None,
             remote: None,
             all: false,
+            turns: false,
         };
         let recent = conn.call::<rpc::List>(&params).map_err(|e| e.to_string())?;
         for c in recent {

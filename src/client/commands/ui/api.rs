@@ -22,9 +22,9 @@ use crate::protocol::methods::{
     rpc, DiffParams, ListParams, NoParams, RestoreParams, ShowParams, SubscribeParams, UndoParams,
 };
 
-/// The most files of one change the page is sent at once, and the most bytes of its diff.
+/// The most files of one change the page is sent at once, and the bytes of its diff a page.
 const PAGE_FILES: usize = 1000;
-const PAGE_PATCH_BYTES: u64 = 2 << 20;
+const PAGE_PATCH_BYTES: u64 = 512 << 10;
 
 /// What the handlers are served with.
 pub struct Ui {
@@ -51,6 +51,9 @@ pub struct DiffQuery {
     from: String,
     /// Another checkpoint; the files as they are now when absent.
     to: Option<String>,
+    /// The patch's text from this byte on (a page of it, no file list); absent: the file list
+    /// with line counts, no patch.
+    offset: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -97,6 +100,7 @@ pub async fn list(State(ui): State<Arc<Ui>>, Query(q): Query<ListQuery>) -> Resp
             grep: None,
             remote: None,
             all: false,
+            turns: true,
         })
     })
     .await
@@ -117,19 +121,22 @@ pub async fn show(State(ui): State<Arc<Ui>>, Query(q): Query<ShowQuery>) -> Resp
     .await
 }
 
-/// The unified diff between two checkpoints (or one and the files now).
+/// Two checkpoints (or one and the files now) compared: the changed files with their line
+/// counts (the first [`PAGE_FILES`]), or, with `offset`, a page of the unified diff from there.
+/// A change of 100,000 files shows its first screen at once; its text comes page by page.
 pub async fn diff(State(ui): State<Arc<Ui>>, Query(q): Query<DiffQuery>) -> Response {
+    let page = q.offset;
     daemon(ui, move |conn| {
         conn.call::<rpc::Diff>(&DiffParams {
             project: q.project,
             from: q.from,
             to: q.to,
             paths: Vec::new(),
-            patch: true,
-            counts: true,
+            patch: page.is_some(),
+            counts: page.is_none(),
             dialog: None,
-            max_files: Some(PAGE_FILES),
-            offset: 0,
+            max_files: Some(if page.is_some() { 0 } else { PAGE_FILES }),
+            offset: page.unwrap_or(0),
             max_bytes: Some(PAGE_PATCH_BYTES),
         })
     })

@@ -10,7 +10,8 @@ const state = {
   cursor: -1,     // index in `shown` of the highlighted entry
   open: null,     // the checkpoint whose details are shown
   base: null,     // the checkpoint to compare the open one with, when comparing
-  view: "own",    // "own": its changes since the previous checkpoint; "turn": the turn after it
+  view: null,     // "turn": what a prompt's turn changed; "own": since the previous checkpoint
+                  // (null: a prompt's turn first, anything else's own changes)
   events: null,
   agents: new Map(), // dialog → the agent that sent its prompts (from its newest checkpoint)
 };
@@ -292,9 +293,10 @@ function entry(c, i) {
     el("span", "", ago(c.created_at)),
     el("span", "dialog", c.dialog),
     el("span", "agent", state.agents.get(c.dialog) || ""),
-    el("span", "add", `+${c.added}`),
-    el("span", "mod", `~${c.modified}`),
-    el("span", "del", `−${c.deleted}`),
+    // What the entry did: a prompt's turn, as `ckpt log` counts it; else its own changes.
+    el("span", "add", `+${(c.turn || c).added}`),
+    el("span", "mod", `~${(c.turn || c).modified}`),
+    el("span", "del", `−${(c.turn || c).deleted}${c.turn && !c.turn.until ? " so far" : ""}`),
   );
   row.append(meta);
   row.addEventListener("click", () => { moveTo(i); openEntry(c); });
@@ -344,13 +346,16 @@ async function openEntry(c) {
     button(state.base ? "Stop comparing" : "Compare with another…", "compare", () => toggleCompare(c)),
   );
   const tabs = el("div", "tabs");
+  const view = state.view || (c.kind === "message" ? "turn" : "own");
   const tab = (name, label) => {
     const b = button(label, `view-${name}`, () => { state.view = name; openEntry(c); });
-    b.setAttribute("aria-pressed", String(state.view === name));
+    b.setAttribute("aria-pressed", String(view === name));
     return b;
   };
   if (!state.base || state.base.id === c.id) {
-    tabs.append(tab("own", "Changes since the previous checkpoint"), tab("turn", "What the turn after it changed"));
+    const turnTab = tab("turn", c.kind === "message" ? "What its turn changed" : "What came after it");
+    const ownTab = tab("own", "Changes since the previous checkpoint");
+    if (c.kind === "message") tabs.append(turnTab, ownTab); else tabs.append(ownTab, turnTab);
   }
   const plan = el("div", "plan-area");
   const diff = el("div", "diff");
@@ -358,7 +363,8 @@ async function openEntry(c) {
   diff.append(el("p", "muted", "Loading…"));
   detail.replaceChildren(head, actions, plan, tabs, diff);
 
-  get("show", { project: state.project, id: c.id }).then((shown) => {
+  const shownLater = get("show", { project: state.project, id: c.id });
+  shownLater.then((shown) => {
     const meta = shown.meta || {};
     agent.textContent = meta.ckpt_agent || state.agents.get(c.dialog) || "—";
   }).catch(() => { agent.textContent = "—"; });
@@ -369,14 +375,17 @@ async function openEntry(c) {
       [from, to] = Date.parse(state.base.created_at) <= Date.parse(c.created_at) ? [state.base, c] : [c, state.base];
       caption = `Compared: #${from.seq} “${title(from)}” → #${to.seq} “${title(to)}”`;
       from = from.id; to = to.id;
-    } else if (state.view === "turn") {
-      const next = nextInDialog(c);
+    } else if (view === "turn") {
+      // A prompt's turn runs to the next prompt of its dialog (as `ckpt log` counts it).
+      const until = c.turn ? state.all.find((x) => x.id === c.turn.until) || null : nextInDialog(c);
       from = c.id;
-      to = next ? next.id : null;
-      caption = next ? `From this checkpoint to the next of its dialog (#${next.seq})` : "From this checkpoint to the files as they are now";
+      to = until ? until.id : null;
+      caption = until
+        ? `What ${c.kind === "message" ? "its turn" : "came after it"} changed, up to #${until.seq}`
+        : `What ${c.kind === "message" ? "its turn" : "came after it"} changed so far (to the files now)`;
     } else {
       if (!c.parent) {
-        const shown = await get("show", { project: state.project, id: c.id });
+        const shown = await shownLater;
         if (state.open !== c) return;
         renderDiff(diff, "The first checkpoint: every file added", { files: shown.changes, patch: "", files_total: shown.changes_total });
         return;
@@ -384,9 +393,11 @@ async function openEntry(c) {
       from = c.parent; to = c.id;
       caption = "Changes since the previous checkpoint";
     }
+    // The file list first (the first screen, however big the change), then the text by pages.
     const result = await get("diff", { project: state.project, from, to });
     if (state.open !== c) return;
     renderDiff(diff, caption, result);
+    loadPatch(diff, c, { from, to });
   } catch (e) {
     if (state.open === c) diff.replaceChildren(el("p", "error", e.message));
   }
@@ -405,7 +416,8 @@ const STATUS = { added: "A", modified: "M", deleted: "D", renamed: "R", type_cha
 
 function renderDiff(target, caption, result) {
   const files = result.files || [];
-  const parts = [el("h3", "", `${caption} — ${files.length} file${files.length === 1 ? "" : "s"}`)];
+  const total = result.files_total || files.length;
+  const parts = [el("h3", "", `${caption} — ${total} file${total === 1 ? "" : "s"}`)];
   if (!files.length) parts.push(el("p", "muted", "No file differs."));
   const list = el("ul", "files");
   for (const f of files) {
@@ -423,11 +435,34 @@ function renderDiff(target, caption, result) {
   if (result.files_total && result.files_total > files.length) {
     parts.push(el("p", "muted", `… and ${result.files_total - files.length} more files (use \`ckpt diff\`)`));
   }
-  for (const section of splitPatch(result.patch || "")) parts.push(renderFile(section));
-  if (result.next_offset) {
-    parts.push(el("p", "muted", "The diff goes on beyond what the page shows (use `ckpt diff`)."));
-  }
+  const sections = el("div", "sections");
+  for (const section of splitPatch(result.patch || "")) sections.append(renderFile(section));
+  parts.push(sections);
   target.replaceChildren(...parts);
+}
+
+// The diff's text, a page at a time (the daemon makes each page alone), appended under the
+// file list; past the first pages, a button asks for more.
+async function loadPatch(target, c, range, offset = 0, text = "") {
+  const sections = target.querySelector(".sections");
+  if (!sections) return;
+  let page;
+  try {
+    page = await get("diff", { project: state.project, from: range.from, to: range.to, offset });
+  } catch (e) {
+    if (state.open === c) sections.append(el("p", "error", e.message));
+    return;
+  }
+  if (state.open !== c) return;
+  text += page.patch || "";
+  sections.replaceChildren(...splitPatch(text).map(renderFile));
+  if (page.next_offset) {
+    if (text.length < (2 << 20)) {
+      loadPatch(target, c, range, page.next_offset, text);
+    } else {
+      sections.append(button("Show more of the diff", "more", () => loadPatch(target, c, range, page.next_offset, text)));
+    }
+  }
 }
 
 // One entry per file of a unified diff: its path and its lines.
