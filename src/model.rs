@@ -327,6 +327,22 @@ pub fn is_valid_who(who: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'))
 }
 
+/// `1.5 MiB` and the like.
+pub fn human_bytes(bytes: u64) -> String {
+    let mut value = bytes as f64;
+    for unit in ["B", "KiB", "MiB", "GiB"] {
+        if value < 1024.0 || unit == "GiB" {
+            return if unit == "B" {
+                format!("{bytes} B")
+            } else {
+                format!("{value:.1} {unit}")
+            };
+        }
+        value /= 1024.0;
+    }
+    unreachable!("the loop returns at GiB")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

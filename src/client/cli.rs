@@ -146,8 +146,12 @@ pub enum Command {
         #[arg(long)]
         diffs: bool,
     },
-    /// Daemon health and projects.
-    Status,
+    /// Daemon health and projects, and the prompts a hook could not record.
+    Status {
+        /// Then clear the list of prompts not recorded (once you have seen why).
+        #[arg(long)]
+        dismiss: bool,
+    },
     /// An agent's prompt hook (reads the hook's JSON on stdin), or manage the agents' hooks.
     Hook(HookArgs),
     /// Undo the agent's last turn (or last N): restore the checkpoint taken when that prompt
@@ -247,6 +251,10 @@ pub enum HookCommand {
         /// The user-level settings instead of the project's.
         #[arg(long)]
         user: bool,
+        /// Also keep the settings file out of `git status` (`.git/info/exclude`): it names
+        /// this machine's ckpt.
+        #[arg(long, conflicts_with = "user")]
+        git_exclude: bool,
     },
     /// Remove ckpt's hook (only ckpt's) from AGENT's settings.
     Uninstall {
@@ -374,20 +382,6 @@ pub enum DialogCommand {
     },
 }
 
-/// Man pages generated from the argument definitions.
-fn man(dir: Option<PathBuf>) -> Result<i32, ClientError> {
-    let command = <Cli as clap::CommandFactory>::command();
-    let Some(dir) = dir else {
-        let mut page = Vec::new();
-        clap_mangen::Man::new(command).render(&mut page)?;
-        out!("{}", String::from_utf8_lossy(&page));
-        return Ok(0);
-    };
-    std::fs::create_dir_all(&dir)?;
-    clap_mangen::generate_to(command, &dir)?;
-    Ok(0)
-}
-
 // A dispatch table: one arm per command, each a call into `commands`.
 pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
     // `config check` reads the file it is asked about, even when the default one is broken.
@@ -409,8 +403,9 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
             None => first.to_string(),
         };
         format!(
-            "{what}; the running ckptd keeps the configuration it loaded (`ckpt config check` \
-             says what is wrong, `ckpt reload` applies the fixed file)"
+            "{what}; a ckptd already running keeps the configuration it loaded, a new one \
+             refuses to start (`ckpt config check` says what is wrong, `ckpt reload` applies \
+             the fixed file)"
         )
     });
     let hook = matches!(cli.command, Command::Hook(HookArgs { agent: Some(_), .. }));
@@ -440,7 +435,7 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Unwatch { dir } => cmd::daemon::unwatch(ctx, dir),
         Command::Forget { dir, yes, dry_run } => cmd::daemon::forget(ctx, dir, yes, dry_run),
         Command::Projects => cmd::daemon::projects(ctx),
-        Command::Status => cmd::daemon::status(ctx),
+        Command::Status { dismiss } => cmd::daemon::status(ctx, dismiss),
         Command::Shutdown => cmd::daemon::shutdown(ctx),
         Command::Checkpoint(args) => cmd::checkpoint::run(ctx, args),
         Command::List(args) => cmd::list::run(ctx, args),
@@ -477,7 +472,11 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
             command: Some(command),
             ..
         }) => match command {
-            HookCommand::Install { agent, user } => cmd::hook::install::install(ctx, agent, user),
+            HookCommand::Install {
+                agent,
+                user,
+                git_exclude,
+            } => cmd::hook::install::install(ctx, agent, user, git_exclude),
             HookCommand::Uninstall { agent, user } => {
                 cmd::hook::install::uninstall(ctx, agent, user)
             }
@@ -529,7 +528,7 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
             out!("{}", String::from_utf8_lossy(&script));
             Ok(0)
         }
-        Command::Man { dir } => man(dir),
+        Command::Man { dir } => super::help::man(dir),
         Command::Config(ConfigCommand::Check { file }) => cmd::config::check(ctx, file),
         Command::Log {
             dialog,

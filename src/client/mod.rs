@@ -28,6 +28,7 @@ pub mod cli;
 mod commands;
 mod conversation;
 mod git;
+mod help;
 mod output;
 mod quick;
 pub mod unrecorded;
@@ -51,7 +52,9 @@ pub fn main() -> i32 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let parsed = match quick::parse(&args) {
         Some(cli) => Ok(cli),
-        None => <cli::Cli as clap::Parser>::try_parse(),
+        None => help::command()
+            .try_get_matches()
+            .and_then(|m| <cli::Cli as clap::FromArgMatches>::from_arg_matches(&m)),
     };
     let cli = match parsed {
         Ok(cli) => cli,
@@ -139,6 +142,10 @@ impl ClientError {
         match self {
             ClientError::Usage(_) => EXIT_USAGE,
             ClientError::Config(_) => EXIT_CONFIG,
+            // The daemon refused a configuration (`reload` of an invalid file).
+            ClientError::Rpc(e) if e.kind() == Some(crate::protocol::ErrorCode::ConfigError) => {
+                EXIT_CONFIG
+            }
             _ => 1,
         }
     }
@@ -146,9 +153,10 @@ impl ClientError {
     /// A hint printed under the error, by its kind.
     pub fn hint(&self) -> Option<&'static str> {
         match self {
-            ClientError::NoDaemon { .. } => {
-                Some("start it with `ckptd`, or run without --no-spawn")
-            }
+            ClientError::NoDaemon { .. } => Some(
+                "start it with `ckptd` (or let the command start it: without --no-spawn, or \
+                 with ckptd.socket enabled)",
+            ),
             ClientError::Rpc(e) => match e.kind()? {
                 crate::protocol::ErrorCode::NotAProject => {
                     Some("run `ckpt watch` in the project's root first, or pass -C DIR")
@@ -294,6 +302,8 @@ impl Connection {
                 connect(&elsewhere)
             }
             Err(ClientError::NoDaemon { .. }) if spawn => {
+                let log = log_dir.join("ckptd.log");
+                let logged_before = std::fs::metadata(&log).map_or(0, |m| m.len());
                 let mut child = spawn_daemon(socket, log_dir)?;
                 let deadline = Instant::now() + Duration::from_secs(15);
                 loop {
@@ -305,13 +315,7 @@ impl Connection {
                                 if let Ok(c) = connect(socket) {
                                     return Ok(c);
                                 }
-                                return Err(ClientError::NoDaemon {
-                                    socket: socket.to_path_buf(),
-                                    detail: Some(format!(
-                                        "the ckptd started for it exited ({status}); see {}",
-                                        log_dir.join("ckptd.log").display()
-                                    )),
-                                });
+                                return Err(daemon_exited(&log, logged_before, status));
                             }
                             if Instant::now() > deadline {
                                 return Err(ClientError::NoDaemon {
@@ -451,6 +455,32 @@ pub struct Closer(std::os::fd::OwnedFd);
 impl Drop for Closer {
     fn drop(&mut self) {
         let _ = rustix::net::shutdown(&self.0, rustix::net::Shutdown::Both);
+    }
+}
+
+/// Why the ckptd a client started exited: what it wrote to its log (from `from` on), so the
+/// cause is said where the command was run; a configuration it refused is a configuration
+/// error (exit 78).
+fn daemon_exited(log: &Path, from: u64, status: std::process::ExitStatus) -> ClientError {
+    let written = crate::safe_io::read_small(log, 16 << 20).unwrap_or_default();
+    let text = String::from_utf8_lossy(written.get(from as usize..).unwrap_or_default());
+    let said: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "Caused by:")
+        .collect();
+    let cause = said[said.len().saturating_sub(4)..].join("; ");
+    let message = format!(
+        "the ckptd started for this command exited ({status}){}; its log: {}",
+        match cause.is_empty() {
+            true => String::new(),
+            false => format!(": {cause}"),
+        },
+        log.display()
+    );
+    match text.contains("loading configuration") {
+        true => ClientError::Config(message),
+        false => ClientError::Other(message),
     }
 }
 

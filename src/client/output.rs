@@ -176,21 +176,7 @@ pub fn print_skipped(skipped: &[SkippedFile]) {
     }
 }
 
-/// `1.5 MiB` and the like.
-pub fn human_bytes(bytes: u64) -> String {
-    let mut value = bytes as f64;
-    for unit in ["B", "KiB", "MiB", "GiB"] {
-        if value < 1024.0 || unit == "GiB" {
-            return if unit == "B" {
-                format!("{bytes} B")
-            } else {
-                format!("{value:.1} {unit}")
-            };
-        }
-        value /= 1024.0;
-    }
-    unreachable!("the loop returns at GiB")
-}
+pub use crate::model::human_bytes;
 
 /// Prints an error (and a hint) on stderr, or as `{"error": …}` on stdout with `--json`.
 pub fn error(err: &ClientError, json: bool) {

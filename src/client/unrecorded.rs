@@ -95,6 +95,13 @@ pub fn add(data_dir: &Path, entry: &Unrecorded) {
     }
 }
 
+/// Forgets every entry (they have been seen); how many there were.
+pub fn clear(data_dir: &Path) -> usize {
+    let n = read(data_dir).len();
+    let _ = std::fs::remove_file(data_dir.join(FILE));
+    n
+}
+
 /// Every entry kept, oldest first (lines that do not parse are skipped).
 pub fn read(data_dir: &Path) -> Vec<Unrecorded> {
     let Some(bytes) = crate::safe_io::read_small(&data_dir.join(FILE), 16 << 20) else {

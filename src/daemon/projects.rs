@@ -112,8 +112,8 @@ pub(super) async fn watch(
             if let Some(why) = danger {
                 return Err(RpcError::invalid(format!(
                     "{} is {why}: its checkpoints would copy everything there (keys, other \
-                     projects, the system's files) into the store; pass --force (`force`) if \
-                     you mean it",
+                     projects, the system's files) into the store; `ckpt watch --force` (the \
+                     method's `force`) makes it a project if you mean it",
                     root.display()
                 )));
             }

@@ -120,6 +120,11 @@ pub fn restore_to(
             deleted,
         }
     });
+    let new_files: std::collections::HashSet<&BString> = plan
+        .iter()
+        .filter(|c| c.old.is_none())
+        .map(|c| &c.path)
+        .collect();
     let (mut applied, undo) = match dry_run {
         true => (look_at_plan(o, target_tree, &plan), None),
         false => {
@@ -154,6 +159,12 @@ pub fn restore_to(
     // The client's metadata of the target (e.g. the agent's conversation), to roll back with.
     let mut with_meta = target.clone();
     o.store.load_meta(&o.store.repo(), &mut with_meta)?;
+    let created: Vec<BString> = applied
+        .written
+        .iter()
+        .filter(|p| new_files.contains(p))
+        .cloned()
+        .collect();
     Ok(Restored {
         restored_to: target.id,
         undo_checkpoint: undo.map(|c| c.id),
@@ -162,6 +173,7 @@ pub fn restore_to(
         written_bytes: non_utf8(&applied.written),
         deleted: lossy(&applied.deleted),
         deleted_bytes: non_utf8(&applied.deleted),
+        created: lossy(&created),
         skipped: applied.skipped,
         restore_checkpoint: recorded,
         meta: with_meta.meta.unwrap_or(Value::Null),

@@ -225,6 +225,9 @@ pub struct Restored {
     pub deleted: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deleted_bytes: Vec<Vec<u8>>,
+    /// Those of `written` that did not exist before (the rest replaced a file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created: Vec<String>,
     pub skipped: Vec<SkippedFile>,
     /// The checkpoint of the state the restore left (none for a dry run).
     pub restore_checkpoint: Option<CheckpointId>,

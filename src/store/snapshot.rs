@@ -219,7 +219,11 @@ pub const CHANGING_WHILE_READ: &str =
     "changing while read: it was rewritten during every attempt to read one version of it";
 
 fn too_large(size: u64, max: u64) -> (SkipReason, String) {
-    let why = format!("larger than max_file_size ({size} > {max} bytes)");
+    let why = format!(
+        "larger than max_file_size ({} > {})",
+        crate::model::human_bytes(size),
+        crate::model::human_bytes(max)
+    );
     (SkipReason::TooLarge, why)
 }
 

@@ -312,3 +312,46 @@ fn a_fork_folder_named_with_dotdot_makes_that_folder_alone() {
         stdout(&out)
     );
 }
+
+/// After a rewind, the forked session's prompts show as a fork of the original in `list
+/// --graph`; an undo of the rewind names the session the files belong to again (the original).
+#[test]
+fn a_forked_session_is_shown_as_a_fork_and_undo_names_the_original() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    let folder = env.home.join("home/.claude/projects/-proj");
+    std::fs::create_dir_all(&folder).unwrap();
+    let session = "193241d3-a622-4f2c-a4b6-ad4873cf4d61";
+    let transcript = folder.join(format!("{session}.jsonl"));
+    std::fs::write(&transcript, fixture("claude-code.jsonl")).unwrap();
+    let input = serde_json::json!({ "session_id": session, "transcript_path": transcript,
+        "cwd": p, "prompt": "turn B", "prompt_id": "5f04f98c-11b6-41f5-b3f1-b7385b164174",
+        "hook_event_name": "UserPromptSubmit" });
+    hook(&env, &p, "claude-code", &input);
+    write(&p, "a.txt", "two\n");
+    let (code, report) = rewind_json(&env, &p, &[]);
+    assert_eq!(code, Some(0), "{report}");
+    let fork = report["conversation"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The user goes on in the fork: its prompts arrive under its own session.
+    let next = serde_json::json!({ "session_id": fork, "cwd": p, "prompt": "turn B, better",
+        "hook_event_name": "UserPromptSubmit" });
+    hook(&env, &p, "claude-code", &next);
+    let graph = stdout(&env.ckpt(&["list", "--graph"]));
+    assert!(
+        graph.contains(&format!(
+            "(a fork of {session}'s conversation, rewound past \"turn B\")"
+        )),
+        "{graph}"
+    );
+    let out = env.ckpt_in(&p, &["undo", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("claude --resume {session}")),
+        "{}",
+        stdout(&out)
+    );
+}

@@ -27,6 +27,7 @@ mod import;
 mod inprocess;
 mod journal_damage;
 mod mcp;
+mod messages;
 mod newcomer;
 mod packs;
 mod protocol;

@@ -57,7 +57,7 @@ pub fn check(ctx: &Ctx, file: Option<PathBuf>) -> Result<i32, ClientError> {
         "auto_keep": retention.auto_keep,
         "max_store_bytes": config.retention.max_store_bytes.map(|b| b.0),
         "auto_checkpoint": interval(config.auto_checkpoint.and_then(|i| i.0)),
-        "push_as": config.push_as.as_deref().unwrap_or("user@host"),
+        "push_as": super::share::who(config.push_as.clone()),
         "push_metadata": config.push_metadata.unwrap_or(false),
         "auto_push": config.auto_push.unwrap_or(false),
         "projects": projects,

@@ -93,6 +93,14 @@ pub fn forget(
                 ""
             }
         );
+        let hooks = super::hook::install::installed_for(&f.root);
+        if !hooks.is_empty() && !f.dry_run {
+            outln!(
+                "the hooks of {} are still installed: the next prompt records this project \
+                 again (`ckpt hook uninstall AGENT` removes one)",
+                hooks.join(", ")
+            );
+        }
     }
     Ok(0)
 }
@@ -122,7 +130,21 @@ pub fn projects(ctx: &Ctx) -> Result<i32, ClientError> {
 /// How far back `status` lists prompts that were not recorded.
 const UNRECORDED_DAYS: i64 = 7;
 
-pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
+pub fn status(ctx: &Ctx, dismiss: bool) -> Result<i32, ClientError> {
+    let shown = status_of(ctx);
+    if dismiss {
+        let n = unrecorded::clear(&ctx.paths.data_dir);
+        if !ctx.out.json && !ctx.out.quiet {
+            outln!(
+                "dismissed {}",
+                plural(n, "prompt not recorded", "prompts not recorded")
+            );
+        }
+    }
+    shown
+}
+
+fn status_of(ctx: &Ctx) -> Result<i32, ClientError> {
     // What the client knows without the daemon comes first: often why there is none.
     let since = jiff::Timestamp::now().as_second() - UNRECORDED_DAYS * 86_400;
     let unrecorded: Vec<Unrecorded> = unrecorded::read(&ctx.paths.data_dir)
@@ -201,8 +223,8 @@ fn local_status(ctx: &Ctx, unrecorded: &[Unrecorded]) {
         return;
     }
     outln!(
-        "{} not recorded in the last {UNRECORDED_DAYS} days (`ckpt log` lists them with the \
-         prompts):",
+        "{} not recorded in the last {UNRECORDED_DAYS} days (`ckpt log` in a project lists its own \
+         with its prompts; `ckpt status --dismiss` clears them):",
         plural(unrecorded.len(), "prompt", "prompts")
     );
     for u in unrecorded.iter().rev().take(5) {

@@ -142,6 +142,7 @@ fn graph(checkpoints: &[Checkpoint]) {
             .last()
             .filter(|c| c.label.starts_with("forked from "))
             .map(|c| format!("  ({})", crate::client::output::one_line(&c.label, 100)))
+            .or_else(|| conversation_fork_of(checkpoints, dialog))
             .unwrap_or_default();
         outln!("{dialog}  session {active} active{origin}");
         let mut session = active;
@@ -180,4 +181,23 @@ fn graph(checkpoints: &[Checkpoint]) {
         }
     }
     outln!("\n(o message, I initial, A approved, X reset, R restore, U undo point)");
+}
+
+/// `  (a fork of DIALOG's conversation, rewound past "PROMPT")` when dialog `dialog` is the
+/// session a rewind forked (its restore checkpoint's note says so).
+fn conversation_fork_of(checkpoints: &[Checkpoint], dialog: &str) -> Option<String> {
+    checkpoints.iter().find_map(|c| {
+        let notes = c.notes.as_deref()?;
+        let (_, from) = notes
+            .lines()
+            .filter_map(crate::client::conversation::parse_fork_note)
+            .find(|(new, _)| *new == dialog)?;
+        let past = c
+            .restore
+            .as_ref()
+            .and_then(|r| checkpoints.iter().find(|p| p.id == r.restored_to))
+            .map(|p| format!(", rewound past \"{}\"", one_line(&p.label, 60)))
+            .unwrap_or_default();
+        Some(format!("  (a fork of {from}'s conversation{past})"))
+    })
 }

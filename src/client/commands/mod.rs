@@ -13,6 +13,7 @@ pub mod edit;
 pub mod events;
 pub mod fork;
 pub mod hook;
+pub mod json_text;
 pub mod list;
 pub mod log;
 pub mod maintenance;

@@ -62,8 +62,63 @@ pub fn undo(ctx: &Ctx, dialog: Option<String>, confirm: Confirm) -> Result<i32, 
     let Some(report) = confirmed::<rpc::Undo>(ctx, yes, dry_run, "undo", params)? else {
         return Ok(1);
     };
+    let session = (!dry_run)
+        .then(|| session_before(ctx, &report.restored_to))
+        .flatten();
+    if ctx.out.json {
+        let mut value =
+            serde_json::to_value(&report).map_err(|e| ClientError::Other(e.to_string()))?;
+        value["conversation"] = serde_json::to_value(&session).unwrap_or_default();
+        ctx.out.json(&value);
+        return Ok(skipped_status(&report.skipped));
+    }
     render(ctx, &report);
+    if let Some(s) = &session {
+        outln!(
+            "the files are as the {} session {} left them: continue it with  {}",
+            s.agent,
+            s.session_id.as_deref().unwrap_or(""),
+            s.resume.join(" ")
+        );
+    }
     Ok(skipped_status(&report.skipped))
+}
+
+/// The agent's session whose turn left the files as checkpoint `at` holds them: that of the
+/// newest prompt recorded before it (after an undo of a rewind, the session rewound from, not
+/// the fork).
+fn session_before(
+    ctx: &Ctx,
+    at: &crate::model::CheckpointId,
+) -> Option<crate::client::conversation::Forked> {
+    let mut conn = ctx.connect().ok()?;
+    let shown = conn
+        .call::<rpc::Show>(&crate::protocol::methods::ShowParams {
+            project: ctx.project(),
+            id: at.to_string(),
+            files: false,
+            dialog: None,
+            max_entries: Some(0),
+            counts: false,
+        })
+        .ok()?;
+    let prompts = super::rewind::prompts(ctx, None).ok()?;
+    let prompt = prompts
+        .iter()
+        .find(|p| p.created_at <= shown.checkpoint.created_at)?;
+    let meta = conn
+        .call::<rpc::Show>(&crate::protocol::methods::ShowParams {
+            project: ctx.project(),
+            id: prompt.id.to_string(),
+            files: false,
+            dialog: None,
+            max_entries: Some(0),
+            counts: false,
+        })
+        .ok()?
+        .checkpoint
+        .meta?;
+    crate::client::conversation::session_of(&meta)
 }
 
 /// Calls `M` (a restore-like method whose params `params(dry_run)` builds); on a terminal, a

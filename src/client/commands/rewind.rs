@@ -9,7 +9,7 @@ use crate::client::conversation::{self, CannotFork, Fork, Forked, Place, Point, 
 use crate::client::output::one_line;
 use crate::client::ClientError;
 use crate::model::Kind;
-use crate::protocol::methods::{rpc, ListParams, RestoreParams, ShowParams};
+use crate::protocol::methods::{rpc, ListParams, NoteParams, RestoreParams, ShowParams};
 use crate::protocol::results::Checkpoint;
 
 #[derive(Debug, clap::Args)]
@@ -142,10 +142,15 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         _ => Mode::Both,
     };
     let (target, prompts) = select(ctx, &args.target, args.dialog.clone())?;
-    let planned = match mode {
+    let fork_point = match mode {
         Mode::Code => None,
-        _ => Some(point_of(&target, &prompts).and_then(|p| conversation::plan(&p, &Place::Beside))),
+        _ => Some(point_of(&target, &prompts)),
     };
+    let planned = fork_point.as_ref().map(|p| {
+        p.clone()
+            .and_then(|p| conversation::plan(&p, &Place::Beside))
+    });
+    let fork_point = fork_point.and_then(Result::ok);
     let (fork, mut skipped_conversation) = match planned {
         None => (None, None),
         Some(Ok(fork)) => (Some(fork), None),
@@ -196,6 +201,23 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         },
         None => None,
     };
+    // The restore's checkpoint names the fork, so its prompts are shown as a fork later.
+    if let (Some(f), Some(r), Some(point)) = (&forked, &restored, fork_point.as_ref()) {
+        let noted = (!dry_run)
+            .then(|| conversation::fork_note(f, &point.session))
+            .flatten()
+            .zip(r.restore_checkpoint);
+        if let Some((text, on)) = noted {
+            let params = NoteParams {
+                project: ctx.project(),
+                id: on.to_string(),
+                text,
+            };
+            if let Err(e) = ctx.connect().and_then(|mut c| c.call::<rpc::Note>(&params)) {
+                tracing::debug!(error = %e, "the fork could not be noted");
+            }
+        }
+    }
     let status = restored.as_ref().map_or(0, |r| skipped_status(&r.skipped));
     if ctx.out.json {
         let mut value = match &restored {

@@ -31,11 +31,18 @@ pub fn home() -> Result<PathBuf, ClientError> {
 /// Reads a settings file: empty when absent; an error naming the file when it is not a JSON
 /// object.
 pub fn read_settings(path: &Path) -> Result<Map<String, Value>, ClientError> {
+    read_settings_text(path).map(|(_, map)| map)
+}
+
+/// [`read_settings`], with the file's text (empty when absent).
+fn read_settings_text(path: &Path) -> Result<(String, Map<String, Value>), ClientError> {
     // Never blocks on a FIFO or reads a device: only a regular file (symlinks followed, as the
     // agents follow them), at most 16 MiB.
     let text = match crate::safe_io::read_text(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((String::new(), Map::new()))
+        }
         Err(e) => {
             return Err(ClientError::Usage(format!(
                 "cannot read {}: {e}",
@@ -44,10 +51,10 @@ pub fn read_settings(path: &Path) -> Result<Map<String, Value>, ClientError> {
         }
     };
     if text.trim().is_empty() {
-        return Ok(Map::new());
+        return Ok((text, Map::new()));
     }
     match serde_json::from_str::<Value>(&text) {
-        Ok(Value::Object(map)) => Ok(map),
+        Ok(Value::Object(map)) => Ok((text, map)),
         Ok(_) => Err(ClientError::Usage(format!(
             "{} is not a JSON object; fix or move it, then run this again (nothing was changed)",
             path.display()
@@ -79,7 +86,17 @@ const EDIT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 /// merge into what the one before wrote and every entry stays.
 pub fn edit_settings(
     path: &Path,
+    change: impl FnMut(&mut Map<String, Value>) -> Result<bool, ClientError>,
+) -> Result<bool, ClientError> {
+    edit_settings_in_place(path, change, |_| None)
+}
+
+/// [`edit_settings`], the file edited as text by `in_place` where it can be (the user's
+/// formatting kept) and that text holds exactly what `change` made; else written whole.
+pub fn edit_settings_in_place(
+    path: &Path,
     mut change: impl FnMut(&mut Map<String, Value>) -> Result<bool, ClientError>,
+    in_place: impl FnOnce(&str) -> Option<String>,
 ) -> Result<bool, ClientError> {
     let target = settings_target(path)?;
     let io =
@@ -93,11 +110,17 @@ pub fn edit_settings(
         std::fs::create_dir_all(dir).map_err(io)?;
     }
     let _lock = lock_folder(dir).map_err(io)?;
-    let mut settings = read_settings(path)?;
+    let (text, mut settings) = read_settings_text(path)?;
     if !change(&mut settings)? {
         return Ok(false);
     }
-    write_settings(&target, &settings)?;
+    let expected = Value::Object(settings.clone());
+    let edited =
+        in_place(&text).filter(|t| serde_json::from_str::<Value>(t).is_ok_and(|v| v == expected));
+    match edited {
+        Some(text) => write_text(&target, &text)?,
+        None => write_settings(&target, &settings)?,
+    }
     Ok(true)
 }
 

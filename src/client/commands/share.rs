@@ -151,7 +151,7 @@ fn chosen(
 }
 
 /// The name pushes go under: `push_as` from the configuration, else user@host.
-fn who(configured: Option<String>) -> String {
+pub fn who(configured: Option<String>) -> String {
     configured.unwrap_or_else(|| {
         let uid = rustix::process::getuid().as_raw();
         let user = std::env::var("USER")
@@ -346,8 +346,10 @@ pub fn fetch(ctx: &Ctx, name: Option<String>) -> Result<i32, ClientError> {
             Ok(_) => results.push(conn.call::<rpc::FetchEnd>(&end)?),
             Err(e) => {
                 let _ = conn.call::<rpc::FetchEnd>(&end);
-                eprintln!("error: {e}");
-                failed = Some(e);
+                // The last failure is the command's error (said once, by it); earlier ones here.
+                if let Some(earlier) = failed.replace(e) {
+                    eprintln!("error: {earlier}");
+                }
             }
         }
     }

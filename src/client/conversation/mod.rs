@@ -352,6 +352,41 @@ impl Fork {
     }
 }
 
+/// The agent's session a prompt's checkpoint recorded, and the command that continues it (for
+/// the files as they were when the prompt's turn went on: after an undo of a rewind, the
+/// original session is the one they belong to).
+pub fn session_of(meta: &Value) -> Option<Forked> {
+    let agent = agent_of(meta)?;
+    let id = meta.get("session_id").and_then(Value::as_str)?;
+    Some(Forked {
+        agent: agent.name(),
+        session_id: Some(id.to_string()),
+        resume: resume_command(agent, Some(id)),
+        prompt: String::new(),
+        path: None,
+    })
+}
+
+/// What a rewind notes on its restore checkpoint when it forked the conversation, so that the
+/// fork's own prompts (a dialog named by the new session) are known for a fork of that one.
+pub fn fork_note(forked: &Forked, from_session: &str) -> Option<String> {
+    let id = forked.session_id.as_deref()?;
+    Some(format!(
+        "{FORK_NOTE}{} session {id} from session {from_session}",
+        forked.agent
+    ))
+}
+
+const FORK_NOTE: &str = "conversation forked: ";
+
+/// The new session and the one it was forked from, of a note [`fork_note`] wrote.
+pub fn parse_fork_note(note: &str) -> Option<(&str, &str)> {
+    let rest = note.strip_prefix(FORK_NOTE)?;
+    let (_, rest) = rest.split_once(" session ")?;
+    let (new, from) = rest.split_once(" from session ")?;
+    Some((new.trim(), from.trim()))
+}
+
 /// The command that continues session `id` (or starts a new one).
 fn resume_command(agent: Agent, id: Option<&str>) -> Vec<String> {
     let words: &[&str] = match (agent, id) {

@@ -9,9 +9,11 @@ use serde_json::{json, Map, Value};
 use super::agents::{Agent, ALL};
 use super::Ctx;
 use super::{codex_trust, gemini_trust};
+use crate::client::commands::json_text;
 use crate::client::commands::mcp;
 use crate::client::commands::settings::{
-    edit_settings, home, lock_folder, read_settings, settings_target, shell_word, write_text,
+    edit_settings, edit_settings_in_place, home, lock_folder, read_settings, settings_target,
+    shell_word, write_text,
 };
 use crate::client::ClientError;
 use crate::protocol::methods::{rpc, WatchParams};
@@ -50,7 +52,7 @@ fn entries(agent: Agent, settings: &mut Map<String, Value>) -> Result<&mut Vec<V
         .ok_or_else(|| format!("its `hooks.{}` is not a list", agent.event()))
 }
 
-pub fn install(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
+pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result<i32, ClientError> {
     // The project as the hook will record it: the top of the work tree, from any folder in it.
     let root = super::project_root(&ctx.base);
     let path = agent.settings_file(&root, &home()?, user);
@@ -96,56 +98,178 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> 
     } else {
         "already installed"
     };
+    // The file names this machine's ckpt: git status would list it, unless kept out.
+    let git_excluded = match (git_exclude, user) {
+        (true, false) => exclude_from_git(&root, &path)?,
+        _ => false,
+    };
     let result = json!({ "agent": agent.name(), "file": path, "command": command,
-        "changed": changed, "project": (!user).then_some(&root) });
-    if !ctx.out.json(&result) {
+        "changed": changed, "project": (!user).then_some(&root), "git_excluded": git_excluded });
+    if ctx.out.json(&result) {
+        return Ok(0);
+    }
+    outln!(
+        "{verb}: {} runs `{command}` ({})",
+        agent.name(),
+        path.display()
+    );
+    if !user {
+        let base = std::fs::canonicalize(&ctx.base).unwrap_or_else(|_| ctx.base.clone());
+        if base != root {
+            outln!(
+                "the project is the top of the work tree, {} (where the hook records prompts)",
+                root.display()
+            );
+        }
         outln!(
-            "{verb}: {} runs `{command}` ({})",
-            agent.name(),
-            path.display()
+            "ckpt keeps that file out of checkpoints: no restore, rewind or fetch removes or \
+             replaces its hook"
         );
-        if !user {
-            let base = std::fs::canonicalize(&ctx.base).unwrap_or_else(|_| ctx.base.clone());
-            if base != root {
-                outln!(
-                    "the project is the top of the work tree, {} (where the hook records prompts)",
-                    root.display()
-                );
-            }
+        if git_excluded {
+            outln!("added it to .git/info/exclude: git status no longer lists it");
+        } else if shown_by_git(&root, &path) {
             outln!(
-                "ckpt keeps that file out of checkpoints: no restore, rewind or fetch removes or \
-                 replaces its hook"
+                "git status lists it (it names this machine's ckpt): `ckpt hook install {} \
+                 --git-exclude` keeps it out (.git/info/exclude)",
+                agent.name()
             );
-        }
-        if agent == Agent::Codex {
-            outln!(
-                "Codex runs a new hook only once you trust it: `ckpt hook trust codex` records \
-                 that (or trust it in Codex's `/hooks`)."
-            );
-        }
-        if agent == Agent::Gemini && !user {
-            outln!("Gemini CLI runs project hooks only in a trusted folder.");
         }
     }
+    if agent == Agent::Codex {
+        outln!(
+            "Codex runs a new hook only once you trust it: `ckpt hook trust codex` records that \
+             (or trust it in Codex's `/hooks`)."
+        );
+    }
+    if agent == Agent::Gemini && !user {
+        outln!("Gemini CLI runs project hooks only in a trusted folder.");
+    }
     Ok(0)
+}
+
+/// Whether git would list `file` (in the work tree at `root`) as untracked: not ignored, not
+/// tracked. False where git cannot tell (no repository, no git).
+fn shown_by_git(root: &Path, file: &Path) -> bool {
+    let git = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()
+            .and_then(|s| s.code())
+    };
+    let file = file.as_os_str();
+    // check-ignore: 0 ignored, 1 not ignored, 128 no repository.
+    git(&["check-ignore".as_ref(), "-q".as_ref(), file]) == Some(1)
+        && git(&["ls-files".as_ref(), "--error-unmatch".as_ref(), file]) != Some(0)
+}
+
+/// Adds `file` to the repository's `info/exclude` (where git says it is, worktrees included);
+/// whether it was added (false: git ignores it already).
+fn exclude_from_git(root: &Path, file: &Path) -> Result<bool, ClientError> {
+    if !shown_by_git(root, file) {
+        return Ok(false);
+    }
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args([
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-path",
+            "info/exclude",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| ClientError::Usage(format!("cannot run git: {e}")))?;
+    let exclude = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if !out.status.success() || !exclude.is_absolute() {
+        return Err(ClientError::Usage(format!(
+            "{} is not in a git work tree: nothing to exclude it from",
+            root.display()
+        )));
+    }
+    let rel = file.strip_prefix(root).unwrap_or(file);
+    // Anchored at the top: that file, not every file of that name.
+    let line = format!("/{}\n", rel.display());
+    let mut text = crate::safe_io::read_text(&exclude).unwrap_or_default();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&line);
+    if let Some(dir) = exclude.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    write_text(&exclude, &text)?;
+    Ok(true)
+}
+
+/// The agents whose hook is installed for the project at `root` (its own settings, or the
+/// user's, which run everywhere): a prompt there is recorded.
+pub fn installed_for(root: &Path) -> Vec<String> {
+    let Ok(home) = home() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for agent in ALL {
+        for user in [false, true] {
+            let path = agent.settings_file(root, &home, user);
+            let ours = read_settings(&path).is_ok_and(|s| find_ours(agent, &s).is_some());
+            if ours {
+                let scope = if user {
+                    "your user settings"
+                } else {
+                    "the project"
+                };
+                out.push(format!("{} ({scope})", agent.name()));
+            }
+        }
+    }
+    out
 }
 
 pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
     let path = agent.settings_file(&super::project_root(&ctx.base), &home()?, user);
     let mut removed = 0;
-    edit_settings(&path, |settings| {
-        if let Some(list) = settings
-            .get_mut("hooks")
-            .and_then(Value::as_object_mut)
-            .and_then(|h| h.get_mut(agent.event()))
-            .and_then(Value::as_array_mut)
-        {
-            let before = list.len();
-            list.retain(|e| !agent.commands_of(e).iter().any(|c| is_ours(agent, c)));
-            removed = before - list.len();
+    // The entries taken out of the text itself, the rest of the user's file byte for byte.
+    let in_place = |text: &str| {
+        let settings: Value = serde_json::from_str(text).ok()?;
+        let list = settings.get("hooks")?.get(agent.event())?.as_array()?;
+        let ours: Vec<usize> = (0..list.len())
+            .filter(|&i| {
+                agent
+                    .commands_of(&list[i])
+                    .iter()
+                    .any(|c| is_ours(agent, c))
+            })
+            .collect();
+        let mut text = text.to_string();
+        for &i in ours.iter().rev() {
+            text = json_text::remove_element(&text, &["hooks", agent.event()], i)?;
         }
-        Ok(removed > 0)
-    })?;
+        Some(text)
+    };
+    edit_settings_in_place(
+        &path,
+        |settings| {
+            if let Some(list) = settings
+                .get_mut("hooks")
+                .and_then(Value::as_object_mut)
+                .and_then(|h| h.get_mut(agent.event()))
+                .and_then(Value::as_array_mut)
+            {
+                let before = list.len();
+                list.retain(|e| !agent.commands_of(e).iter().any(|c| is_ours(agent, c)));
+                removed = before - list.len();
+            }
+            Ok(removed > 0)
+        },
+        in_place,
+    )?;
     let result = json!({ "agent": agent.name(), "file": path, "removed": removed });
     let text = match removed {
         0 => format!("no ckpt hook for {} in {}", agent.name(), path.display()),

@@ -239,6 +239,35 @@ async function refreshNewest(root) {
 // --- the timeline -----------------------------------------------------------------------
 
 // The dialogs (agent sessions) of the timeline, newest first, in the dialog menu.
+// Each dialog as a person knows it: by its first prompt (an agent names a session by a UUID),
+// and, for the session a rewind forked, as a fork of the one it came from (the rewind notes
+// that on its restore checkpoint).
+function nameDialogs() {
+  const first = new Map();
+  const forkedFrom = new Map();
+  for (let i = state.all.length - 1; i >= 0; i--) {
+    const c = state.all[i];
+    if (c.kind === "message" && c.label && !first.has(c.dialog)) {
+      const line = c.label.split("\n")[0];
+      first.set(c.dialog, line.length > 40 ? `${line.slice(0, 40)}…` : line);
+    }
+    for (const note of (c.notes || "").split("\n")) {
+      const m = /^conversation forked: \S+ session (\S+) from session (\S+)/.exec(note);
+      if (m) forkedFrom.set(m[1], m[2]);
+    }
+  }
+  const named = (d) => (first.has(d) ? `“${first.get(d)}”` : d);
+  state.dialogNames = new Map();
+  for (const d of new Set(state.all.map((c) => c.dialog))) {
+    const from = forkedFrom.get(d);
+    state.dialogNames.set(d, from ? `fork of ${named(from)}: ${named(d)}` : named(d));
+  }
+}
+
+function dialogName(d) {
+  return (state.dialogNames && state.dialogNames.get(d)) || d;
+}
+
 function listDialogs() {
   const select = $("dialog");
   const chosen = select.value;
@@ -246,8 +275,9 @@ function listDialogs() {
   const options = [el("option", "", `all ${seen.length} dialog${seen.length === 1 ? "" : "s"}`)];
   options[0].value = "";
   for (const d of seen) {
-    const option = el("option", "", d);
+    const option = el("option", "", dialogName(d));
     option.value = d;
+    option.title = d;
     options.push(option);
   }
   select.replaceChildren(...options);
@@ -255,13 +285,15 @@ function listDialogs() {
 }
 
 function refilter(keepId) {
+  nameDialogs();
   listDialogs();
   const needle = $("filter").value.trim().toLowerCase();
   const dialog = $("dialog").value;
-  state.shown = needle || dialog
-    ? state.all.filter((c) => (!dialog || c.dialog === dialog)
-        && (!needle || `${c.label}\n${c.id}\n${(c.tags || []).join(" ")}`.toLowerCase().includes(needle)))
-    : state.all;
+  // A restore's undo point is shown with the restore (one row for one restore).
+  const undoPoints = new Set(state.all.filter((c) => c.restore).map((c) => c.restore.undo));
+  state.shown = state.all.filter((c) => !undoPoints.has(c.id)
+    && (!dialog || c.dialog === dialog)
+    && (!needle || `${c.label}\n${c.id}\n${(c.tags || []).join(" ")}`.toLowerCase().includes(needle)));
   if (keepId) state.cursor = state.shown.findIndex((c) => c.id === keepId);
   if (state.cursor >= state.shown.length) state.cursor = state.shown.length - 1;
   $("count").textContent = `${state.shown.length} of ${state.all.length} checkpoints`;
@@ -291,7 +323,7 @@ function entry(c, i) {
     el("span", "seq", `#${c.seq}`),
     el("span", "badge", c.kind.replace("_", " ")),
     el("span", "", ago(c.created_at)),
-    el("span", "dialog", c.dialog),
+    el("span", "dialog", dialogName(c.dialog)),
     el("span", "agent", state.agents.get(c.dialog) || ""),
     // What the entry did: a prompt's turn, as `ckpt log` counts it; else its own changes.
     el("span", "add", `+${(c.turn || c).added}`),
@@ -331,11 +363,12 @@ async function openEntry(c) {
   const fact = (name, value) => { facts.append(el("dt", "", name), el("dd", "", value)); };
   fact("checkpoint", c.id);
   fact("when", `${new Date(c.created_at).toLocaleString()} (${ago(c.created_at)})`);
-  fact("kind", `${c.kind.replace("_", " ")} · #${c.seq} · dialog ${c.dialog} · session ${c.session}`);
+  fact("kind", `${c.kind.replace("_", " ")} · #${c.seq} · session ${c.session}`);
+  fact("dialog", `${dialogName(c.dialog)}${dialogName(c.dialog) === c.dialog ? "" : ` (${c.dialog})`}`);
   fact("changes", `${counts(c)} · ${c.files} files`);
   if (c.tags && c.tags.length) fact("tags", c.tags.join(", "));
   if (c.notes) fact("notes", c.notes);
-  if (c.restore) fact("restored to", c.restore.restored_to);
+  if (c.restore) fact("restored to", `${c.restore.restored_to} (undo point ${c.restore.undo})`);
   const agent = el("dd", "", state.agents.get(c.dialog) || "…");
   facts.append(el("dt", "", "agent"), agent);
   head.append(facts);
@@ -539,22 +572,30 @@ function wordPair(old, now) {
 
 // --- restore and undo -------------------------------------------------------------------
 
-function pathList(title, cls, paths) {
+// A group of paths, each marked: `+` a file made, `~` one replaced, `−` one deleted, `!` one
+// left alone (`created` names the made ones).
+function pathList(title, cls, paths, created) {
   const box = el("div", `plan-group ${cls}`);
   box.append(el("h4", "", `${title} (${paths.length})`));
   const ul = el("ul", "");
-  for (const p of paths.slice(0, 500)) ul.append(el("li", "", shownPath(p)));
+  for (const p of paths.slice(0, 500)) {
+    const li = el("li", created && created.has(p) ? "new" : "", shownPath(p));
+    ul.append(li);
+  }
   if (paths.length > 500) ul.append(el("li", "muted", `… and ${paths.length - 500} more`));
   box.append(ul);
   return box;
 }
 
-function outcome(result) {
+// What a restore did, or with `planned` what it would do (nothing is written before that).
+function outcome(result, planned) {
   const skipped = (result.skipped || []).map((s) => `${shownPath(s.path)}: ${s.reason}${s.detail ? ` (${s.detail})` : ""}`);
+  const created = new Set(result.created || []);
+  const words = planned ? ["to write", "to delete", "to leave alone"] : ["written", "deleted", "left alone"];
   return [
-    pathList("written", "write", result.written || []),
-    pathList("deleted", "delete", result.deleted || []),
-    pathList("skipped", "skip", skipped),
+    pathList(words[0], "write", result.written || [], created),
+    pathList(words[1], "delete", result.deleted || []),
+    pathList(words[2], "skip", skipped),
   ];
 }
 
@@ -578,7 +619,7 @@ async function planRestore(c) {
   box.append(el("h3", "", n
     ? `Restoring #${c.seq} “${title(c)}” will write ${plan.written.length}, delete ${plan.deleted.length} and skip ${plan.skipped.length} file(s). Nothing has changed yet.`
     : `The files already are as #${c.seq} holds them. Nothing to restore.`));
-  box.append(...outcome(plan));
+  box.append(...outcome(plan, true));
   const buttons = el("div", "actions");
   buttons.append(button("Restore these files", "confirm", () => confirmRestore(c, area), "primary danger"));
   if (rewind && rewind.conversation) {
