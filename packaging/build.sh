@@ -16,19 +16,24 @@
 # flag applies to the client's own crate only (`cargo rustc`); its libraries are position-
 # independent code, which links into a fixed-address executable as is. The daemon stays a PIE.
 #
-#   packaging/build.sh
+#   packaging/build.sh              # the daemon and, for musl, the client: two builds of the crates
+#   packaging/build.sh --glibc      # the client linked statically against glibc: one build
 set -euo pipefail
+glibc=false
+[ "${1:-}" = "--glibc" ] && glibc=true
 cd "$(dirname "$0")/.."
 cargo build --release --locked
 host=$(rustc -vV | sed -n 's/^host: //p')
 case "$host" in
   *-linux-gnu*)
     musl="${host%%-*}-unknown-linux-musl"
-    have_musl() { [ -d "$(rustc --print sysroot)/lib/rustlib/$musl/lib" ]; }
-    if ! have_musl && command -v rustup >/dev/null 2>&1; then
+    have_musl() { [ -d "$(rustc --print sysroot)/lib/rustlib/$musl/lib" ] && [ "$glibc" = false ]; }
+    if ! have_musl && [ "$glibc" = false ] && command -v rustup >/dev/null 2>&1; then
+      echo "build.sh: adding the toolchain's $musl target (rustup target add $musl), once" >&2
       rustup target add "$musl" >/dev/null 2>&1 || true
     fi
     if have_musl; then
+      echo "build.sh: building the client again for $musl (every crate a second time; --glibc skips this)" >&2
       cargo rustc --release --locked --target "$musl" --bin ckpt -- -C relocation-model=static
       # A copy, not cargo's hard link: the glibc build in target/release/deps stays as it was.
       rm -f target/release/ckpt

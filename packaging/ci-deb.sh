@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the .deb, installs it with dpkg, runs the installed binaries (a daemon started from
 # /usr/bin/ckptd, a checkpoint and a restore with /usr/bin/ckpt, the units where the package
-# put them), then removes the package. Needs root and cargo-deb.
+# put them), then removes the package. Needs root and cargo-deb. Where a ckpt package is
+# installed already, it only lists the .deb's files: it never replaces or removes one it did
+# not install.
 set -Eeuo pipefail
 trap 'echo "packaging/ci-deb.sh: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
@@ -13,6 +15,12 @@ packaging/build.sh
 deb=$(cargo deb --no-build --quiet --output target/debian/ 2>/dev/null | tail -n 1)
 [ -f "$deb" ] || deb=$(ls -t target/debian/ckpt_*.deb | head -n 1)
 echo "built $deb"
+# Never replace (and then remove) a ckpt package someone installed on this machine.
+if dpkg-query -W -f='${Status}' ckpt 2>/dev/null | grep -q 'install ok installed'; then
+  echo "a ckpt package is installed here: its files are listed, not installed over it" >&2
+  dpkg-deb -c "$deb" | grep -q './usr/bin/ckpt$' || { echo "the .deb holds no /usr/bin/ckpt" >&2; exit 1; }
+  exit 0
+fi
 dpkg -i "$deb"
 trap 'dpkg -r ckpt >/dev/null 2>&1 || true' EXIT
 /usr/bin/ckpt --version

@@ -5,12 +5,17 @@
 # so the daemon starts at the first `ckpt` command or agent prompt. Re-running it upgrades.
 #
 #   packaging/install.sh            # binaries into ~/.cargo/bin, units into ~/.config/systemd/user
+#   packaging/install.sh --glibc    # the same, built once (the client linked against glibc)
 #   packaging/install.sh --no-build # only the units, for binaries already installed on PATH
+# The binaries go to $CKPT_BIN_DIR when it is set; completions to the user's folders for them
+# (~/.local/share/bash-completion, ~/.config/fish), man pages beside the binaries' folder
+# (~/.cargo/share/man: man finds it through the bin folder on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--no-build" ]; then
-  packaging/build.sh
-  bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+  echo "install.sh: building (the first time takes 10-15 minutes: the release build, then the client for musl; --glibc builds once)" >&2
+  packaging/build.sh "$@"
+  bin="${CKPT_BIN_DIR:-${CARGO_HOME:-$HOME/.cargo}/bin}"
   mkdir -p "$bin"
   # Under temporary names, then renamed: a running ckptd or an agent's hook keeps its file.
   for b in ckpt ckptd; do
@@ -18,6 +23,7 @@ if [ "${1:-}" != "--no-build" ]; then
     mv -f "$bin/.$b.new" "$bin/$b"
   done
   echo "installed ckpt and ckptd in $bin"
+  case ":$PATH:" in *":$bin:"*) ;; *) echo "note: $bin is not on your PATH: add it (agents' hooks name ckpt by its full path anyway)";; esac
   # The units run the daemon just installed, whatever else is on PATH (a packaged /usr/bin one).
   ckptd="$bin/ckptd"
 else
@@ -37,5 +43,19 @@ if command -v systemctl >/dev/null 2>&1 && systemctl --user show-environment >/d
   echo "enabled ckptd.socket and ckptd.service: the daemon starts at login (and on first use)"
 else
   echo "no systemd user manager here: start ckptd yourself (ckpt starts it on first use)"
+fi
+# Completions and man pages of what was just built, where each shell and man look for a user's
+# own (with --no-build, the binaries came from elsewhere, and so do their pages).
+assets=target/assets
+if [ "${1:-}" != "--no-build" ] && [ -d "$assets/completions" ]; then
+  data="${XDG_DATA_HOME:-$HOME/.local/share}"
+  man="$(dirname "$(dirname "$ckptd")")/share/man"
+  mkdir -p "$data/bash-completion/completions" "$data/zsh/site-functions" \
+    "${XDG_CONFIG_HOME:-$HOME/.config}/fish/completions" "$man/man1"
+  cp "$assets/completions/ckpt" "$data/bash-completion/completions/ckpt"
+  cp "$assets/completions/_ckpt" "$data/zsh/site-functions/_ckpt"
+  cp "$assets/completions/ckpt.fish" "${XDG_CONFIG_HOME:-$HOME/.config}/fish/completions/ckpt.fish"
+  cp "$assets"/man/*.1.gz "$man/man1/"
+  echo "installed completions (bash; fish; zsh: add $data/zsh/site-functions to fpath) and man pages in $man (man ckpt)"
 fi
 echo "next: in a project, \`ckpt hook install claude-code\` (or gemini, codex, cursor, copilot)"

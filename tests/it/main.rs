@@ -31,6 +31,7 @@ mod messages;
 mod newcomer;
 mod packs;
 mod protocol;
+mod quickstart;
 mod races;
 mod readme;
 mod reload;
