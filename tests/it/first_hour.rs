@@ -302,3 +302,37 @@ fn line_counts_are_gits() {
     assert_eq!(ours(&env.json(&["show", &b])["changes"]), git);
     assert_eq!(ours(&env.json(&["diff", &a, &b])["files"]), git);
 }
+
+/// `ckpt diff` with no checkpoint named is what the agent changed during this turn, since the
+/// latest prompt, whatever was recorded after it; `@` stays the newest checkpoint of any kind.
+#[test]
+fn diff_with_no_checkpoint_is_the_turn_so_far() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    env.watch();
+    prompt(&env, "make it two");
+    write(&p, "a.txt", "two\n");
+    env.checkpoint("a manual checkpoint in the middle of the turn");
+    write(&p, "b.txt", "new\n");
+    let turn = env.json(&["diff", "--name-only"]);
+    let files: Vec<&str> = turn["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["a.txt", "b.txt"], "{turn}");
+    let since_newest = env.json(&["diff", "@", "--name-only"]);
+    assert_eq!(
+        since_newest["files"].as_array().unwrap().len(),
+        1,
+        "{since_newest}"
+    );
+    let out = env.ckpt(&["diff", "--stat"]);
+    assert!(
+        stderr(&out).contains("since your latest prompt"),
+        "{}",
+        stderr(&out)
+    );
+}

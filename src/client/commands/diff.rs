@@ -10,8 +10,9 @@ use crate::protocol::results::FileChange;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ`.
-    pub id: String,
+    /// An id or unique prefix, a tag, `@`/`latest`, `@~N` or `#SEQ` (default: your latest
+    /// prompt, so `ckpt diff` is what the agent changed during this turn).
+    pub id: Option<String>,
     /// Diff to this checkpoint instead of the working tree.
     pub id2: Option<String>,
     /// The dialog in which `@`, `@~N` and `#SEQ` count (default: the newest checkpoint's).
@@ -29,9 +30,27 @@ pub struct Args {
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
+    // No checkpoint named: the latest prompt's (what its turn changed so far), whatever was
+    // recorded after it (a manual checkpoint, a restore).
+    let (from, named) = match &args.id {
+        Some(id) => (id.clone(), true),
+        None => match super::rewind::prompts(ctx, args.dialog.clone())?.first() {
+            Some(p) => {
+                if !ctx.out.json && !ctx.out.quiet {
+                    eprintln!(
+                        "since your latest prompt ({}): {}",
+                        p.id.short(),
+                        output::one_line(&p.label, 80)
+                    );
+                }
+                (p.id.to_string(), false)
+            }
+            None => ("@".to_string(), true),
+        },
+    };
     let params = DiffParams {
         project: ctx.project(),
-        from: args.id.clone(),
+        from: from.clone(),
         to: args.id2.clone(),
         paths: wire_all(&ctx.base, &args.paths),
         patch: !args.stat && !args.name_only,
@@ -42,7 +61,9 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         max_bytes: None,
     };
     let d = ctx.connect()?.call::<rpc::Diff>(&params)?;
-    ctx.say_resolved(&args.id, &d.from);
+    if named {
+        ctx.say_resolved(&from, &d.from);
+    }
     if let (Some(name), Some(to)) = (&args.id2, &d.to) {
         ctx.say_resolved(name, to);
     }
