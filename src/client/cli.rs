@@ -528,7 +528,7 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
             out!("{}", String::from_utf8_lossy(&script));
             Ok(0)
         }
-        Command::Man { dir } => super::help::man(dir),
+        Command::Man { dir } => super::help::man(<Cli as clap::CommandFactory>::command(), dir),
         Command::Config(ConfigCommand::Check { file }) => cmd::config::check(ctx, file),
         Command::Log {
             dialog,

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use super::cli::Cli;
 use super::ClientError;
 
 /// The commands by what they are for, in the order `--help` lists them.
@@ -46,9 +45,11 @@ const GROUPS: &[(&str, &[&str])] = &[
     ("Shell", &["completions", "man", "help"]),
 ];
 
-/// The command line as clap parses it, its help listing the commands by [`GROUPS`].
-pub fn command() -> clap::Command {
-    let mut command = <Cli as clap::CommandFactory>::command();
+/// `command` (the command line as clap parses it), its help listing the commands by
+/// [`GROUPS`].
+pub fn grouped(command: clap::Command) -> clap::Command {
+    let plain = command.clone();
+    let mut command = command;
     command.build();
     let subcommands: Vec<(String, String)> = command
         .get_subcommands()
@@ -82,13 +83,13 @@ pub fn command() -> clap::Command {
     let template = format!(
         "{{about-with-newline}}\n{{usage-heading}} {{usage}}\n\n{listed}Options:\n{{options}}{{after-help}}"
     );
-    <Cli as clap::CommandFactory>::command().help_template(template)
+    plain.help_template(template)
 }
 
 /// Man pages generated from the argument definitions: one for `ckpt` and one per command,
 /// into `dir`, or `ckpt`'s on stdout.
-pub fn man(dir: Option<PathBuf>) -> Result<i32, ClientError> {
-    let mut command = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
+pub fn man(command: clap::Command, dir: Option<PathBuf>) -> Result<i32, ClientError> {
+    let mut command = command.disable_help_subcommand(true);
     command.build();
     let Some(dir) = dir else {
         out!("{}", String::from_utf8_lossy(&page(&command)?));

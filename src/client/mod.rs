@@ -52,7 +52,7 @@ pub fn main() -> i32 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let parsed = match quick::parse(&args) {
         Some(cli) => Ok(cli),
-        None => help::command()
+        None => help::grouped(<cli::Cli as clap::CommandFactory>::command())
             .try_get_matches()
             .and_then(|m| <cli::Cli as clap::FromArgMatches>::from_arg_matches(&m)),
     };

@@ -46,7 +46,19 @@ pub struct Checkpoint {
     pub origin: Option<crate::model::Origin>,
     /// For a prompt, when asked (`list` with `turns`): what its turn changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn: Option<super::results::TurnChanges>,
+    pub turn: Option<TurnChanges>,
+}
+
+/// What a prompt's turn changed: from it to the next prompt of its dialog, or to the files as
+/// they are now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnChanges {
+    pub added: u64,
+    pub modified: u64,
+    pub deleted: u64,
+    /// The next prompt's checkpoint; none for the newest prompt (its turn is compared with
+    /// the files now: `ckpt diff @` shows it).
+    pub until: Option<CheckpointId>,
 }
 
 /// What a `restore` checkpoint links: the checkpoint restored to, and the `pre-restore`

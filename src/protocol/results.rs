@@ -79,15 +79,7 @@ pub struct Turn {
     pub turn: TurnChanges,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TurnChanges {
-    pub added: u64,
-    pub modified: u64,
-    pub deleted: u64,
-    /// The next prompt's checkpoint; none for the newest prompt (its turn is compared with
-    /// the files now: `ckpt diff @` shows it).
-    pub until: Option<CheckpointId>,
-}
+pub use super::checkpoints::TurnChanges;
 
 /// `file_at`: a part of a file as a checkpoint holds it.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -315,7 +315,7 @@ fn watch_resolves_a_relative_dir_once() {
 #[test]
 fn usage_errors_have_their_own_exit_code_and_json_shape() {
     let env = TestEnv::new();
-    for args in [&["--frobnicate"][..], &["restore"][..], &["diff"][..]] {
+    for args in [&["--frobnicate"][..], &["restore"][..], &["show"][..]] {
         let out = env.ckpt(args);
         assert_eq!(out.status.code(), Some(64), "{args:?}: {}", stderr(&out));
         let mut json = vec!["--json"];

@@ -259,7 +259,7 @@ fn the_page_restores_after_a_plan_and_undoes_and_bad_requests_get_clear_errors()
     assert_eq!(labels, ["second", "first"]);
     let diff = ui
         .get(&format!(
-            "/api/diff?{}&from={first}&to={}",
+            "/api/diff?{}&from={first}&to={}&offset=0",
             project_query(&p),
             list[0]["id"].as_str().unwrap()
         ))

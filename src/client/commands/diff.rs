@@ -34,7 +34,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
     // recorded after it (a manual checkpoint, a restore).
     let (from, named) = match &args.id {
         Some(id) => (id.clone(), true),
-        None => match super::rewind::prompts(ctx, args.dialog.clone())?.first() {
+        None => match super::prompts::prompts(ctx, args.dialog.clone())?.first() {
             Some(p) => {
                 if !ctx.out.json && !ctx.out.quiet {
                     eprintln!(

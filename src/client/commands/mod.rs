@@ -18,6 +18,7 @@ pub mod list;
 pub mod log;
 pub mod maintenance;
 pub mod mcp;
+pub mod prompts;
 pub mod restore;
 pub mod rewind;
 pub mod session;

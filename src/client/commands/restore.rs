@@ -102,7 +102,7 @@ fn session_before(
             counts: false,
         })
         .ok()?;
-    let prompts = super::rewind::prompts(ctx, None).ok()?;
+    let prompts = super::prompts::prompts(ctx, None).ok()?;
     let prompt = prompts
         .iter()
         .find(|p| p.created_at <= shown.checkpoint.created_at)?;

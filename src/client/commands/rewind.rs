@@ -9,7 +9,7 @@ use crate::client::conversation::{self, CannotFork, Fork, Forked, Place, Point, 
 use crate::client::output::one_line;
 use crate::client::ClientError;
 use crate::model::Kind;
-use crate::protocol::methods::{rpc, ListParams, NoteParams, RestoreParams, ShowParams};
+use crate::protocol::methods::{rpc, NoteParams, RestoreParams, ShowParams};
 use crate::protocol::results::Checkpoint;
 
 #[derive(Debug, clap::Args)]
@@ -35,23 +35,6 @@ pub struct Args {
     pub confirm: Confirm,
 }
 
-/// The prompts (message checkpoints) of `dialog`, or of every dialog, newest first.
-pub fn prompts(ctx: &Ctx, dialog: Option<String>) -> Result<Vec<Checkpoint>, ClientError> {
-    let params = ListParams {
-        project: ctx.project(),
-        dialog,
-        limit: None,
-        all_sessions: true,
-        grep: None,
-        remote: None,
-        all: false,
-        turns: false,
-    };
-    let mut list = ctx.connect()?.call::<rpc::List>(&params)?;
-    list.retain(|c| c.kind == Kind::Message);
-    Ok(list)
-}
-
 /// The checkpoint `target` names (N prompts back, or a checkpoint's name), with its metadata,
 /// and the prompts of its dialog (newest first).
 pub fn select(
@@ -66,7 +49,7 @@ pub fn select(
     let chosen = match n {
         Some(0) => return Err(ClientError::Usage("rewind 0 prompts: nothing to do".into())),
         Some(n) => {
-            let mut list = prompts(ctx, dialog.clone())?;
+            let mut list = super::prompts::prompts(ctx, dialog.clone())?;
             let Some(dialog) = list.first().map(|c| c.dialog.clone()) else {
                 return Err(ClientError::Usage(match &dialog {
                     Some(d) => format!("dialog {d} has no prompts to rewind"),
@@ -100,7 +83,7 @@ pub fn select(
     if n.is_none() {
         ctx.say_resolved(target, &shown.id);
     }
-    let mut list = prompts(ctx, Some(shown.dialog.clone()))?;
+    let mut list = super::prompts::prompts(ctx, Some(shown.dialog.clone()))?;
     list.retain(|c| c.dialog == shown.dialog);
     Ok((shown, list))
 }
