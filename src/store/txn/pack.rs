@@ -14,7 +14,7 @@
 //!
 //! The writer and its index writer are ckpt's own, over gix's object encoding: gix-pack's
 //! `Bundle::write_to_directory` re-inflates every entry to index it (+1.2 s and +190 MB for a
-//! 100,000-file first checkpoint, see `docs/design.md`), and an operation's pack is built in
+//! 100,000-file first checkpoint, see `docs/decisions.md`), and an operation's pack is built in
 //! memory and journaled before any file exists, which no gix writer does.
 
 use parking_lot::Mutex;
