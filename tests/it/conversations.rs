@@ -211,8 +211,10 @@ fn keep_gemini_sessions(env: &TestEnv) {
     std::fs::write(&settings, value.to_string()).unwrap();
 }
 
+/// Codex's folder where it is by default (`~/.codex`), as for most users: `ckpt log` and
+/// `rewind` then find its sessions without `CODEX_HOME` set in their environment.
 pub(crate) fn codex_home(env: &TestEnv) -> PathBuf {
-    env.home.join("codex")
+    env.home.join("home/.codex")
 }
 
 /// Every file below the agents' own folders (HOME and CODEX_HOME): name -> content.
@@ -228,10 +230,19 @@ fn agent_files(env: &TestEnv) -> BTreeMap<String, String> {
     all
 }
 
-/// The project's files, its `.git` left out.
+/// The project's files as checkpoints hold them: its `.git` and the agents' hook settings that
+/// `ckpt hook install` wrote (never captured) left out.
 fn files(dir: &Path) -> BTreeMap<String, String> {
     let mut t = tree_state(dir);
-    t.retain(|k, _| !k.starts_with(".git"));
+    t.retain(|k, _| {
+        !k.starts_with(".git")
+            && ![
+                ".claude/settings.local.json",
+                ".codex/hooks.json",
+                ".gemini/settings.json",
+            ]
+            .contains(&k.as_str())
+    });
     t
 }
 

@@ -8,6 +8,34 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const MAX_LINES: usize = 600;
+/// Files over this are listed (not failed): the next split is due.
+const SPLIT_LINES: usize = 500;
+const MAX_FN_LINES: usize = 160;
+
+/// Layers that never import each other in this direction: (from, to) top-level modules.
+const NEVER: &[(&str, &str)] = &[
+    ("client", "store"),
+    ("client", "engine"),
+    ("client", "daemon"),
+    ("client", "index"),
+    ("protocol", "store"),
+    ("store", "engine"),
+    ("store", "daemon"),
+    ("store", "protocol"),
+    ("engine", "daemon"),
+];
+
+/// What is left to fix, file by file: each may only shrink. A new crossing, or a circle with a
+/// file outside the folder it is allowed in or more files than it has, fails the test.
+const KNOWN_CROSSINGS: &[(&str, &str)] = &[
+    ("client/connection.rs", "daemon/socket.rs"),
+    ("client/commands/log.rs", "store/pool.rs"),
+    ("client/commands/share.rs", "store/share/mod.rs"),
+    ("protocol/checkpoints.rs", "store/mod.rs"),
+    ("protocol/upkeep.rs", "store/mod.rs"),
+];
+/// Parent ⇄ child circles still open: (the folder, how many files at most).
+const KNOWN_CIRCLES: &[(&str, usize)] = &[("store/", 21), ("index/", 4), ("filter/", 3)];
 
 /// A module's path (`["store", "journal"]`) and its file.
 type Modules = BTreeMap<Vec<String>, PathBuf>;
@@ -82,6 +110,13 @@ fn code_of(text: &str) -> String {
     out
 }
 
+/// The number of `#` of a raw string literal starting at `at` (`r"`, `r#"`, `br##"`), if one does.
+fn raw_string_at(at: &[u8]) -> Option<usize> {
+    let rest = at.strip_prefix(b"r")?;
+    let hashes = rest.iter().take_while(|&&b| b == b'#').count();
+    (rest.get(hashes) == Some(&b'"')).then_some(hashes)
+}
+
 fn code_without_prose(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let bytes = text.as_bytes();
@@ -96,6 +131,21 @@ fn code_without_prose(text: &str) -> String {
                 i += 1;
             }
             i += 2;
+        } else if let Some(hashes) = raw_string_at(&bytes[i..]).filter(|_| {
+            i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_') || {
+                bytes[i - 1] == b'b' && (i < 2 || !bytes[i - 2].is_ascii_alphanumeric())
+            }
+        }) {
+            // `r"…"`, `r#"…"#`: to the quote followed by as many `#`.
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(b'#', hashes))
+                .collect();
+            let body = i + 2 + hashes;
+            i = bytes[body..]
+                .windows(close.len())
+                .position(|w| w == close.as_slice())
+                .map_or(bytes.len(), |at| body + at + close.len());
+            out.push_str("\"\"");
         } else if bytes[i] == b'"' && !(i > 0 && bytes[i - 1] == b'\'') {
             let raw = i > 0 && (bytes[i - 1] == b'r' || bytes[i - 1] == b'#');
             i += 1;
@@ -115,22 +165,32 @@ fn code_without_prose(text: &str) -> String {
     out
 }
 
-/// Every path the code names that starts with `crate`, `super` or `self`, made absolute, one
-/// per name brought in (`use a::{b, c::d}` gives `a::b` and `a::c::d`).
-fn paths_in(code: &str, here: &[String]) -> Vec<Vec<String>> {
+/// Every path the code names that starts with `crate`, `super`, `self` or one of the module's
+/// `children` (a relative path), made absolute, one per name brought in (`use a::{b, c::d}`
+/// gives `a::b` and `a::c::d`).
+fn paths_in(code: &str, here: &[String], children: &BTreeSet<String>) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let words: Vec<char> = code.chars().collect();
     let mut i = 0;
     while i < words.len() {
-        let starts = ["crate::", "super::", "self::"]
-            .iter()
-            .find(|p| words[i..].iter().take(p.len()).copied().eq(p.chars()));
         let boundary = i == 0
             || !(words[i - 1].is_alphanumeric() || words[i - 1] == '_' || words[i - 1] == ':');
-        let Some(_) = starts.filter(|_| boundary) else {
+        let starts = ["crate::", "super::", "self::"]
+            .iter()
+            .any(|p| words[i..].iter().take(p.len()).copied().eq(p.chars()));
+        // A path relative to this module: `txn::Durable` where `txn` is a child module.
+        let word: String = words[i..]
+            .iter()
+            .take_while(|c| c.is_alphanumeric() || **c == '_')
+            .collect();
+        let relative = !starts
+            && !word.is_empty()
+            && words[i + word.len()..].starts_with(&[':', ':'])
+            && children.contains(&word);
+        if !boundary || !(starts || relative) {
             i += 1;
             continue;
-        };
+        }
         // The path up to the end of its `use` tree or expression.
         let mut j = i;
         let mut depth = 0;
@@ -149,6 +209,11 @@ fn paths_in(code: &str, here: &[String]) -> Vec<Vec<String>> {
             j += 1;
         }
         let text: String = words[i..j].iter().collect();
+        let text = if relative {
+            format!("self::{text}")
+        } else {
+            text
+        };
         for path in expand(&text) {
             out.push(absolute(&path, here));
         }
@@ -240,8 +305,8 @@ fn resolve(
     modules.get(module).cloned()
 }
 
-/// Per module, the names it re-exports (`pub use x::Name` / `pub(crate) use`) and the path
-/// each stands for.
+/// Per module, the names it brings into scope (`use x::Name`, `pub use`, `pub(crate) use`: a
+/// child's `super::Name` finds a private `use` too) and the path each stands for.
 type Reexports = BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>>;
 
 fn reexports_of(code: &str, here: &[String]) -> BTreeMap<String, Vec<String>> {
@@ -250,6 +315,7 @@ fn reexports_of(code: &str, here: &[String]) -> BTreeMap<String, Vec<String>> {
         let stmt = stmt.trim();
         let Some(rest) = stmt
             .strip_prefix("pub use ")
+            .or_else(|| stmt.strip_prefix("use "))
             .or_else(|| stmt.strip_prefix("pub(crate) use "))
             .or_else(|| stmt.strip_prefix("pub(super) use "))
         else {
@@ -338,7 +404,7 @@ fn circles(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
 }
 
 #[test]
-fn no_source_file_is_over_600_lines_and_no_files_import_each_other_in_a_circle() {
+fn the_source_keeps_its_shape_files_functions_layers_and_no_import_circles() {
     let mut all = Vec::new();
     files(&src(), &mut all);
     all.sort();
@@ -362,7 +428,12 @@ fn no_source_file_is_over_600_lines_and_no_files_import_each_other_in_a_circle()
     let mut why: BTreeMap<(PathBuf, PathBuf), String> = BTreeMap::new();
     for f in &all {
         let here = module_of(f);
-        for path in paths_in(&codes[f], &here) {
+        let children: BTreeSet<String> = modules
+            .keys()
+            .filter(|m| m.len() == here.len() + 1 && m.starts_with(&here))
+            .map(|m| m.last().unwrap().clone())
+            .collect();
+        for path in paths_in(&codes[f], &here, &children) {
             let Some(target) = resolve(&path, &modules, &reexports, 0) else {
                 continue;
             };
@@ -375,11 +446,18 @@ fn no_source_file_is_over_600_lines_and_no_files_import_each_other_in_a_circle()
     let found = circles(&edges);
     let name = |p: &PathBuf| p.strip_prefix(src()).unwrap().display().to_string();
     let mut report = String::new();
+    let mut bad_circles = 0;
     for circle in &found {
-        report.push_str(&format!(
-            "circle: {}\n",
-            circle.iter().map(name).collect::<Vec<_>>().join(" ⇄ ")
-        ));
+        let names: Vec<String> = circle.iter().map(name).collect();
+        let known = KNOWN_CIRCLES.iter().any(|(folder, most)| {
+            names.iter().all(|n| n.starts_with(folder)) && names.len() <= *most
+        });
+        if known {
+            println!("known circle, still to break: {}", names.join(" ⇄ "));
+            continue;
+        }
+        bad_circles += 1;
+        report.push_str(&format!("circle: {}\n", names.join(" ⇄ ")));
         for a in circle {
             for b in circle {
                 if let Some(path) = why.get(&(a.clone(), b.clone())) {
@@ -388,9 +466,109 @@ fn no_source_file_is_over_600_lines_and_no_files_import_each_other_in_a_circle()
             }
         }
     }
+    // Layer directions.
+    let top = |p: &PathBuf| {
+        let n = name(p);
+        n.split('/')
+            .next()
+            .unwrap()
+            .trim_end_matches(".rs")
+            .to_string()
+    };
+    let mut crossings = Vec::new();
+    for (from, tos) in &edges {
+        for to in tos {
+            let (a, b) = (top(from), top(to));
+            let pair = (name(from), name(to));
+            if NEVER.iter().any(|(x, y)| *x == a && *y == b)
+                && !KNOWN_CROSSINGS
+                    .iter()
+                    .any(|(x, y)| *x == pair.0 && *y == pair.1)
+            {
+                let path = &why[&(from.clone(), to.clone())];
+                crossings.push(format!(
+                    "{} → {} ({path}): {a} never imports {b}",
+                    pair.0, pair.1
+                ));
+            }
+        }
+    }
+    // A known crossing that is gone is taken off the list, so the list only shrinks.
+    let stale: Vec<String> = KNOWN_CROSSINGS
+        .iter()
+        .filter(|(x, y)| {
+            !edges
+                .iter()
+                .any(|(f, tos)| name(f) == *x && tos.iter().any(|t| name(t) == *y))
+        })
+        .map(|(x, y)| format!("{x} → {y} is gone: remove it from KNOWN_CROSSINGS"))
+        .collect();
+    crossings.extend(stale);
+    // Functions.
+    let mut long_fns = Vec::new();
+    for f in &all {
+        for (fn_name, lines) in functions(&codes[f]) {
+            if lines > MAX_FN_LINES {
+                long_fns.push(format!("{}: fn {fn_name} ({lines} lines)", name(f)));
+            }
+        }
+    }
+    for f in &all {
+        let lines = std::fs::read_to_string(f).unwrap().lines().count();
+        if lines > SPLIT_LINES {
+            println!(
+                "{} has {lines} lines (over {SPLIT_LINES}: split it by what it holds)",
+                name(f)
+            );
+        }
+    }
     assert!(
-        long.is_empty() && found.is_empty(),
-        "files over {MAX_LINES} lines: {long:?}\n{} import circles:\n{report}",
-        found.len()
+        long.is_empty() && bad_circles == 0 && crossings.is_empty() && long_fns.is_empty(),
+        "files over {MAX_LINES} lines: {long:?}\nfunctions over {MAX_FN_LINES} lines: \
+         {long_fns:?}\nlayer crossings: {crossings:#?}\n{bad_circles} import circles:\n{report}"
     );
+}
+
+/// Each function of `code` (unit tests aside) and how many lines it spans.
+fn functions(code: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim_start();
+        let t = t
+            .strip_prefix("pub(crate) ")
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .or_else(|| t.strip_prefix("pub "))
+            .unwrap_or(t);
+        let t = t.strip_prefix("async ").unwrap_or(t);
+        let t = t.strip_prefix("const ").unwrap_or(t);
+        let Some(rest) = t.strip_prefix("fn ") else {
+            continue;
+        };
+        let fn_name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let (mut depth, mut opened) = (0i32, false);
+        for (j, l) in lines[i..].iter().enumerate() {
+            for c in l.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if !opened && l.trim_end().ends_with(';') {
+                break;
+            }
+            if opened && depth <= 0 {
+                out.push((fn_name.clone(), j + 1));
+                break;
+            }
+        }
+    }
+    out
 }

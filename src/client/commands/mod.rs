@@ -35,7 +35,7 @@ use super::output::Out;
 use super::{ClientError, Connection};
 use crate::config::Paths;
 use crate::model::CheckpointId;
-use crate::protocol::methods::{rpc, NoParams, ProjectParams};
+use crate::protocol::methods::ProjectParams;
 
 /// What every command knows: how to reach the daemon, where it runs, how to print.
 #[derive(Clone)]
@@ -129,7 +129,8 @@ mod progress {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use super::*;
+    use crate::client::Connection;
+    use crate::protocol::methods::{rpc, NoParams};
 
     pub fn around<T>(socket: &Path, base: &Path, call: impl FnOnce() -> T) -> T {
         let finished = Arc::new(AtomicBool::new(false));

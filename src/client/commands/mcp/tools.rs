@@ -86,6 +86,24 @@ pub fn list(allow_restore: bool) -> Vec<(&'static str, &'static str, Value)> {
 }
 
 /// Runs tool `name`; its answer as JSON, or why it could not.
+/// A checkpoint as `list_checkpoints` lists it, with its own turn for a prompt.
+fn list_entry(c: &crate::protocol::results::Checkpoint) -> Value {
+    let mut entry = json!({"id": c.id, "kind": c.kind, "label": c.label,
+        "dialog": c.dialog, "seq": c.seq, "created_at": c.created_at,
+        "added": c.added, "modified": c.modified, "deleted": c.deleted});
+    if let Some(t) = &c.turn {
+        entry["turn"] = json!({"added": t.added, "modified": t.modified,
+            "deleted": t.deleted, "finished": t.until.is_some()});
+    }
+    entry
+}
+
+/// A file change as `show_checkpoint` lists it.
+fn change_entry(f: &crate::protocol::results::FileChange) -> Value {
+    json!({"path": f.path, "status": f.status,
+        "lines_added": f.lines_added, "lines_removed": f.lines_removed})
+}
+
 pub fn call(
     ctx: &Ctx,
     allow_restore: bool,
@@ -135,16 +153,7 @@ pub fn call(
                 .into_iter()
                 .skip(skip)
                 .take(limit)
-                .map(|c| {
-                    let mut entry = json!({"id": c.id, "kind": c.kind, "label": c.label,
-                        "dialog": c.dialog, "seq": c.seq, "created_at": c.created_at,
-                        "added": c.added, "modified": c.modified, "deleted": c.deleted});
-                    if let Some(t) = &c.turn {
-                        entry["turn"] = json!({"added": t.added, "modified": t.modified,
-                            "deleted": t.deleted, "finished": t.until.is_some()});
-                    }
-                    entry
-                })
+                .map(|c| list_entry(&c))
                 .collect();
             let next = (skip + page.len() < total).then(|| (skip + page.len()).to_string());
             Ok(json!({"checkpoints": page, "total": total, "next_cursor": next}))
@@ -164,10 +173,7 @@ pub fn call(
                 .changes
                 .iter()
                 .take(MAX_ENTRIES)
-                .map(|f| {
-                    json!({"path": f.path, "status": f.status,
-                    "lines_added": f.lines_added, "lines_removed": f.lines_removed})
-                })
+                .map(change_entry)
                 .collect();
             Ok(
                 json!({"id": c.id, "kind": c.kind, "label": c.label, "dialog": c.dialog,
