@@ -2,7 +2,8 @@
 //!
 //! `cargo bench --bench checkpoint -- [--files N] [--ignored M] [--runs R] [--history H] [--dir D]
 //!  [--hook-runs K] [--op-runs O] [--load-runs L] [--load-mb MB] [--idle-seconds S] [--million]
-//!  [--no-aggressive] [--client PATH] [--daemon PATH] [--before-daemon PATH [--before-client PATH]]`
+//!  [--no-aggressive] [--client PATH] [--daemon PATH] [--before-daemon PATH [--before-client PATH]]
+//!  [--deflate-only]`
 //!
 //! Builds a project of N files of ~2 KiB in nested folders plus a gitignored `node_modules/` of
 //! M files, starts the real `ckptd` on a temp socket, and times through the socket (the client
@@ -33,6 +34,9 @@
 //! build's `ckpt` unless `--client PATH` names another: the packages ship the client linked
 //! statically (`packaging/build.sh`), which a `cargo bench` build is not.
 //!
+//! Every run also compresses small objects three ways ([`deflate`]: ckpt's encoder, miniz_oxide
+//! and zlib-rs at their fastest levels); `--deflate-only` prints just that.
+//!
 //! `--before-daemon PATH` (with `--before-client PATH`) runs instead the cases a prompt waits
 //! for, for that build and this run's, interleaved round by round in one run ([`versus`]).
 
@@ -45,6 +49,7 @@ use ckpt::client::Connection;
 use serde_json::json;
 
 #[path = "checkpoint/versus.rs"]
+mod deflate;
 mod versus;
 
 struct Args {
@@ -69,6 +74,8 @@ struct Args {
     /// `--before-client`).
     before_daemon: Option<PathBuf>,
     before_client: Option<PathBuf>,
+    /// Only the small-object compression section.
+    deflate_only: bool,
 }
 
 /// The `ckpt` binary whose processes are timed (`--client`).
@@ -104,6 +111,7 @@ fn parse_args() -> Args {
         dir: None,
         before_daemon: None,
         before_client: None,
+        deflate_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -113,6 +121,7 @@ fn parse_args() -> Args {
                 .unwrap_or_else(|| panic!("{name} takes a number"))
         };
         match a.as_str() {
+            "--deflate-only" => args.deflate_only = true,
             "--files" => args.files = num("--files"),
             "--ignored" => args.ignored = num("--ignored"),
             "--runs" => args.runs = num("--runs"),
@@ -185,6 +194,10 @@ fn main() {
         args.op_runs,
         tmp.path().display()
     );
+    deflate::compare(args.runs.max(5));
+    if args.deflate_only {
+        return;
+    }
     println!("client timed: {}", client_path().display());
     if let Some(daemon) = args.before_daemon.clone() {
         let client = args

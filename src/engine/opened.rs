@@ -481,9 +481,11 @@ impl Opened {
             .ref_target(&repo, INDEX_REF)
             .and_then(|old| match old {
                 Some(old) if old == tree => Ok(()),
-                old => self
-                    .store
-                    .update_ref(&repo, INDEX_REF, old, tree, "ckpt: index"),
+                old => {
+                    let mut txn = self.store.begin();
+                    txn.update(INDEX_REF, old, tree, "ckpt: index")?;
+                    txn.commit("updating")
+                }
             });
         if let Err(e) = result {
             tracing::warn!(error = %e, "cannot record the index's tree");

@@ -107,7 +107,8 @@ pub fn restore_to(
     // pending).
     let plan = o
         .store
-        .with_pending(|repo| diff_trees(repo, Some(current), Some(target_tree), &paths))?;
+        .begin()
+        .objects(|repo| diff_trees(repo, Some(current), Some(target_tree), &paths))?;
     // The whole difference from the undo point to the target: the result's counts when the
     // result is the target (see `counts_against`).
     let known = paths.is_empty().then(|| {

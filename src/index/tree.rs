@@ -22,13 +22,16 @@ impl FileIndex {
     pub fn write_tree(&mut self, store: &Store, trees: Trees) -> Result<ObjectId, StoreError> {
         // Counted before the trees are written: changed folders are those without a tree id.
         let counts = self.baseline.counts(&self.root);
-        let written = store.with_pending(|repo| match write_node(repo, &mut self.root, trees)? {
-            Some(id) => Ok(id),
-            None => repo
-                .write_object(gix::objs::Tree::empty())
-                .map(|id| id.detach())
-                .map_err(|e| StoreError::git("writing a tree", e)),
-        });
+        let written =
+            store
+                .begin()
+                .objects(|repo| match write_node(repo, &mut self.root, trees)? {
+                    Some(id) => Ok(id),
+                    None => repo
+                        .write_object(gix::objs::Tree::empty())
+                        .map(|id| id.detach())
+                        .map_err(|e| StoreError::git("writing a tree", e)),
+                });
         let id = match written {
             Ok(id) => id,
             Err(e) => {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use gix::ObjectId;
 
-use super::txn::pack::PackWriter;
+use super::pack::writer::PackWriter;
 use super::{Store, StoreError};
 
 impl Store {

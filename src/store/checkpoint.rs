@@ -1,25 +1,22 @@
-//! Checkpoints as git commits.
+//! Checkpoints as git commits: what one is, and the refs they live under. Recording and reading
+//! them is [`super::record`]'s.
 //!
 //! The commit's tree is the project tree. Its message is readable in `git log`: a subject line
 //! (`[dialog] #seq kind: first line of the label`), a blank line, then the whole label. The
 //! structured fields live in one extra commit header, `ckpt`, holding single-line JSON.
 
-use std::collections::BTreeMap;
-
-use gix::bstr::{BString, ByteSlice};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
-use super::tree::{read_tree, FileState};
-use super::treediff::count_tree_changes;
-use super::txn::refs::update_edit;
-use super::{signature, Store, StoreError};
+use super::error::StoreError;
 use crate::model::{CheckpointId, Kind, SkippedFile};
 
 /// Commit header that carries a checkpoint's structured metadata.
-const HEADER: &str = "ckpt";
+/// The dialog used when a client names none.
+pub const DEFAULT_DIALOG: &str = "default";
+pub(crate) const HEADER: &str = "ckpt";
 pub(crate) const DIALOG_REFS: &str = "refs/ckpt/dialogs/";
-const META_REFS: &str = "refs/ckpt/meta/";
+pub(crate) const META_REFS: &str = "refs/ckpt/meta/";
 pub(crate) const APPROVED_REFS: &str = "refs/ckpt/approved/";
 pub(crate) const TAG_REFS: &str = "refs/ckpt/tags/";
 pub(crate) const NOTE_REFS: &str = "refs/ckpt/notes/";
@@ -57,28 +54,28 @@ pub enum CheckpointError {
 
 /// The structured part of a checkpoint, stored in the `ckpt` commit header.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Header {
-    v: u32,
-    dialog: String,
-    seq: u64,
+pub(crate) struct Header {
+    pub(crate) v: u32,
+    pub(crate) dialog: String,
+    pub(crate) seq: u64,
     #[serde(default = "first_session")]
-    session: u64,
-    kind: Kind,
+    pub(crate) session: u64,
+    pub(crate) kind: Kind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    message_id: Option<String>,
-    created_at: String,
-    files: u64,
-    added: u64,
-    modified: u64,
-    deleted: u64,
+    pub(crate) message_id: Option<String>,
+    pub(crate) created_at: String,
+    pub(crate) files: u64,
+    pub(crate) added: u64,
+    pub(crate) modified: u64,
+    pub(crate) deleted: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    skipped: Vec<SkippedFile>,
+    pub(crate) skipped: Vec<SkippedFile>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    meta: Option<String>,
+    pub(crate) meta: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    restore: Option<RestoreLink>,
+    pub(crate) restore: Option<RestoreLink>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    imported: Option<Imported>,
+    pub(crate) imported: Option<Imported>,
 }
 
 fn first_session() -> u64 {
@@ -140,7 +137,7 @@ pub struct Checkpoint {
     pub imported: Option<Imported>,
     /// Client metadata (JSON), when asked for and present.
     pub meta: Option<serde_json::Value>,
-    meta_blob: Option<ObjectId>,
+    pub(crate) meta_blob: Option<ObjectId>,
     /// Where another person's checkpoint came from (a remote's, see [`super::share`]); None for
     /// this store's own.
     pub origin: Option<crate::model::Origin>,
@@ -206,349 +203,6 @@ pub fn validate_dialog(name: &str) -> Result<(), CheckpointError> {
     } else {
         Err(CheckpointError::BadDialog(name.to_string()))
     }
-}
-
-impl Store {
-    /// Records `tree` (whose objects are written, perhaps still pending) as a checkpoint on its
-    /// dialog's timeline and returns it. The commit joins the operation's pending objects, all of
-    /// them become durable with the dialog's ref change (one journal record, one flush), and
-    /// the ref moves only if nobody moved it meanwhile. The handles load the new pack when the
-    /// caller runs [`Store::pack_loader`].
-    #[tracing::instrument(skip_all, fields(dialog = %new.dialog, kind = %new.kind))]
-    pub fn record_checkpoint(
-        &self,
-        tree: ObjectId,
-        skipped: Vec<SkippedFile>,
-        new: NewCheckpoint,
-    ) -> Result<Checkpoint, CheckpointError> {
-        validate_dialog(&new.dialog)?;
-        let ref_name = format!("{DIALOG_REFS}{}", new.dialog);
-        let (id, parent_id, meta_blob, header) =
-            self.with_pending(|repo| self.write_commit(repo, &ref_name, tree, skipped, &new))?;
-        // Read back while it is still in memory: the new pack is not loaded yet.
-        let checkpoint = self.with_pending(|repo| self.checkpoint(repo, id))?;
-        *self.last_recorded.lock() = Some(checkpoint.clone());
-        // The new pack is loaded later (see `Store::pack_loader`): after the reply.
-        self.write_pending()?;
-        let repo = self.repo();
-        let edits = (|| {
-            let mut edits = Vec::new();
-            if let Some(blob) = meta_blob {
-                let name = format!("{META_REFS}{blob}");
-                if self.ref_target(&repo, &name)?.is_none() {
-                    edits.push(update_edit(&name, None, blob, "ckpt: client metadata")?);
-                }
-            }
-            let log = format!("ckpt: {} #{}", header.kind, header.seq);
-            edits.push(update_edit(&ref_name, parent_id, id, &log)?);
-            Ok::<_, StoreError>(edits)
-        })();
-        let edits = match edits {
-            Ok(edits) => edits,
-            Err(e) => {
-                // The objects are still made durable and readable.
-                self.commit_staged()?;
-                return Err(e.into());
-            }
-        };
-        // The pack, the metadata's keep-alive and the dialog's ref: one journal record.
-        self.move_refs(&repo, edits, "updating")?;
-        tracing::info!(id = %id, seq = header.seq, files = header.files, added = header.added,
-            modified = header.modified, deleted = header.deleted,
-            skipped = header.skipped.len(), "checkpoint recorded");
-        Ok(checkpoint)
-    }
-
-    /// Writes (pending) the commit of a new checkpoint on `ref_name`; returns it, its parent,
-    /// its metadata blob and its header.
-    fn write_commit(
-        &self,
-        repo: &gix::Repository,
-        ref_name: &str,
-        tree: ObjectId,
-        skipped: Vec<SkippedFile>,
-        new: &NewCheckpoint,
-    ) -> Result<(ObjectId, Option<ObjectId>, Option<ObjectId>, Header), CheckpointError> {
-        let parent_id = self.ref_target(repo, ref_name)?;
-        let parent = parent_id
-            .map(|id| self.checkpoint_or_last(repo, id))
-            .transpose()?;
-
-        let meta_blob = new.meta.as_ref().map(|m| write_meta(repo, m)).transpose()?;
-        let known_files = new.known_files.filter(|(t, _)| *t == tree).map(|(_, n)| n);
-        let (files, added, modified, deleted) =
-            counts_against(repo, parent.as_ref(), tree, new.known_changes, known_files)?;
-        let created_at = jiff::Timestamp::now();
-        let header = Header {
-            v: 1,
-            dialog: new.dialog.clone(),
-            seq: parent.as_ref().map_or(1, |p| p.seq + 1),
-            session: parent
-                .as_ref()
-                .map_or(1, |p| p.session + u64::from(p.kind.ends_session())),
-            kind: new.kind,
-            message_id: new.message_id.clone(),
-            created_at: rfc3339_millis(created_at),
-            files,
-            added,
-            modified,
-            deleted,
-            skipped,
-            meta: meta_blob.map(|id| id.to_string()),
-            restore: new.restore.clone(),
-            imported: new.imported.clone(),
-        };
-        let header_json =
-            serde_json::to_string(&header).map_err(|e| StoreError::git("encoding metadata", e))?;
-        let message = commit_message(&header, &new.label);
-        let mut sig = signature();
-        sig.time = gix::date::Time::new(created_at.as_second(), 0);
-        let commit = gix::objs::Commit {
-            tree,
-            parents: parent_id.into_iter().collect(),
-            author: sig.clone(),
-            committer: sig,
-            encoding: None,
-            message: message.into(),
-            extra_headers: vec![(HEADER.into(), header_json.into())],
-        };
-        let id = repo
-            .write_object(&commit)
-            .map_err(|e| StoreError::git("writing a commit", e))?
-            .detach();
-        Ok((id, parent_id, meta_blob, header))
-    }
-
-    /// [`Store::checkpoint`], from memory when `id` is the checkpoint this store recorded last
-    /// (what it reads is a function of the commit, which never changes): a restore records its
-    /// result on its undo point, whose pack the store's handles have not loaded yet, and
-    /// reading it from there first lists the pack folder again (0.5 ms).
-    fn checkpoint_or_last(
-        &self,
-        repo: &gix::Repository,
-        id: ObjectId,
-    ) -> Result<Checkpoint, CheckpointError> {
-        let last = self.last_recorded.lock();
-        match last.as_ref().filter(|c| c.id.object_id() == id) {
-            Some(c) => Ok(c.clone()),
-            None => {
-                drop(last);
-                self.checkpoint(repo, id)
-            }
-        }
-    }
-
-    /// Reads checkpoint `id`.
-    pub fn checkpoint(
-        &self,
-        repo: &gix::Repository,
-        id: ObjectId,
-    ) -> Result<Checkpoint, CheckpointError> {
-        let not_ckpt = |message: String| CheckpointError::NotACheckpoint { id, message };
-        let object = repo.find_object(id).map_err(|e| not_ckpt(e.to_string()))?;
-        let commit = object
-            .try_into_commit()
-            .map_err(|e| not_ckpt(e.to_string()))?;
-        let decoded = commit.decode().map_err(|e| not_ckpt(e.to_string()))?;
-        let raw = decoded
-            .extra_headers()
-            .find(HEADER)
-            .ok_or_else(|| not_ckpt("no ckpt header".into()))?;
-        let header: Header = serde_json::from_slice(raw).map_err(|e| not_ckpt(e.to_string()))?;
-        let message = decoded.message.to_str_lossy();
-        let label = match message.split_once("\n\n") {
-            Some((_, body)) => body.strip_suffix('\n').unwrap_or(body).to_string(),
-            None => String::new(),
-        };
-        let parent = decoded.parents().next().map(CheckpointId::from);
-        let checkpoint = Checkpoint {
-            id: id.into(),
-            parent,
-            tree: decoded.tree().to_string(),
-            dialog: header.dialog,
-            seq: header.seq,
-            session: header.session,
-            kind: header.kind,
-            label,
-            message_id: header.message_id,
-            created_at: header.created_at,
-            files: header.files,
-            added: header.added,
-            modified: header.modified,
-            deleted: header.deleted,
-            skipped: header.skipped,
-            restore: header.restore,
-            imported: header.imported,
-            tags: Vec::new(),
-            notes: None,
-            meta: None,
-            origin: None,
-            meta_blob: header
-                .meta
-                .as_deref()
-                .and_then(|m| ObjectId::from_hex(m.as_bytes()).ok()),
-        };
-        Ok(checkpoint)
-    }
-
-    /// The blob holding `checkpoint`'s client metadata, if it has any.
-    pub(crate) fn meta_blob_of(checkpoint: &Checkpoint) -> Option<ObjectId> {
-        checkpoint.meta_blob
-    }
-
-    /// The `ckpt` header of a commit (`headers`) with its metadata blob replaced by `blob`:
-    /// None when the commit has no such header.
-    pub(crate) fn with_meta_blob(
-        headers: &[(BString, BString)],
-        blob: ObjectId,
-    ) -> Option<Vec<(BString, BString)>> {
-        let mut out = headers.to_vec();
-        let (_, json) = out.iter_mut().find(|(name, _)| name == HEADER)?;
-        // As a JSON value: fields of another version are kept as they are.
-        let mut header: serde_json::Value = serde_json::from_slice(json).ok()?;
-        header
-            .as_object_mut()?
-            .insert("meta".into(), blob.to_string().into());
-        *json = serde_json::to_string(&header).ok()?.into();
-        Some(out)
-    }
-
-    /// Loads the client metadata of `checkpoint` into it.
-    pub fn load_meta(
-        &self,
-        repo: &gix::Repository,
-        checkpoint: &mut Checkpoint,
-    ) -> Result<(), CheckpointError> {
-        if let Some(blob) = checkpoint.meta_blob {
-            // Another person's checkpoint arrives without its metadata unless it was pushed.
-            if checkpoint.origin.is_some() && !repo.has_object(blob) {
-                return Ok(());
-            }
-            let object = repo
-                .find_object(blob)
-                .map_err(|e| StoreError::git("reading metadata", e))?;
-            let value = match serde_json::from_slice(&object.data) {
-                Ok(value) => value,
-                // Whatever someone else pushed as metadata is theirs to get wrong.
-                Err(_) if checkpoint.origin.is_some() => return Ok(()),
-                Err(e) => return Err(StoreError::git("decoding metadata", e).into()),
-            };
-            checkpoint.meta = Some(value);
-        }
-        Ok(())
-    }
-
-    /// The approved state of `dialog`: the last `approved` checkpoint, else its first checkpoint.
-    pub fn approved(
-        &self,
-        repo: &gix::Repository,
-        dialog: &str,
-    ) -> Result<Option<Checkpoint>, CheckpointError> {
-        validate_dialog(dialog)?;
-        if let Some(id) = self.ref_target(repo, &format!("{APPROVED_REFS}{dialog}"))? {
-            return Ok(Some(self.checkpoint(repo, id)?));
-        }
-        Ok(self.list(repo, Some(dialog))?.pop())
-    }
-
-    /// Marks `checkpoint` (an `approved` one) as its dialog's approved state.
-    pub fn set_approved(
-        &self,
-        repo: &gix::Repository,
-        checkpoint: &Checkpoint,
-    ) -> Result<(), CheckpointError> {
-        let name = format!("{APPROVED_REFS}{}", checkpoint.dialog);
-        let previous = self.ref_target(repo, &name)?;
-        let id = checkpoint.id.object_id();
-        self.update_ref(repo, &name, previous, id, "ckpt: approved")?;
-        Ok(())
-    }
-
-    /// The files of checkpoint `c`.
-    pub fn files_of(
-        &self,
-        repo: &gix::Repository,
-        c: &Checkpoint,
-    ) -> Result<BTreeMap<BString, FileState>, CheckpointError> {
-        Ok(read_tree(repo, parse_id(&c.tree)?)?)
-    }
-}
-
-/// Writes a client's metadata document as a blob (refused over [`MAX_CLIENT_META_BYTES`]).
-fn write_meta(
-    repo: &gix::Repository,
-    value: &serde_json::Value,
-) -> Result<ObjectId, CheckpointError> {
-    let bytes = serde_json::to_vec(value).map_err(|e| StoreError::git("encoding metadata", e))?;
-    if bytes.len() > MAX_CLIENT_META_BYTES {
-        return Err(CheckpointError::MetaTooLarge { size: bytes.len() });
-    }
-    let id = repo
-        .write_blob(&bytes)
-        .map_err(|e| StoreError::git("writing metadata", e))?;
-    Ok(id.detach())
-}
-
-/// `(files, added, modified, deleted)` of `tree` against the parent checkpoint's tree.
-fn counts_against(
-    repo: &gix::Repository,
-    parent: Option<&Checkpoint>,
-    tree: ObjectId,
-    known: Option<KnownChanges>,
-    known_files: Option<u64>,
-) -> Result<(u64, u64, u64, u64), CheckpointError> {
-    // Counts are a function of the two trees: what the caller knows of these two is exact.
-    if let (Some(p), Some(k)) = (parent, known) {
-        if k.new == tree && parse_id(&p.tree).is_ok_and(|old| old == k.old) {
-            // Debug builds (the tests' daemons) check what callers know against the trees.
-            #[cfg(debug_assertions)]
-            if let Ok(read) = count_tree_changes(repo, Some(k.old), Some(tree)) {
-                assert_eq!(
-                    read,
-                    (k.added, k.modified, k.deleted),
-                    "known changes differ from the trees': {k:?}"
-                );
-            }
-            return Ok((
-                (p.files + k.added).saturating_sub(k.deleted),
-                k.added,
-                k.modified,
-                k.deleted,
-            ));
-        }
-    }
-    let against_parent = parent.map(|p| {
-        count_tree_changes(repo, Some(parse_id(&p.tree)?), Some(tree))
-            .map(|counts| (p, counts))
-            .map_err(CheckpointError::from)
-    });
-    Ok(match against_parent {
-        Some(Ok((p, (a, m, d)))) => ((p.files + a).saturating_sub(d), a, m, d),
-        // The parent's tree is partly unreadable (a damaged store, after fsck --repair): the
-        // new checkpoint is whole; its counts are taken against nothing.
-        Some(Err(e)) => {
-            tracing::warn!(error = %e, "the previous checkpoint's tree is unreadable; counting every file as added");
-            let (n, _, _) = count_tree_changes(repo, None, Some(tree))?;
-            (n, n, 0, 0)
-        }
-        None => {
-            // Against nothing: every file is added (a new dialog's first checkpoint reads no
-            // tree when its caller knows how many there are).
-            let n = match known_files {
-                Some(n) => n,
-                None => count_tree_changes(repo, None, Some(tree))?.0,
-            };
-            (n, n, 0, 0)
-        }
-    })
-}
-
-/// `[dialog] #seq kind: first line of the label`, a blank line, then the whole label.
-fn commit_message(header: &Header, label: &str) -> String {
-    super::message::message_of(
-        &format!("[{}] #{} {}", header.dialog, header.seq, header.kind),
-        label,
-    )
 }
 
 /// RFC 3339 in UTC with exactly three fractional digits, so that the text sorts by time.

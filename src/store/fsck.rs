@@ -14,8 +14,10 @@ use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 
-use super::txn::pack::PackWriter;
-use super::{PackStamp, Store, StoreError};
+use super::error::StoreError;
+use super::open::Store;
+use super::pack::writer::PackWriter;
+use super::txn::files::{stamp_of, PackStamp};
 
 /// Affected checkpoints listed in a report (the count is always complete).
 const MAX_LISTED: usize = 100;
@@ -159,7 +161,7 @@ impl Store {
                 .ok()
                 .map(|m| stamp_of(&m))
         };
-        let mut checked = self.checked_packs.lock();
+        let mut checked = self.durable.checked_packs.lock();
         let mut damaged = Vec::new();
         // Whether `stem` has an index (is a pack); damage goes to `damaged`.
         let mut check = |stem: &str, checked: &mut HashMap<String, PackStamp>| {
@@ -220,21 +222,6 @@ impl Store {
         }
         damaged.sort();
         damaged
-    }
-
-    /// Records the pack `name` (`pack-<checksum>`), just published by this store from bytes it
-    /// made, as whole: the next check does not read its trailer again.
-    pub(crate) fn checked_whole(&self, name: &str) {
-        let pack_dir = self.dir().join("objects").join("pack");
-        let stamp = |ext: &str| {
-            rustix::fs::lstat(pack_dir.join(format!("{name}.{ext}")))
-                .ok()
-                .map(|m| stamp_of(&m))
-        };
-        let key = (stamp("idx"), stamp("pack"));
-        if key.0.is_some() && key.1.is_some() {
-            self.checked_packs.lock().insert(name.to_string(), key);
-        }
     }
 
     /// Whether packs this handle knew were removed by someone else since the last call (the
@@ -301,7 +288,9 @@ impl Store {
             for (name, id) in &refs {
                 if unreadable.contains(id) {
                     let full = format!("refs/{name}");
-                    self.delete_ref(&repo, &full, *id)?;
+                    let mut txn = self.begin();
+                    txn.delete(&full, *id)?;
+                    txn.commit("deleting")?;
                     lines.push_str(&format!("{id} {full}\n"));
                     done.refs_set_aside.push(full);
                 }
@@ -330,7 +319,7 @@ impl Store {
     fn journal_damage(&self) -> Vec<String> {
         let mut found = super::txn::replay::noted_damage(self.dir());
         // Under the journal's lock: no record is being written meanwhile.
-        let journal = self.journal.lock();
+        let journal = self.durable.journal.lock();
         if let super::txn::records::End::Damaged { offset, later } =
             super::txn::records::read_records(self.dir()).end
         {
@@ -484,18 +473,6 @@ fn count_missing(
 /// The words for a pack whose data does not match its index.
 fn not_matching(pack: &str) -> String {
     format!("objects/pack/{pack}.pack does not match its index")
-}
-
-/// What a pack file's check is cached by.
-fn stamp_of(m: &rustix::fs::Stat) -> super::FileStamp {
-    (
-        m.st_size as u64,
-        m.st_mtime,
-        m.st_mtime_nsec as i64,
-        m.st_ino,
-        m.st_ctime,
-        m.st_ctime_nsec as i64,
-    )
 }
 
 /// Whether the pack file ends with the pack checksum recorded in its index.

@@ -12,8 +12,8 @@ use std::path::Path;
 
 use gix::ObjectId;
 
+use super::pack::writer::PackWriter;
 use super::txn::files::{fsync_if_present, write_atomically};
-use super::txn::pack::PackWriter;
 use super::{Store, StoreError};
 
 /// What a gc did.

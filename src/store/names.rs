@@ -26,7 +26,9 @@ impl Store {
         if self.ref_target(repo, &name)?.is_some() {
             return Err(CheckpointError::TagExists(tag.to_string()));
         }
-        self.update_ref(repo, &name, None, checkpoint.id.object_id(), "ckpt: tag")?;
+        let mut txn = self.begin();
+        txn.update(&name, None, checkpoint.id.object_id(), "ckpt: tag")?;
+        txn.commit("updating")?;
         Ok(())
     }
 
@@ -50,14 +52,16 @@ impl Store {
         };
         notes.extend_from_slice(text.trim_end().as_bytes());
         notes.push(b'\n');
-        let blob = self.with_pending(|pending| {
+        let mut txn = self.begin();
+        let blob = txn.objects(|pending| {
             pending
                 .write_blob(&notes)
                 .map(|id| id.detach())
                 .map_err(|e| StoreError::git("writing notes", e))
         })?;
-        self.flush_objects()?;
-        self.update_ref(repo, &name, previous, blob, "ckpt: note")?;
+        // The note and the ref naming it: one journal record.
+        txn.update(&name, previous, blob, "ckpt: note")?;
+        txn.commit("updating")?;
         Ok(())
     }
 

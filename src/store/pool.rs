@@ -23,9 +23,10 @@ use gix::ObjectId;
 use sha2::Digest;
 
 use super::gc::{pack_reachable, pack_reachable_beyond};
+use super::identity::signature;
+use super::pack::writer::PackWriter;
 use super::txn::files::{fsync_if_present, write_atomically};
-use super::txn::pack::PackWriter;
-use super::{signature, Store, StoreError};
+use super::{Store, StoreError};
 
 /// The folder of the pools, in the data directory.
 pub const SHARED_DIR: &str = "shared";

@@ -203,7 +203,9 @@ impl Store {
         for name in wanted_refs.difference(&existing) {
             let id = name.rsplit('/').next().unwrap_or_default();
             let full = format!("{KEPT_REFS}{name}");
-            self.update_ref(repo, &full, None, parse_id(id)?, "ckpt: kept by retention")?;
+            let mut txn = self.begin();
+            txn.update(&full, None, parse_id(id)?, "ckpt: kept by retention")?;
+            txn.commit("updating")?;
         }
         shallow.extend(new_shallow);
         self.write_shallow(&shallow)?;
@@ -212,7 +214,9 @@ impl Store {
                 continue;
             };
             if touched.contains(dialog) {
-                self.delete_ref(repo, &format!("{KEPT_REFS}{name}"), parse_id(id)?)?;
+                let mut txn = self.begin();
+                txn.delete(&format!("{KEPT_REFS}{name}"), parse_id(id)?)?;
+                txn.commit("deleting")?;
             }
         }
         tracing::info!(pruned = report.pruned.len(), kept = report.kept, "pruned");

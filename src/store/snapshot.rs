@@ -14,8 +14,8 @@ use gix::ObjectId;
 
 use std::os::fd::AsFd;
 
+use super::pack::writer::PackWriter;
 use super::tree::FileState;
-use super::txn::pack::PackWriter;
 use super::{Store, StoreError};
 use crate::filter::{split_parent, Filter, WalkEntry};
 use crate::model::{SkipReason, SkippedFile};

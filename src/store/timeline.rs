@@ -34,13 +34,19 @@ impl Store {
         let head = self
             .ref_target(repo, &name)?
             .ok_or_else(|| CheckpointError::UnknownDialog(dialog.to_string()))?;
-        self.delete_ref(repo, &name, head)?;
+        let mut txn = self.begin();
+        txn.delete(&name, head)?;
+        txn.commit("deleting")?;
         let approved = format!("{APPROVED_REFS}{dialog}");
         if let Some(id) = self.ref_target(repo, &approved)? {
-            self.delete_ref(repo, &approved, id)?;
+            let mut txn = self.begin();
+            txn.delete(&approved, id)?;
+            txn.commit("deleting")?;
         }
         for (name, id) in self.refs_under(repo, &format!("{KEPT_REFS}{dialog}/"))? {
-            self.delete_ref(repo, &format!("{KEPT_REFS}{dialog}/{name}"), id)?;
+            let mut txn = self.begin();
+            txn.delete(&format!("{KEPT_REFS}{dialog}/{name}"), id)?;
+            txn.commit("deleting")?;
         }
         Ok(head)
     }

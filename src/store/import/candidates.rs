@@ -5,10 +5,12 @@ use std::collections::{HashMap, HashSet};
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
-use super::BundleHeader;
+use super::header::BundleHeader;
 use crate::model::SkippedFile;
 use crate::store::checkpoint::rfc3339_millis;
-use crate::store::{CheckpointError, Imported, Store, StoreError};
+use crate::store::checkpoint::{CheckpointError, Imported};
+use crate::store::error::StoreError;
+use crate::store::open::Store;
 
 /// A commit of a bundle that is to become a checkpoint.
 #[derive(Debug)]

@@ -200,11 +200,11 @@ impl Store {
         let prefix = format!("{REMOTE_REFS}{name}/");
         let refs = self.refs_under(repo, &prefix)?;
         if !refs.is_empty() {
-            let edits = refs
-                .iter()
-                .map(|(rest, id)| super::txn::refs::delete_edit(&format!("{prefix}{rest}"), *id))
-                .collect::<Result<Vec<_>, _>>()?;
-            self.move_refs(repo, edits, "removing a remote's")?;
+            let mut txn = self.begin();
+            for (rest, id) in &refs {
+                txn.delete(&format!("{prefix}{rest}"), *id)?;
+            }
+            txn.commit("removing a remote's")?;
         }
         let mut file = self.remotes_file()?;
         file.remotes.remove(name);

@@ -115,11 +115,16 @@ impl Store {
         }
         let moved = match edits.is_empty() {
             true => Ok(()),
-            false => self.move_refs(&repo, edits, "fetching"),
+            false => {
+                let mut txn = self.begin();
+                txn.edit(edits);
+                txn.commit("fetching")
+            }
         };
         // The refs reach what matters now; gc may drop the rest, and the next merge of small
         // packs takes these in (one more pack a fetch: lookups visit every pack).
-        self.small_packs
+        self.durable
+            .small_packs
             .fetch_add(keeps.len(), std::sync::atomic::Ordering::Relaxed);
         for keep in keeps {
             let _ = std::fs::remove_file(keep);
@@ -177,15 +182,17 @@ impl Store {
                     message: e.to_string(),
                 }
             })?;
+            let txn = self.begin();
             for id in &loose {
                 let object = scratch
                     .find_object(*id)
                     .map_err(|e| StoreError::git("reading a fetched object", e))?;
-                self.with_pending(|repo| {
+                txn.objects(|repo| {
                     gix::objs::Write::write_buf(&repo.objects, object.kind, &object.data)
                 })
                 .map_err(|e| StoreError::git("writing a fetched object", e))?;
             }
+            drop(txn);
             self.flush_objects()?;
             received.objects += loose.len() as u64;
         }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use gix::ObjectId;
 
-use crate::store::StoreError;
+use crate::store::error::StoreError;
 
 /// Writes `bytes` to `path` through a temporary file and a rename, flushed to disk.
 pub(crate) fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), StoreError> {
@@ -75,4 +75,22 @@ pub(crate) fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The stamps of a pack's index and of its data file.
+pub(crate) type PackStamp = (Option<FileStamp>, Option<FileStamp>);
+/// A file's size, modification time, inode and change time (which no one can set back: a
+/// write that keeps the size and resets the modification time still changes it).
+pub(crate) type FileStamp = (u64, i64, i64, u64, i64, i64);
+
+/// The stamp of the file `m` describes.
+pub(crate) fn stamp_of(m: &rustix::fs::Stat) -> FileStamp {
+    (
+        m.st_size as u64,
+        m.st_mtime,
+        m.st_mtime_nsec as i64,
+        m.st_ino,
+        m.st_ctime,
+        m.st_ctime_nsec as i64,
+    )
 }

@@ -1,14 +1,15 @@
 //! How a write to the store becomes durable — the one place that answers it.
 //!
-//! An operation stages its new objects and then commits them with its ref changes:
+//! An operation stages its new objects and then commits them with its ref changes. It holds a [`Txn`](crate::store::write::Txn) (`store.begin()` → objects and ref
+//! edits → `commit`); underneath, the handle's [`durable::Durable`] state does this:
 //!
 //! 1. **Stage.** New objects collect in the pending batch ([`pending`]): blobs in a pack the
-//!    capture workers write ([`pack::PackWriter`]), trees, commits and metadata in one
-//!    repository handle's memory. [`Store::write_pending`] completes the batch as one pack;
-//!    a pack small enough to stay in memory (up to 1 MiB: every checkpoint of a change) is
+//!    capture workers write ([`PackWriter`](crate::store::pack::writer::PackWriter)), trees,
+//!    commits and metadata in one repository handle's memory. `write_pending` completes the
+//!    batch as one pack; a pack small enough to stay in memory (up to 1 MiB: every checkpoint of a change) is
 //!    kept whole, unwritten ([`staged::StagedPack`]); a larger one is flushed with its folder
-//!    (and its index from [`SMALL_PACK_BYTES`]) before any ref may name it.
-//! 2. **Commit.** [`Store::move_refs`] locks and compares the refs, writes one record of the
+//!    (and its index from 4 MiB) before any ref may name it.
+//! 2. **Commit.** `move_refs` locks and compares the refs, writes one record of the
 //!    store's journal ([`journal`], format in [`records`]) holding the staged pack and every
 //!    ref's old and new value, and flushes it: one `fdatasync`, the operation's only wait for
 //!    the device. Then the pack is published (into files made ahead of time, [`spares`]) and
@@ -17,8 +18,9 @@
 //!    journal's current epoch ([`replay`]): packs written again, each ref change made again
 //!    where the ref still holds the value the change found, never a ref moved backwards; a
 //!    damaged record is reported as damage. A small pack's index, never flushed, is rebuilt
-//!    from its pack if a power cut left it unfinished ([`index::repair_indices`]).
-//! 4. **Settle.** Before the journal wraps around, before packs are removed ([`merge`], gc,
+//!    from its pack if a power cut left it unfinished
+//!    ([`repair_indices`](crate::store::pack::index::repair_indices)).
+//! 4. **Settle.** Before the journal wraps around, before packs are removed (merges, gc,
 //!    `fsck --repair`) and at a clean shutdown, everything the journal's records wrote is
 //!    flushed and a new epoch starts.
 //!
@@ -27,26 +29,12 @@
 //! made of — a private file, a file replaced atomically, a flush of a file or folder — are in
 //! [`files`], a leaf. Restored project files are flushed by the engine (`engine::flush`).
 
-pub mod deflate;
-pub mod entry;
+pub mod durable;
 pub mod files;
-pub mod index;
 pub mod journal;
-pub mod merge;
-pub mod pack;
 pub mod pending;
 pub mod records;
 pub mod refs;
 pub mod replay;
 pub mod spares;
 pub mod staged;
-
-/// Packs below this size count as small: their index is not flushed (it is rebuilt from the
-/// pack), and they are merged by [`Store::consolidate_packs`](crate::store::Store::consolidate_packs).
-pub const SMALL_PACK_BYTES: u64 = 4 << 20;
-/// New small packs allowed before they are merged (each lookup and each check of the store
-/// visits every pack, so fewer is faster; a merge copies compressed bytes, so it is cheap).
-pub const MAX_SMALL_PACKS: usize = 8;
-
-#[cfg(doc)]
-use crate::store::Store;

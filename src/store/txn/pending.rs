@@ -1,53 +1,27 @@
 //! The pending batch: an operation's new objects — blobs in a pack being written by the
 //! capture workers, trees, commits and metadata in the memory of one repository handle (which
-//! can read them back) — until [`Store::write_pending`] completes them as one pack, journaled
+//! can read them back) — until [`Durable::write_pending`] completes them as one pack, journaled
 //! with the operation's ref changes (see [`super`]). Blobs too many for the pack's memory are
-//! sealed in a pack of their own before the trees are written ([`Store::seal_large_blobs`]).
+//! sealed in a pack of their own before the trees are written ([`Durable::seal_large_blobs`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::durable::Durable;
 use super::journal::JOURNALED_PACK_BYTES;
-use super::pack::{PackWriter, Sealed};
 use super::staged::Finished;
-use super::MAX_SMALL_PACKS;
-use crate::store::{Store, StoreError};
+use crate::store::error::StoreError;
+use crate::store::pack::small::MAX_SMALL_PACKS;
+use crate::store::pack::writer::PackWriter;
 
-/// The objects of the current operation, not yet durable.
-#[derive(Default)]
-pub(crate) struct Pending {
-    /// Blobs from the capture workers.
-    blobs: Option<Arc<PackWriter>>,
-    /// Trees, commits and metadata, readable through this handle before they are flushed.
-    repo: Option<gix::Repository>,
-    /// Packs of blobs complete on disk, published first when the rest is written.
-    sealed: Vec<Sealed>,
-}
-
-impl Pending {
-    /// Drops the handle of pending objects if nothing is pending; whether nothing is.
-    pub(crate) fn let_go(&mut self) -> bool {
-        let idle = self.blobs.is_none()
-            && self.sealed.is_empty()
-            && self
-                .repo
-                .as_ref()
-                .is_none_or(|r| r.objects.num_objects_in_memory() == 0);
-        if idle {
-            self.repo = None;
-        }
-        idle
-    }
-}
-
-impl Store {
+impl Durable {
     /// The pack this operation's blobs go into (shared by the capture workers).
     pub(crate) fn pending_blobs(&self) -> Result<Arc<PackWriter>, StoreError> {
         let mut pending = self.pending.lock();
         if let Some(pack) = &pending.blobs {
             return Ok(pack.clone());
         }
-        let pack = PackWriter::quick(self.dir())?;
+        let pack = PackWriter::quick(&self.dir)?;
         let pack = Arc::new(match self.holds_no_objects() {
             true => pack.in_empty_store(),
             false => pack,
@@ -64,7 +38,7 @@ impl Store {
         if self.holds_objects.load(Ordering::Relaxed) {
             return false;
         }
-        let objects = self.dir().join("objects");
+        let objects = self.dir.join("objects");
         let only =
             |dir: &std::path::Path, allowed: &dyn Fn(&[u8]) -> bool| match std::fs::read_dir(dir) {
                 Ok(entries) => entries.into_iter().all(|e| {
@@ -85,25 +59,17 @@ impl Store {
 
     /// Runs `f` with the handle whose memory holds this operation's trees and commits: what it
     /// writes is pending, and it reads both pending and stored objects.
-    pub(crate) fn with_pending<T>(&self, f: impl FnOnce(&gix::Repository) -> T) -> T {
+    /// `handle` makes that handle when the operation has none yet.
+    pub(crate) fn with_pending<T>(
+        &self,
+        handle: impl FnOnce() -> gix::Repository,
+        f: impl FnOnce(&gix::Repository) -> T,
+    ) -> T {
         let mut pending = self.pending.lock();
         let repo = pending
             .repo
-            .get_or_insert_with(|| self.own_repo().with_object_memory());
+            .get_or_insert_with(|| handle().with_object_memory());
         f(repo)
-    }
-
-    /// Makes every pending object durable: one pack, fsynced with its folder, which
-    /// the store's handles then load. On failure the pending objects are dropped and
-    /// [`Store::take_lost`] says so once (whoever cached their ids must forget them).
-    pub fn flush_objects(&self) -> Result<(), StoreError> {
-        if self.write_pending()? {
-            self.commit_staged()?;
-            if let Some(load) = self.pack_loader() {
-                load();
-            }
-        }
-        Ok(())
     }
 
     /// The work of making the store's handles load the pack written last (listing the pack
@@ -111,9 +77,12 @@ impl Store {
     /// commit just written, a restore to it say), when they have not: the caller chooses
     /// when, e.g. after its reply. A handle that misses an object does the same by itself, so
     /// running it late, twice or never changes no result, only who waits for it.
-    pub fn pack_loader(&self) -> Option<impl FnOnce() + Send + 'static> {
+    pub(crate) fn pack_loader(
+        &self,
+        repo: &gix::ThreadSafeRepository,
+    ) -> Option<impl FnOnce() + Send + 'static> {
         let probe = self.unloaded.lock().take()?;
-        let repo = self.thread_safe().clone();
+        let repo = repo.clone();
         Some(move || {
             let _ = repo.to_thread_local().try_find_header(probe);
         })
@@ -129,8 +98,8 @@ impl Store {
     /// many that it outgrew memory (a first checkpoint, a large change; such a pack is
     /// published on its own, outside the journal, anyway): its list of objects is freed before
     /// the trees are written (at a million files the list, 42 MB, and the trees, 37 MB, were
-    /// held at once). [`Store::write_pending`] publishes it before the rest. A failure drops
-    /// the blobs as a failed flush does ([`Store::take_lost`]).
+    /// held at once). [`Durable::write_pending`] publishes it before the rest. A failure drops
+    /// the blobs as a failed flush does ([`Durable::take_lost`]).
     pub(crate) fn seal_large_blobs(&self) -> Result<(), StoreError> {
         let blobs = {
             let mut pending = self.pending.lock();
@@ -159,10 +128,10 @@ impl Store {
         }
     }
 
-    /// Completes the pending objects as one pack, leaving it for [`Store::pack_loader`]; says
+    /// Completes the pending objects as one pack, leaving it for [`Durable::pack_loader`]; says
     /// whether there was one. A pack small enough is *staged*: it becomes durable, with the
-    /// operation's ref changes, in one journal record ([`Store::move_refs`],
-    /// [`Store::commit_staged`]); a larger one is flushed here.
+    /// operation's ref changes, in one journal record ([`Durable::move_refs`],
+    /// [`Durable::commit_staged`]); a larger one is flushed here.
     pub(crate) fn write_pending(&self) -> Result<bool, StoreError> {
         let (blobs, memory, sealed) = {
             let mut pending = self.pending.lock();
@@ -212,7 +181,7 @@ impl Store {
                 Some(pack) => Arc::try_unwrap(pack).map_err(|_| {
                     StoreError::Concurrent("a capture still writes to the pending pack".into())
                 })?,
-                None => PackWriter::quick(self.dir())?,
+                None => PackWriter::quick(&self.dir)?,
             };
             for (id, (kind, data)) in &new {
                 if let Err(e) = pack.add(**id, *kind, data) {
@@ -228,7 +197,7 @@ impl Store {
                     Ok(true)
                 }
                 Finished::Staged(pack) => {
-                    let dir = self.dir().join("objects").join("pack");
+                    let dir = self.dir.join("objects").join("pack");
                     pack.publish(&dir, true)
                         .map_err(|source| StoreError::Io { path: dir, source })?;
                     self.checked_whole(&pack.name);
@@ -249,7 +218,7 @@ impl Store {
         result
     }
 
-    /// Whether enough small packs accumulated to merge them ([`Store::consolidate_packs`])
+    /// Whether enough small packs accumulated to merge them ([`Store::consolidate_packs`](crate::store::Store::consolidate_packs))
     /// when the project is quiet.
     pub fn needs_merge(&self) -> bool {
         self.small_packs.load(Ordering::Relaxed) > MAX_SMALL_PACKS

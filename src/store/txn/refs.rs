@@ -1,5 +1,5 @@
 //! The store's refs: read, and moved durably. Every ref change is a compare-and-swap
-//! transaction, journaled with the operation's staged pack in one record ([`Store::move_refs`]):
+//! transaction, journaled with the operation's staged pack in one record ([`Durable::move_refs`]):
 //! the refs are locked and checked, the record is flushed, the pack published, and then the
 //! refs move. When a store is first opened, the changes a crash lost are redone from the
 //! journal ([`replay_refs`]).
@@ -10,46 +10,30 @@ use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 use gix::refs::Target;
 use gix::ObjectId;
 
+use super::durable::Durable;
 use super::journal::Journal;
 use super::records::{Old, Record, RefChange};
 use super::replay::{ref_targets, Current};
 use super::staged::StagedPack;
-use crate::store::{error_chain, signature, Store, StoreError, UNLOGGED_REFS};
+use crate::store::error::{error_chain, StoreError};
+use crate::store::identity::signature;
 
-impl Store {
-    /// Points `name` at `new` if it still points at `expected` (None: must not exist).
-    pub(crate) fn update_ref(
-        &self,
-        repo: &gix::Repository,
-        name: &str,
-        expected: Option<ObjectId>,
-        new: ObjectId,
-        log_message: &str,
-    ) -> Result<(), StoreError> {
-        let edit = update_edit(name, expected, new, log_message)?;
-        self.move_refs(repo, vec![edit], "updating")
-    }
+/// Refs that get no reflog: the client metadata keep-alives (`refs/ckpt/meta/<blob id>`).
+const UNLOGGED_REFS: &str = "refs/ckpt/meta/";
 
-    /// Deletes `name` if it still points at `expected`.
-    pub(crate) fn delete_ref(
-        &self,
-        repo: &gix::Repository,
-        name: &str,
-        expected: ObjectId,
-    ) -> Result<(), StoreError> {
-        let edit = delete_edit(name, expected)?;
-        self.move_refs(repo, vec![edit], "deleting")
-    }
-
+impl Durable {
     /// Applies `edits` as one compare-and-swap transaction, durable with the operation's staged
-    /// pack in one journal record (see [`journal`]): the refs are locked and checked, the record
+    /// pack in one journal record (see [`super::journal`]): the refs are locked and checked, the record
     /// is flushed, the pack published, and then the refs move. If the refs cannot be locked or
     /// moved meanwhile (a concurrent change), the staged pack is still made durable.
+    /// `retire` gives a ref file about to be replaced its second name (see
+    /// `Store::retire`).
     pub(crate) fn move_refs(
         &self,
         repo: &gix::Repository,
         edits: Vec<RefEdit>,
         doing: &str,
+        retire: &dyn Fn(&Path),
     ) -> Result<(), StoreError> {
         let mut journal = self.journal.lock();
         journal.recover()?;
@@ -60,7 +44,7 @@ impl Store {
             let packs = packs.take().unwrap_or_default();
             self.journal_and_publish(&mut journal, packs, changes.clone())?;
             journaled = true;
-            self.keep_replaced_refs(changes.iter().map(|c| c.name.as_str()));
+            self.keep_replaced_refs(changes.iter().map(|c| c.name.as_str()), retire);
             Ok(())
         });
         if journaled {
@@ -79,12 +63,12 @@ impl Store {
     }
 
     /// Gives each loose ref file the transaction is about to replace or remove a second name
-    /// in [`TRASH_DIR`], so that moving the ref frees nothing (see [`Retired`]).
-    fn keep_replaced_refs<'a>(&self, names: impl Iterator<Item = &'a str>) {
+    /// (`retire`), so that moving the ref frees nothing (see `safe_io::Retired`).
+    fn keep_replaced_refs<'a>(&self, names: impl Iterator<Item = &'a str>, retire: &dyn Fn(&Path)) {
         for name in names {
             let path = self.dir.join(name);
             if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
-                self.retire(&path);
+                retire(&path);
             }
         }
     }
@@ -150,41 +134,6 @@ impl Store {
     /// `packed-refs` (a deletion may rewrite it).
     fn ref_paths(&self, name: &str) -> Vec<PathBuf> {
         ref_paths(&self.dir, name)
-    }
-
-    /// The id `name` points at, if it exists.
-    pub(crate) fn ref_target(
-        &self,
-        repo: &gix::Repository,
-        name: &str,
-    ) -> Result<Option<ObjectId>, StoreError> {
-        let found = repo
-            .try_find_reference(name)
-            .map_err(|e| StoreError::git("ref lookup", e))?;
-        Ok(found.and_then(|r| r.target().try_id().map(|id| id.to_owned())))
-    }
-
-    /// All refs below `prefix` (e.g. `refs/ckpt/dialogs/`), as (name without prefix, target).
-    pub(crate) fn refs_under(
-        &self,
-        repo: &gix::Repository,
-        prefix: &str,
-    ) -> Result<Vec<(String, ObjectId)>, StoreError> {
-        let platform = repo
-            .references()
-            .map_err(|e| StoreError::git("listing refs", e))?;
-        let iter = platform
-            .prefixed(prefix)
-            .map_err(|e| StoreError::git("listing refs", e))?;
-        let mut out = Vec::new();
-        for r in iter {
-            let r = r.map_err(|e| StoreError::git("listing refs", e))?;
-            let name = r.name().as_bstr().to_string();
-            if let Some(id) = r.target().try_id() {
-                out.push((name.trim_start_matches(prefix).to_string(), id.to_owned()));
-            }
-        }
-        Ok(out)
     }
 }
 

@@ -8,8 +8,8 @@ use std::path::Path;
 use gix::ObjectId;
 
 use super::files::{create_private, unique};
-use super::index::index_from_pack;
 use super::spares::{Spare, Spares};
+use crate::store::pack::index::index_from_pack;
 
 /// What finishing a pack gave.
 pub(crate) enum Finished {

@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 
 /// The largest object written here; larger ones go to zlib, whose setup they repay.
-pub(crate) const SMALL_OBJECT: usize = 64 << 10;
+pub const SMALL_OBJECT: usize = 64 << 10;
 
 const MIN_MATCH: usize = 4;
 const MAX_MATCH: usize = 258;
@@ -168,7 +168,7 @@ fn common(data: &[u8], a: usize, b: usize, max: usize) -> usize {
 
 /// Appends `data` (at most [`SMALL_OBJECT`] bytes) to `out` as a zlib stream; false (`out` as
 /// it was) when the stream would be larger than `data` in stored blocks.
-pub(crate) fn small_into(data: &[u8], out: &mut Vec<u8>) -> bool {
+pub fn small_into(data: &[u8], out: &mut Vec<u8>) -> bool {
     debug_assert!(data.len() <= SMALL_OBJECT);
     let start = out.len();
     out.reserve(data.len() / 2 + 16);

@@ -1,18 +1,19 @@
 //! Merging small packs: an operation writes one pack (about one per checkpoint), and lookups
-//! visit every pack, so once there are more than [`MAX_SMALL_PACKS`](super::MAX_SMALL_PACKS) they are merged into one,
+//! visit every pack, so once there are more than [`MAX_SMALL_PACKS`](super::small::MAX_SMALL_PACKS) they are merged into one,
 //! durable before any of them is removed.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
 use super::entry::{read_stored, Stored};
-use super::files::fsync_if_present;
-use super::pack::PackWriter;
-use super::SMALL_PACK_BYTES;
-use crate::store::{Store, StoreError};
+use super::small::{merge_candidates, SMALL_PACK_BYTES};
+use super::writer::PackWriter;
+use crate::store::error::StoreError;
+use crate::store::open::Store;
+use crate::store::txn::files::fsync_if_present;
 
 impl Store {
-    /// Merges the small packs into one once there are more than [`MAX_SMALL_PACKS`](super::MAX_SMALL_PACKS); returns
+    /// Merges the small packs into one once there are more than [`MAX_SMALL_PACKS`](super::small::MAX_SMALL_PACKS); returns
     /// how many were merged (0: nothing to do). The new pack is durable before any old one is
     /// removed, and only packs listed before starting are removed.
     pub fn consolidate_packs(&mut self) -> Result<usize, StoreError> {
@@ -20,7 +21,7 @@ impl Store {
         if merged.is_err() {
             // Tried again once as many small packs have accumulated again, not at every
             // operation.
-            self.small_packs.store(0, Ordering::Relaxed);
+            self.durable.small_packs.store(0, Ordering::Relaxed);
         }
         merged
     }
@@ -137,42 +138,4 @@ fn copy_pack(
         }
     }
     Ok(())
-}
-
-/// The small packs the next merge takes: under [`SMALL_PACK_BYTES`], not kept, and not one
-/// larger than all smaller ones together (earlier merges' results), so a merge copies about
-/// what arrived since the last one, not everything again: sizes stay a geometric series.
-pub(crate) fn merge_candidates(store_dir: &Path) -> Vec<String> {
-    let mut small = small_packs(store_dir);
-    small.sort_by_key(|(_, size)| std::cmp::Reverse(*size));
-    let mut rest: u64 = small.iter().map(|(_, size)| size).sum();
-    let mut large = 0;
-    for (_, size) in &small {
-        rest -= size;
-        if *size <= rest {
-            break;
-        }
-        large += 1;
-    }
-    small.drain(..large);
-    small.into_iter().map(|(stem, _)| stem).collect()
-}
-
-/// The names (`pack-<sum>`) and sizes of the store's small packs: under [`SMALL_PACK_BYTES`],
-/// not kept.
-fn small_packs(store_dir: &Path) -> Vec<(String, u64)> {
-    let pack_dir = store_dir.join("objects").join("pack");
-    let Ok(entries) = std::fs::read_dir(&pack_dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let stem = name.strip_suffix(".pack")?.to_string();
-            let size = e.metadata().ok().map(|m| m.len())?;
-            let kept = pack_dir.join(format!("{stem}.keep")).exists();
-            (size < SMALL_PACK_BYTES && !kept).then_some((stem, size))
-        })
-        .collect()
 }

@@ -25,11 +25,11 @@ use std::path::{Path, PathBuf};
 use gix::ObjectId;
 
 use super::entry::{deflate_into, entry_header, store_into};
-use super::files::{create_private, sha1, unique};
 use super::index::{index_bytes, write_index, Written};
-use super::staged::{Finished, StagedPack};
-use super::SMALL_PACK_BYTES;
-use crate::store::StoreError;
+use super::small::SMALL_PACK_BYTES;
+use crate::store::error::StoreError;
+use crate::store::txn::files::{create_private, sha1, unique};
+use crate::store::txn::staged::{Finished, StagedPack};
 
 /// A pack up to this size is built in memory and written in one go (no temporary file until
 /// it is finished, no reading it back to checksum it); a larger one spills to its file.

@@ -8,9 +8,9 @@ use std::path::Path;
 
 use gix::ObjectId;
 
-use super::files::{create_private, sha1, unique};
-use super::SMALL_PACK_BYTES;
-use crate::store::StoreError;
+use super::small::SMALL_PACK_BYTES;
+use crate::store::error::StoreError;
+use crate::store::txn::files::{create_private, sha1, unique};
 
 /// One entry of a pack, as its index lists it.
 pub(crate) struct Written {
@@ -18,6 +18,12 @@ pub(crate) struct Written {
     pub(crate) offset: u64,
     pub(crate) crc32: u32,
 }
+
+/// Largest object read from a pack ckpt did not index itself (a bundle's, a pack whose index a
+/// power cut left unfinished): ckpt never captures files larger than `max_file_size`, and this
+/// leaves room for a larger setting. gix-pack refuses to allocate more for one object while it
+/// indexes a pack, whatever size an entry declares.
+pub const MAX_OBJECT_BYTES: u64 = 1 << 30;
 
 /// The version 2 index of a pack whose entries are sorted by id.
 pub(crate) fn index_bytes(entries: &[Written], pack_sum: ObjectId) -> Result<Vec<u8>, StoreError> {
@@ -163,7 +169,7 @@ pub(crate) fn index_from_pack(pack: &[u8]) -> Option<Vec<u8>> {
         &mut out,
         &std::sync::atomic::AtomicBool::new(false),
         gix::hash::Kind::Sha1,
-        Some(crate::store::import::MAX_BUNDLE_OBJECT_BYTES as usize),
+        Some(MAX_OBJECT_BYTES as usize),
         gix_pack::data::Version::V2,
     )
     .ok()?;
@@ -183,7 +189,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::store::txn::pack::PackWriter;
+    use crate::store::pack::writer::PackWriter;
 
     /// A pack of blobs, trees and a commit, some large enough to take several bytes of entry
     /// header; returns its name.
