@@ -48,8 +48,9 @@ use std::time::{Duration, Instant};
 use ckpt::client::Connection;
 use serde_json::json;
 
-#[path = "checkpoint/versus.rs"]
+#[path = "checkpoint/deflate.rs"]
 mod deflate;
+#[path = "checkpoint/versus.rs"]
 mod versus;
 
 struct Args {

@@ -8,32 +8,41 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ckpt::store::pack::deflate::{small_into, SMALL_OBJECT};
+use ckpt::store::pack::deflate::{small_into, MAX_OBJECT};
 
 use super::{content, median, ms};
 
 /// The objects of one case.
 fn objects(case: &str) -> Vec<Vec<u8>> {
+    let sized = |low: usize, high: usize| -> Vec<Vec<u8>> {
+        let all = source().into_iter();
+        all.filter(|o| o.len() > low && o.len() <= high).collect()
+    };
     match case {
         "tree" => (0..2000).map(|i| content(i, 0).into_bytes()).collect(),
-        _ => {
-            let mut out = Vec::new();
-            let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
-            while let Some(dir) = dirs.pop() {
-                for entry in std::fs::read_dir(&dir).expect("src").flatten() {
-                    let path = entry.path();
-                    if path.is_dir() {
-                        dirs.push(path);
-                    } else if let Ok(data) = std::fs::read(&path) {
-                        if data.len() <= SMALL_OBJECT {
-                            out.push(data);
-                        }
-                    }
+        "src ≤ 2 KiB" => sized(0, 2 << 10),
+        "src 2–8 KiB" => sized(2 << 10, 8 << 10),
+        _ => sized(8 << 10, MAX_OBJECT),
+    }
+}
+
+/// This repository's source files up to [`MAX_OBJECT`].
+fn source() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("src").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if let Ok(data) = std::fs::read(&path) {
+                if data.len() <= MAX_OBJECT {
+                    out.push(data);
                 }
             }
-            out
         }
     }
+    out
 }
 
 fn ckpt_encoder(data: &[u8], out: &mut Vec<u8>) {
@@ -76,12 +85,12 @@ pub fn compare(rounds: usize) {
     println!("## small objects: compression (median per object, {rounds} interleaved rounds)");
     println!("| objects | encoder | µs/object | size vs input | time vs ckpt |");
     println!("|---|---|---:|---:|---:|");
-    for case in ["tree", "src"] {
+    for case in ["tree", "src ≤ 2 KiB", "src 2–8 KiB", "src > 8 KiB"] {
         let objects = objects(case);
         let input: usize = objects.iter().map(Vec::len).sum();
         let mut times: Vec<Vec<Duration>> = vec![Vec::new(); encoders.len()];
         let mut sizes = vec![0usize; encoders.len()];
-        let mut out = Vec::with_capacity(SMALL_OBJECT * 2);
+        let mut out = Vec::with_capacity(MAX_OBJECT * 2);
         for round in 0..rounds {
             for k in 0..encoders.len() {
                 // Which encoder goes first turns each round.

@@ -4,7 +4,7 @@
 //! when it declines (the stream would be larger), it leaves its output as it was.
 #![no_main]
 
-use ckpt::store::pack::deflate::{small_into, SMALL_OBJECT};
+use ckpt::store::pack::deflate::{small_into, MAX_OBJECT};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     for _ in 0..times {
         object.extend_from_slice(body);
     }
-    object.truncate(SMALL_OBJECT);
+    object.truncate(MAX_OBJECT);
     let mut out = b"before".to_vec();
     if small_into(&object, &mut out) {
         assert_eq!(&out[..6], b"before", "what was in the output stays");
