@@ -230,7 +230,7 @@ impl Config {
             None => (Paths::default_config_file()?, false),
         };
         // Never blocks on a FIFO or reads a device named as the configuration file.
-        let text = match crate::safe_io::read_text(&path) {
+        let text = match crate::fs::read_text(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
                 return Ok(Config::default())
@@ -251,7 +251,7 @@ impl Config {
         };
         let mut config = Config::default();
         if let ConfigError::Parse { path, .. } = &error {
-            let table = crate::safe_io::read_text(path)
+            let table = crate::fs::read_text(path)
                 .ok()
                 .and_then(|text| text.parse::<toml::Table>().ok());
             let path_of = |key: &str| {

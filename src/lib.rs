@@ -8,7 +8,7 @@
 //! The layers, each depending only on those listed before it:
 //!
 //! - [`model`]: the domain's values (checkpoint ids and kinds, skip reasons, watch modes).
-//! - [`safe_io`]: opening paths from projects and requests (no FIFO hangs, no symlinked
+//! - [`fs`]: opening paths from projects and requests (no FIFO hangs, no symlinked
 //!   parents, no torn reads).
 //! - [`config`]: the TOML configuration, XDG paths and the built-in exclusions.
 //! - [`filter`]: exclusions + git ignore rules, and the walk of a project.
@@ -37,7 +37,7 @@ pub mod filter;
 pub mod index;
 pub mod model;
 pub mod protocol;
-pub mod safe_io;
+pub mod fs;
 pub mod store;
 pub mod watch;
 

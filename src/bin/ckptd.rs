@@ -31,7 +31,7 @@ fn main() -> anyhow::Result<()> {
     daemon::allocator::settle();
     let args = Args::parse();
     // Stores hold copies of the user's files: nothing ckptd writes is readable by others.
-    ckpt::safe_io::private_umask();
+    ckpt::fs::private_umask();
     let config = Config::load(args.config.as_deref()).context("loading configuration")?;
     init_logging(&config, args.verbose);
     let open_files = daemon::raise_open_files_limit();

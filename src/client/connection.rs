@@ -272,7 +272,7 @@ impl Drop for Closer {
 /// cause is said where the command was run; a configuration it refused is a configuration
 /// error (exit 78).
 fn daemon_exited(log: &Path, from: u64, status: std::process::ExitStatus) -> ClientError {
-    let written = crate::safe_io::read_small(log, 16 << 20).unwrap_or_default();
+    let written = crate::fs::read_small(log, 16 << 20).unwrap_or_default();
     let text = String::from_utf8_lossy(written.get(from as usize..).unwrap_or_default());
     let said: Vec<&str> = text
         .lines()
@@ -305,7 +305,7 @@ pub(crate) fn rpc_error(err: &Value) -> ClientError {
 /// The socket of the daemon that holds `data_dir`'s lock, when it is not `socket` and something
 /// answers there.
 fn running_elsewhere(socket: &Path, data_dir: &Path) -> Option<PathBuf> {
-    let record = crate::safe_io::read_small(&data_dir.join(crate::daemon::socket::PID_FILE), 4096)?;
+    let record = crate::fs::read_small(&data_dir.join(crate::daemon::socket::PID_FILE), 4096)?;
     let record = String::from_utf8(record).ok()?;
     let other = PathBuf::from(record.lines().nth(1)?);
     (other != socket && crate::daemon::socket::is_answering(&other)).then_some(other)

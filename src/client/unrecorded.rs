@@ -104,7 +104,7 @@ pub fn clear(data_dir: &Path) -> usize {
 
 /// Every entry kept, oldest first (lines that do not parse are skipped).
 pub fn read(data_dir: &Path) -> Vec<Unrecorded> {
-    let Some(bytes) = crate::safe_io::read_small(&data_dir.join(FILE), 16 << 20) else {
+    let Some(bytes) = crate::fs::read_small(&data_dir.join(FILE), 16 << 20) else {
         return Vec::new();
     };
     String::from_utf8_lossy(&bytes)

@@ -186,7 +186,7 @@ impl Owner {
         tokio::spawn(async move {
             let mut due = due;
             loop {
-                let wait = due.saturating_sub(crate::safe_io::now_ns()).max(0) as u64;
+                let wait = due.saturating_sub(crate::fs::now_ns()).max(0) as u64;
                 tokio::time::sleep(Duration::from_nanos(wait) + SETTLE_MARGIN).await;
                 let mut guard = me.state.clone().lock_owned().await;
                 let owner = me.clone();

@@ -65,7 +65,7 @@ pub fn lock_data_dir(data_dir: &Path, socket: &Path) -> Result<DataDirLock, Bind
         .open(data_dir.join("ckptd.lock"))
         .map_err(dir_err)?;
     if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
-        let holder = crate::safe_io::read_small(&data_dir.join(PID_FILE), 4096)
+        let holder = crate::fs::read_small(&data_dir.join(PID_FILE), 4096)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         let mut lines = holder.lines();

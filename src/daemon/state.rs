@@ -31,10 +31,10 @@ impl Daemon {
         let _ = *crate::engine::project::DAEMON_STARTED;
         // Installs from before stores were private: tighten what is there.
         for dir in [paths.data_dir.clone(), paths.data_dir.join("projects")] {
-            crate::safe_io::make_private(&dir, false);
+            crate::fs::make_private(&dir, false);
         }
         for file in ["projects.json", "ckptd.log"] {
-            crate::safe_io::make_private(&paths.data_dir.join(file), false);
+            crate::fs::make_private(&paths.data_dir.join(file), false);
         }
         let roots = load_registry(&paths.registry_file());
         let projects = roots

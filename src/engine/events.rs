@@ -27,7 +27,7 @@ use tokio::sync::broadcast;
 use crate::filter::{Filter, RulesCache};
 use crate::model::path_bytes;
 use crate::protocol::events::{Event, EventKind, FileEvent};
-use crate::safe_io::StableRead;
+use crate::fs::StableRead;
 use crate::store::diff::{is_binary, unified};
 use crate::store::Store;
 use crate::watch::{WatchHandle, WatchNote};
@@ -297,18 +297,18 @@ impl Pump {
         if !self.filter.includes_file(&mut self.rules, rel) || meta.len() > self.max_file_size {
             return;
         }
-        let Ok(root) = crate::safe_io::open_dir(self.filter.root()) else {
+        let Ok(root) = crate::fs::open_dir(self.filter.root()) else {
             return;
         };
         let (data, mode) = if meta.file_type().is_symlink() {
-            match crate::safe_io::read_link_beneath(root.as_fd(), rel) {
+            match crate::fs::read_link_beneath(root.as_fd(), rel) {
                 Ok(t) => (t, "120000"),
                 Err(_) => return,
             }
         } else {
             // Never blocks on a FIFO, never reads a version torn by a concurrent rewrite.
-            let read = crate::safe_io::open_beneath(root.as_fd(), rel)
-                .and_then(|f| crate::safe_io::read_stable(&f, self.max_file_size));
+            let read = crate::fs::open_beneath(root.as_fd(), rel)
+                .and_then(|f| crate::fs::read_stable(&f, self.max_file_size));
             match read {
                 Ok(StableRead::Data { data, stat }) if stat.mode & 0o111 != 0 => (data, "100755"),
                 Ok(StableRead::Data { data, .. }) => (data, "100644"),

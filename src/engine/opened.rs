@@ -257,7 +257,7 @@ pub struct Leftovers {
     /// Makes the next publish's spare files.
     pub spares: Option<Box<dyn FnOnce() + Send>>,
     /// The files the operation replaced, freed when dropped.
-    pub retired: crate::safe_io::Retired,
+    pub retired: crate::fs::Retired,
     /// When the index's racy entries come due.
     pub settle: Option<i64>,
 }
@@ -271,7 +271,7 @@ impl Opened {
             .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o077 != 0)
         {
             tracing::info!(store = %project.store_dir.display(), "making the store private to this user");
-            crate::safe_io::make_private(&project.store_dir, true);
+            crate::fs::make_private(&project.store_dir, true);
         }
         let mut store = Store::open_or_init(&project.store_dir, &project.root)?;
         match project.join_pool(&store) {

@@ -200,7 +200,7 @@ fn holds(path: &Path, captured: &Captured) -> bool {
 /// The blob id of the regular file at `path`, which must be `len` bytes long (never blocking
 /// on a FIFO put in its place).
 fn content_id(path: &Path, len: u64) -> Option<gix::ObjectId> {
-    let file = crate::safe_io::open_regular(path).ok()?;
+    let file = crate::fs::open_regular(path).ok()?;
     let mut data = Vec::with_capacity(len as usize);
     file.take(len + 1).read_to_end(&mut data).ok()?;
     if data.len() as u64 != len {

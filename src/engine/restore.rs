@@ -232,7 +232,7 @@ fn check_and_record(
 /// one, so a write just after this moment could otherwise look older.
 fn coarse_now_ns() -> i64 {
     let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-    crate::safe_io::nanos(now.tv_sec, now.tv_nsec)
+    crate::fs::nanos(now.tv_sec, now.tv_nsec)
 }
 
 /// Records the files as they are (`current`) as the `pre-restore` checkpoint, the undo, on a
@@ -447,7 +447,7 @@ fn report_leftovers(
     // The restore's own writes match the target; a later status change is someone else's.
     let changed_since_start = |rel: &[u8]| {
         std::fs::symlink_metadata(rel_to_abs(&p.root, rel))
-            .is_ok_and(|m| crate::safe_io::nanos(m.ctime(), m.ctime_nsec()) >= started_ns)
+            .is_ok_and(|m| crate::fs::nanos(m.ctime(), m.ctime_nsec()) >= started_ns)
     };
     let now = o.current_tree(p)?;
     let repo = o.store.repo();

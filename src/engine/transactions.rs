@@ -17,7 +17,7 @@ use super::replace::{replace_with_file, replace_with_symlink};
 use super::worktree::{check_parents, safe_tree_path};
 use crate::filter::rel_to_abs;
 use crate::model::{SkipReason, SkippedFile};
-use crate::safe_io::StableRead;
+use crate::fs::StableRead;
 
 /// How long an open transaction is kept.
 pub const EDIT_TTL: Duration = Duration::from_secs(600);
@@ -77,10 +77,10 @@ impl Edits {
                     }
                     let cannot = |e: String| format!("cannot read {}: {e}", rel.to_str_lossy());
                     let root_fd =
-                        crate::safe_io::open_dir(root).map_err(|e| cannot(e.to_string()))?;
-                    let file = crate::safe_io::open_beneath(root_fd.as_fd(), rel)
+                        crate::fs::open_dir(root).map_err(|e| cannot(e.to_string()))?;
+                    let file = crate::fs::open_beneath(root_fd.as_fd(), rel)
                         .map_err(|e| cannot(e.to_string()))?;
-                    match crate::safe_io::read_stable(&file, MAX_EDIT_BYTES) {
+                    match crate::fs::read_stable(&file, MAX_EDIT_BYTES) {
                         Ok(StableRead::Data { data, stat }) => Saved::File {
                             data,
                             mode: stat.mode & 0o7777,

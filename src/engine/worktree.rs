@@ -498,7 +498,7 @@ pub fn check_parents(
                 if would_delete.is_some() {
                     return Ok(());
                 }
-                crate::safe_io::create_project_dir(&cur).map_err(|e| {
+                crate::fs::create_project_dir(&cur).map_err(|e| {
                     let why = format!("cannot create folder `{}`: {e}", rel.to_str_lossy());
                     (SkipReason::Unwritable, why)
                 })?;

@@ -19,7 +19,7 @@ mod walk;
 pub use walk::Listed;
 
 use crate::config::ExclusionConfig;
-use crate::safe_io::{read_small, Stat};
+use crate::fs::{read_small, Stat};
 use rules::{git_dir, global_rule_files};
 pub use rules::{IgnoreRules, RulesCache};
 

@@ -22,7 +22,7 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use super::{
     is_litter, join_rel, rel_to_abs, Filter, IgnoreRules, WalkEntry, WalkResult, WalkSkip,
 };
-use crate::safe_io::{nanos, open_dir_beneath, Stat};
+use crate::fs::{nanos, open_dir_beneath, Stat};
 
 /// A folder to list: where it is, its path in the project, and the rules in force in it.
 type Folder = (PathBuf, BString, IgnoreRules);

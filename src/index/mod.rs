@@ -47,8 +47,8 @@ pub use persist::{load_stat_cache, save_stat_cache};
 /// come from a coarse kernel clock.
 const RACY_WINDOW_NS: i64 = 50_000_000;
 
-use crate::safe_io::now_ns;
-pub use crate::safe_io::Stat;
+use crate::fs::now_ns;
+pub use crate::fs::Stat;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexEntry {
@@ -393,11 +393,11 @@ fn remove_litter(root: &Path, litter: &[BString]) {
     if litter.is_empty() {
         return;
     }
-    let Ok(root_fd) = crate::safe_io::open_dir(root) else {
+    let Ok(root_fd) = crate::fs::open_dir(root) else {
         return;
     };
     for rel in litter {
-        match crate::safe_io::remove_beneath(std::os::fd::AsFd::as_fd(&root_fd), rel) {
+        match crate::fs::remove_beneath(std::os::fd::AsFd::as_fd(&root_fd), rel) {
             Ok(()) => tracing::info!(path = %rel, "removed a temporary file a stopped ckptd left"),
             Err(e) => {
                 tracing::warn!(path = %rel, error = %e, "cannot remove a temporary file a stopped ckptd left")

@@ -68,7 +68,7 @@ pub fn save_stat_cache(index: &FileIndex, path: &Path) -> std::io::Result<()> {
 /// Reads a stat cache; empty when missing or unusable.
 pub fn load_stat_cache(path: &Path) -> StatCache {
     // Never blocks: a FIFO or a device in its place is refused, as is anything not a file.
-    let file = match crate::safe_io::open_regular(path) {
+    let file = match crate::fs::open_regular(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return StatCache::default(),
         Err(e) => {

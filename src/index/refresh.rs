@@ -2,7 +2,7 @@
 //! vouch, a verify of every file by stat: see `verify`), capturing changed files into the store.
 
 use super::*;
-use crate::safe_io::Beneath;
+use crate::fs::Beneath;
 
 /// Files to read, in batches of up to [`BATCH`] in the order they were found.
 #[derive(Default)]
@@ -207,7 +207,7 @@ impl FileIndex {
         self.progress.start(2, files.len as u64);
         let progress = self.progress.clone();
         // Opened before the pack, so that failing to open it leaves no temporary pack behind.
-        let root_fd = crate::safe_io::open_dir(root).map_err(|source| StoreError::Io {
+        let root_fd = crate::fs::open_dir(root).map_err(|source| StoreError::Io {
             path: root.to_path_buf(),
             source,
         })?;

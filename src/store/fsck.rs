@@ -478,7 +478,7 @@ fn not_matching(pack: &str) -> String {
 /// Whether the pack file ends with the pack checksum recorded in its index.
 fn pack_matches_index(pack: &Path, idx: &Path) -> bool {
     let tail = |path: &Path, from_end: i64| -> Option<[u8; 20]> {
-        let mut file = crate::safe_io::open_regular(path).ok()?;
+        let mut file = crate::fs::open_regular(path).ok()?;
         if file.metadata().ok()?.len() < 32 {
             return None;
         }

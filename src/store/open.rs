@@ -10,7 +10,7 @@ use super::pack::index::repair_indices;
 use super::sentinel;
 use super::txn::durable::Durable;
 use super::txn::{journal, refs, replay};
-use crate::safe_io::Retired;
+use crate::fs::Retired;
 
 /// Pack index slots of a store handle: a store holds a few big packs, a few merged ones (each
 /// larger than all smaller together) and at most `MAX_SMALL_PACKS` new ones between

@@ -49,14 +49,14 @@ pub fn git_common_dir(root: &Path) -> Option<PathBuf> {
         dot_git
     } else if meta.is_file() {
         // A worktree: `gitdir: <path>` (relative to the worktree, or absolute).
-        let text = crate::safe_io::read_small(&dot_git, 4096)?;
+        let text = crate::fs::read_small(&dot_git, 4096)?;
         let text = String::from_utf8(text).ok()?;
         let path = text.trim().strip_prefix("gitdir:")?.trim();
         root.join(path)
     } else {
         return None;
     };
-    let common = match crate::safe_io::read_small(&git_dir.join("commondir"), 4096) {
+    let common = match crate::fs::read_small(&git_dir.join("commondir"), 4096) {
         Some(text) => git_dir.join(String::from_utf8(text).ok()?.trim()),
         None => git_dir,
     };
@@ -106,7 +106,7 @@ fn init_pool(dir: &Path, common: &Path) -> Result<(), StoreError> {
     };
     let parent = dir.parent().expect("a pool has a parent");
     std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
-    crate::safe_io::make_private(parent, false);
+    crate::fs::make_private(parent, false);
     let tmp = parent.join(format!(".init-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     for sub in ["objects/pack", "objects/info", "refs"] {
@@ -126,7 +126,7 @@ fn init_pool(dir: &Path, common: &Path) -> Result<(), StoreError> {
     for (name, text) in files {
         std::fs::write(tmp.join(name), text).map_err(|e| io(&tmp, e))?;
     }
-    crate::safe_io::make_private(&tmp, true);
+    crate::fs::make_private(&tmp, true);
     match std::fs::rename(&tmp, dir) {
         Ok(()) => {}
         // Made meanwhile by another: that one is the pool.

@@ -19,7 +19,7 @@ use super::tree::FileState;
 use super::{Store, StoreError};
 use crate::filter::{split_parent, Filter, WalkEntry};
 use crate::model::{SkipReason, SkippedFile};
-use crate::safe_io::{open_dir, read_link_beneath, read_stable_seen, Beneath, StableRead};
+use crate::fs::{open_dir, read_link_beneath, read_stable_seen, Beneath, StableRead};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -132,7 +132,7 @@ pub(crate) enum Captured {
     File {
         rel: BString,
         state: FileState,
-        stat: crate::safe_io::Stat,
+        stat: crate::fs::Stat,
     },
     /// Boxed: skips are rare, and every entry of a first checkpoint's results is as large as
     /// the largest kind.
@@ -234,7 +234,7 @@ fn store_captured(
     rel: BString,
     kind: EntryKind,
     data: Vec<u8>,
-    stat: crate::safe_io::Stat,
+    stat: crate::fs::Stat,
     options: SnapshotOptions,
     pack: Option<&PackWriter>,
 ) -> Result<Captured, StoreError> {

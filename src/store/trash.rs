@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::folders::{private_folder, SPARE_DIR, TRASH_DIR};
 use super::open::Store;
-use crate::safe_io::Retired;
+use crate::fs::Retired;
 
 static TRASH_COUNTER: AtomicU64 = AtomicU64::new(0);
 

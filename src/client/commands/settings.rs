@@ -38,7 +38,7 @@ pub fn read_settings(path: &Path) -> Result<Map<String, Value>, ClientError> {
 fn read_settings_text(path: &Path) -> Result<(String, Map<String, Value>), ClientError> {
     // Never blocks on a FIFO or reads a device: only a regular file (symlinks followed, as the
     // agents follow them), at most 16 MiB.
-    let text = match crate::safe_io::read_text(path) {
+    let text = match crate::fs::read_text(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok((String::new(), Map::new()))

@@ -169,7 +169,7 @@ pub fn who(configured: Option<String>) -> String {
 
 /// The name `/etc/passwd` gives user `uid`.
 fn user_of(uid: u32) -> Option<String> {
-    let text = crate::safe_io::read_small(std::path::Path::new("/etc/passwd"), 1 << 20)?;
+    let text = crate::fs::read_small(std::path::Path::new("/etc/passwd"), 1 << 20)?;
     String::from_utf8_lossy(&text).lines().find_map(|line| {
         let fields: Vec<&str> = line.split(':').collect();
         (fields.len() > 2 && fields[2] == uid.to_string()).then(|| fields[0].to_string())

@@ -111,8 +111,8 @@ impl Located {
 /// Opens `rel` below `root` for reading: never through a symlink, never blocking on a FIFO,
 /// a regular file only.
 pub fn open(root: &Path, rel: &Path) -> std::io::Result<std::fs::File> {
-    let dir = crate::safe_io::open_dir(root)?;
-    let file = crate::safe_io::open_beneath(dir.as_fd(), rel.as_os_str().as_encoded_bytes())?;
+    let dir = crate::fs::open_dir(root)?;
+    let file = crate::fs::open_beneath(dir.as_fd(), rel.as_os_str().as_encoded_bytes())?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
@@ -124,7 +124,7 @@ pub fn open(root: &Path, rel: &Path) -> std::io::Result<std::fs::File> {
 /// flushed, then renamed into place without replacing anything, and the folder flushed. A
 /// failure leaves no file behind.
 pub fn write_new(root: &Path, folder: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
-    let mut dir = crate::safe_io::open_dir(root)?;
+    let mut dir = crate::fs::open_dir(root)?;
     for component in folder.components() {
         let Component::Normal(part) = component else {
             return Err(std::io::Error::other("a folder that is not a plain name"));

@@ -63,7 +63,7 @@ impl Store {
             source,
         };
         // Never blocks on a FIFO; a folder, FIFO or device is refused.
-        let file = crate::safe_io::open_regular(path).map_err(|source| match source.kind() {
+        let file = crate::fs::open_regular(path).map_err(|source| match source.kind() {
             std::io::ErrorKind::InvalidInput => ImportError::NotABundle {
                 path: path.to_path_buf(),
                 reason: if path.is_dir() {

@@ -96,10 +96,10 @@ pub(crate) fn repair_indices(pack_dir: &Path) -> Vec<String> {
         let pack_path = pack_dir.join(format!("{stem}.pack"));
         // Both are read only as regular files (a FIFO is never read, so nothing blocks) and
         // never past the small-pack size.
-        let Some(pack) = crate::safe_io::read_small(&pack_path, SMALL_PACK_BYTES) else {
+        let Some(pack) = crate::fs::read_small(&pack_path, SMALL_PACK_BYTES) else {
             continue;
         };
-        let idx = crate::safe_io::read_small(&entry.path(), 2 * SMALL_PACK_BYTES);
+        let idx = crate::fs::read_small(&entry.path(), 2 * SMALL_PACK_BYTES);
         if idx.is_some_and(|idx| index_matches(&idx, &pack)) {
             continue;
         }

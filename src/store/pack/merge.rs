@@ -89,7 +89,7 @@ fn copy_pack(
         path: path.clone(),
         source: std::io::Error::other(why.to_string()),
     };
-    let data = crate::safe_io::read_small(&path, SMALL_PACK_BYTES)
+    let data = crate::fs::read_small(&path, SMALL_PACK_BYTES)
         .ok_or_else(|| damaged("cannot read the pack"))?;
     // Entries end where the next one starts; the last before the 20-byte checksum.
     let mut entries: Vec<_> = index.iter().collect();

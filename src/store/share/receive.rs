@@ -160,7 +160,7 @@ impl Store {
             .collect();
         packs.sort();
         for pack in packs {
-            let file = crate::safe_io::open_regular(&pack).map_err(|source| StoreError::Io {
+            let file = crate::fs::open_regular(&pack).map_err(|source| StoreError::Io {
                 path: pack.clone(),
                 source,
             })?;

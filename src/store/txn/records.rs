@@ -229,7 +229,7 @@ fn read_at(file: &File, offset: u64, epoch: Option<u64>) -> Read {
 /// missing, is not a regular file or cannot be read has none.
 pub(crate) fn read_records(store: &Path) -> Journaled {
     let mut out = Journaled::default();
-    let Ok(file) = crate::safe_io::open_regular(&store.join(JOURNAL_FILE)) else {
+    let Ok(file) = crate::fs::open_regular(&store.join(JOURNAL_FILE)) else {
         return out;
     };
     let mut offset = 0u64;

@@ -63,7 +63,7 @@ impl Durable {
     }
 
     /// Gives each loose ref file the transaction is about to replace or remove a second name
-    /// (`retire`), so that moving the ref frees nothing (see `safe_io::Retired`).
+    /// (`retire`), so that moving the ref frees nothing (see `fs::Retired`).
     fn keep_replaced_refs<'a>(&self, names: impl Iterator<Item = &'a str>, retire: &dyn Fn(&Path)) {
         for name in names {
             let path = self.dir.join(name);

@@ -22,7 +22,7 @@ pub(crate) fn replay_packs(store: &Path, records: &[Record]) -> Result<Vec<PathB
     for (name, bytes) in records.iter().flat_map(|r| &r.packs) {
         let path = pack_dir.join(format!("{name}.pack"));
         paths.push(path.clone());
-        let on_disk = crate::safe_io::read_small(&path, bytes.len() as u64 + 1);
+        let on_disk = crate::fs::read_small(&path, bytes.len() as u64 + 1);
         // A pack whose index is missing (never renamed in) is written again with one: the
         // index repair only mends indices that exist. One that exists but differs is its job.
         let indexed = std::fs::symlink_metadata(path.with_extension("idx")).is_ok();
@@ -141,7 +141,7 @@ pub(crate) fn report_end(store: &Path, end: &End, made: bool) {
 
 /// The journal damage noted and not yet set aside (see [`report_end`]).
 pub(crate) fn noted_damage(store: &Path) -> Vec<String> {
-    crate::safe_io::read_small(&store.join(DAMAGE_NOTE), 1 << 20)
+    crate::fs::read_small(&store.join(DAMAGE_NOTE), 1 << 20)
         .map(|bytes| {
             String::from_utf8_lossy(&bytes)
                 .lines()

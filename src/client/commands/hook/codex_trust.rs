@@ -157,7 +157,7 @@ pub fn trust(config: &toml::Table, handler: &Handler, project: Option<&Path>) ->
 /// Reads `$CODEX_HOME/config.toml` (empty when absent); an error says why it cannot be read.
 pub fn read_config(codex_home: &Path) -> Result<toml::Table, String> {
     let path = codex_home.join("config.toml");
-    let text = match crate::safe_io::read_text(&path) {
+    let text = match crate::fs::read_text(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(toml::Table::new()),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),

@@ -52,7 +52,7 @@ pub fn gemini_dir(home: &Path) -> PathBuf {
 
 /// What Gemini decides for `folder` from the trust file in `gemini_dir`.
 pub fn folder_trust(gemini_dir: &Path, folder: &Path) -> FolderTrust {
-    let rules = crate::safe_io::read_small(&gemini_dir.join("trustedFolders.json"), 1 << 20)
+    let rules = crate::fs::read_small(&gemini_dir.join("trustedFolders.json"), 1 << 20)
         .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
     let Some(Value::Object(rules)) = rules else {
         return FolderTrust::Undecided;

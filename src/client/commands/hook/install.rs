@@ -196,7 +196,7 @@ fn exclude_from_git(root: &Path, file: &Path) -> Result<bool, ClientError> {
     let rel = file.strip_prefix(root).unwrap_or(file);
     // Anchored at the top: that file, not every file of that name.
     let line = format!("/{}\n", rel.display());
-    let mut text = crate::safe_io::read_text(&exclude).unwrap_or_default();
+    let mut text = crate::fs::read_text(&exclude).unwrap_or_default();
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
@@ -317,7 +317,7 @@ pub fn trust(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
     std::fs::create_dir_all(&codex_home).map_err(io)?;
     let target = settings_target(&config_path)?;
     let _lock = lock_folder(target.parent().unwrap_or(Path::new("/"))).map_err(io)?;
-    let text = match crate::safe_io::read_text(&target) {
+    let text = match crate::fs::read_text(&target) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => {

@@ -193,7 +193,7 @@ pub fn installed(agent: Agent, root: &Path, home: &Path) -> Result<Option<Vec<St
     let path = config_file(agent, root, home).map_err(|e| e.to_string())?;
     let entry = match agent {
         Agent::Codex => {
-            let text = match crate::safe_io::read_text(&path) {
+            let text = match crate::fs::read_text(&path) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(e.to_string()),
@@ -241,7 +241,7 @@ fn edit_toml(path: &Path, change: impl FnOnce(&str) -> String) -> Result<bool, C
         |e: std::io::Error| ClientError::Usage(format!("cannot write {}: {e}", target.display()));
     std::fs::create_dir_all(dir).map_err(io)?;
     let _lock = lock_folder(dir).map_err(io)?;
-    let text = match crate::safe_io::read_text(path) {
+    let text = match crate::fs::read_text(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(io(e)),

@@ -103,7 +103,7 @@ fn parse_answer(a: &[u8]) -> io::Result<u32> {
 /// The same lookup in `/proc/net/tcp`: the line whose local address is `peer` and whose remote
 /// one is `local`, and its `uid` column.
 fn proc_net_tcp(local: SocketAddrV4, peer: SocketAddrV4) -> io::Result<u32> {
-    let table = crate::safe_io::read_small(std::path::Path::new("/proc/net/tcp"), 64 << 20)
+    let table = crate::fs::read_small(std::path::Path::new("/proc/net/tcp"), 64 << 20)
         .ok_or_else(|| io::Error::other("unreadable"))?;
     find_in_table(&String::from_utf8_lossy(&table), local, peer)
         .ok_or_else(|| io::Error::other("no such connection"))
