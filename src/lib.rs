@@ -34,10 +34,10 @@ pub mod config;
 pub mod daemon;
 pub mod engine;
 pub mod filter;
+pub mod fs;
 pub mod index;
 pub mod model;
 pub mod protocol;
-pub mod fs;
 pub mod store;
 pub mod watch;
 

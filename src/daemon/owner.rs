@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::{Config, Paths};
-use crate::engine::opened::{operate, Leftovers};
+use crate::engine::opened::operate;
+use crate::engine::upkeep::Leftovers;
 use crate::engine::{Error, Opened, Project, Result};
 
 /// Upkeep (the stat cache, merging small packs) waits until no operation began for this long.

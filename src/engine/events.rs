@@ -25,9 +25,9 @@ use gix::ObjectId;
 use tokio::sync::broadcast;
 
 use crate::filter::{Filter, RulesCache};
+use crate::fs::StableRead;
 use crate::model::path_bytes;
 use crate::protocol::events::{Event, EventKind, FileEvent};
-use crate::fs::StableRead;
 use crate::store::diff::{is_binary, unified};
 use crate::store::Store;
 use crate::watch::{WatchHandle, WatchNote};

@@ -33,6 +33,7 @@ pub mod events;
 pub mod flush;
 pub mod history;
 pub mod opened;
+pub mod paths;
 pub mod project;
 pub mod record;
 pub mod registry;
@@ -41,6 +42,7 @@ pub mod restore;
 pub mod share;
 pub mod timeline;
 pub mod transactions;
+pub mod upkeep;
 pub mod workers;
 pub mod worktree;
 

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use gix::bstr::{BString, ByteSlice};
 
+use super::paths::{check_parents, safe_tree_path};
 use super::replace::{replace_with_file, replace_with_symlink};
-use super::worktree::{check_parents, safe_tree_path};
 use crate::filter::rel_to_abs;
-use crate::model::{SkipReason, SkippedFile};
 use crate::fs::StableRead;
+use crate::model::{SkipReason, SkippedFile};
 
 /// How long an open transaction is kept.
 pub const EDIT_TTL: Duration = Duration::from_secs(600);
@@ -76,8 +76,7 @@ impl Edits {
                         ));
                     }
                     let cannot = |e: String| format!("cannot read {}: {e}", rel.to_str_lossy());
-                    let root_fd =
-                        crate::fs::open_dir(root).map_err(|e| cannot(e.to_string()))?;
+                    let root_fd = crate::fs::open_dir(root).map_err(|e| cannot(e.to_string()))?;
                     let file = crate::fs::open_beneath(root_fd.as_fd(), rel)
                         .map_err(|e| cannot(e.to_string()))?;
                     match crate::fs::read_stable(&file, MAX_EDIT_BYTES) {

@@ -18,8 +18,7 @@ pub mod retired;
 pub mod stat;
 
 pub use beneath::{
-    as_root, open_beneath, open_dir, open_dir_beneath, read_link_beneath, remove_beneath,
-    Beneath,
+    as_root, open_beneath, open_dir, open_dir_beneath, read_link_beneath, remove_beneath, Beneath,
 };
 pub use private::{create_project_dir, make_private, private_umask};
 pub use read::{open_regular, read_small, read_stable, read_stable_seen, read_text, StableRead};

@@ -51,4 +51,3 @@ pub fn make_private(path: &Path, recursive: bool) {
         }
     }
 }
-

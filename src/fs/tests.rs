@@ -61,8 +61,7 @@ fn a_walks_stat_holds_only_for_an_unchanged_file() {
             tv_nsec: seen.mtime_ns.rem_euclid(1_000_000_000) as _,
         },
     };
-    rustix::fs::utimensat(rustix::fs::CWD, &path, &mtime, rustix::fs::AtFlags::empty())
-        .unwrap();
+    rustix::fs::utimensat(rustix::fs::CWD, &path, &mtime, rustix::fs::AtFlags::empty()).unwrap();
     let (data, stat) = read(100);
     assert_eq!(data, b"uno");
     assert_eq!((stat.size, stat.mtime_ns), (seen.size, seen.mtime_ns));

@@ -417,6 +417,10 @@ fn relative_to<'a>(base: &BString, path: &'a BStr) -> &'a BStr {
     }
 }
 
+/// The ref that keeps the tree the saved stat cache describes reachable (no gc, ckpt's or
+/// git's, removes an object the cache names).
+pub const INDEX_REF: &str = "refs/ckpt/index";
+
 /// Where the stat cache of a store lives.
 pub fn stat_cache_path(store_dir: &Path) -> PathBuf {
     store_dir.join("ckpt-index")

@@ -18,8 +18,8 @@ use super::pack::writer::PackWriter;
 use super::tree::FileState;
 use super::{Store, StoreError};
 use crate::filter::{split_parent, Filter, WalkEntry};
-use crate::model::{SkipReason, SkippedFile};
 use crate::fs::{open_dir, read_link_beneath, read_stable_seen, Beneath, StableRead};
+use crate::model::{SkipReason, SkippedFile};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {

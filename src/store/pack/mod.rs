@@ -10,5 +10,6 @@ pub mod deflate;
 pub mod entry;
 pub mod index;
 pub mod merge;
+pub mod sealed;
 pub mod small;
 pub mod writer;

@@ -15,8 +15,9 @@ use parking_lot::Mutex;
 use super::files::{stamp_of, PackStamp};
 use super::journal::Journal;
 use super::spares::Spares;
+use crate::store::pack::sealed::Sealed;
 use crate::store::pack::small::merge_candidates;
-use crate::store::pack::writer::{PackWriter, Sealed};
+use crate::store::pack::writer::PackWriter;
 
 /// The durability state of one store handle.
 pub struct Durable {
