@@ -11,7 +11,9 @@ use interprocess::local_socket::traits::{Stream as _, StreamCommon as _};
 use interprocess::local_socket::{GenericFilePath, Stream, ToFsName};
 use serde_json::Value;
 
-use crate::protocol::methods::{rpc, HelloParams, Method};
+use crate::protocol::methods::HelloParams;
+use crate::protocol::rpc;
+use crate::protocol::rpc::Method;
 use crate::protocol::{request_line, RpcError, PROTOCOL_VERSION};
 
 /// How long a daemon has to answer `hello` before the client gives up on it.

@@ -28,6 +28,7 @@ pub mod cli;
 mod commands;
 mod connection;
 mod conversation;
+mod dispatch;
 mod error;
 mod git;
 mod help;
@@ -83,7 +84,7 @@ pub fn main() -> i32 {
         }) => Some(*agent),
         _ => None,
     };
-    let code = match cli::run(cli) {
+    let code = match dispatch::run(cli) {
         Ok(code) => code,
         // A hook never fails the agent's turn, whatever went wrong (a broken config file).
         Err(err) if hook.is_some() => {

@@ -13,10 +13,14 @@ use super::blocking;
 use super::owner::Owner;
 use super::projects::{forget, projects, status, unwatch, watch};
 use super::Daemon;
-use crate::engine::{self, checkpoint, edit, history, restore, share, timeline, Opened, Project};
+use crate::engine::{
+    self, checkpoint, edit, history, restore, share, timeline, transfer, Opened, Project,
+};
 use crate::protocol::events::EventKind;
-use crate::protocol::methods::{rpc, Method, NoParams, SubscribeParams};
+use crate::protocol::methods::{NoParams, SubscribeParams};
 use crate::protocol::results as r;
+use crate::protocol::rpc;
+use crate::protocol::rpc::Method;
 use crate::protocol::{
     decode_request, error_line, notification_line, response_line, ErrorCode, RpcError,
     PROTOCOL_VERSION,
@@ -208,13 +212,9 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         Undo::NAME => on_project::<Undo>(d, params, restore::undo).await,
         Tag::NAME => on_project::<Tag>(d, params, checkpoint::tag).await,
         Note::NAME => on_project::<Note>(d, params, checkpoint::note).await,
-        ExportPatch::NAME => on_project::<ExportPatch>(d, params, checkpoint::export_patch).await,
-        ExportBundle::NAME => {
-            on_project::<ExportBundle>(d, params, checkpoint::export_bundle).await
-        }
-        ImportBundle::NAME => {
-            on_project::<ImportBundle>(d, params, checkpoint::import_bundle).await
-        }
+        ExportPatch::NAME => on_project::<ExportPatch>(d, params, transfer::export_patch).await,
+        ExportBundle::NAME => on_project::<ExportBundle>(d, params, transfer::export_bundle).await,
+        ImportBundle::NAME => on_project::<ImportBundle>(d, params, transfer::import_bundle).await,
         DialogFork::NAME => on_project::<DialogFork>(d, params, timeline::dialog_fork).await,
         DialogNew::NAME => on_project::<DialogNew>(d, params, timeline::dialog_new).await,
         DialogList::NAME => on_project::<DialogList>(d, params, timeline::dialog_list).await,
@@ -260,7 +260,7 @@ pub fn check_params(method: &str, params: Option<Value>) -> Result<(), RpcError>
     // The same object check as `parse`, then the method's own params type.
     parse::<serde_json::Map<String, Value>>(params.clone())?;
     let params = params.filter(|p| !p.is_null()).unwrap_or_else(|| json!({}));
-    match crate::protocol::methods::decode_params(method, params) {
+    match crate::protocol::rpc::decode_params(method, params) {
         Some(decoded) => decoded
             .map_err(|e| RpcError::new(ErrorCode::InvalidParams, format!("invalid params: {e}"))),
         None => Err(RpcError::new(
@@ -410,7 +410,7 @@ pub(super) async fn find_project(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::methods::METHOD_NAMES;
+    use crate::protocol::rpc::METHOD_NAMES;
 
     #[test]
     fn every_method_has_its_params_checked() {

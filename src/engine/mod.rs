@@ -42,6 +42,7 @@ pub mod restore;
 pub mod share;
 pub mod timeline;
 pub mod transactions;
+pub mod transfer;
 pub mod upkeep;
 pub mod workers;
 pub mod worktree;

@@ -7,7 +7,10 @@ use super::record::{active_session, record, record_initial};
 use super::restore::restore_to;
 use super::{Error, Opened, Project, Result};
 use crate::model::{Kind, Retention};
-use crate::protocol::methods::*;
+use crate::protocol::methods::{
+    DialogKeepParams, DialogNewParams, DialogParams, ForkParams, ProjectParams, PruneParams,
+    SessionApproveParams, SessionParams, SessionResetParams,
+};
 use crate::protocol::results as r;
 use crate::store::checkpoint::{parse_id, validate_dialog};
 use crate::store::{CheckpointError, NewCheckpoint, DEFAULT_DIALOG};

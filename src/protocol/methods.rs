@@ -11,8 +11,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::sharing as share;
-
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HelloParams {
@@ -438,101 +436,4 @@ pub struct NoParams {}
 
 fn yes() -> bool {
     true
-}
-
-/// A method: its name on the wire, its parameters and its result. The daemon's dispatch and the
-/// client's calls both go through these types, so neither side can drift from the other.
-pub trait Method {
-    const NAME: &'static str;
-    type Params: Serialize + serde::de::DeserializeOwned + Send + 'static;
-    type Result: Serialize + serde::de::DeserializeOwned + Send + 'static;
-}
-
-macro_rules! methods {
-    ($($(#[$doc:meta])* $ty:ident = $name:literal, $params:ty => $result:ty;)*) => {
-        /// One type per method (see [`Method`]).
-        pub mod rpc {
-            use super::*;
-            use crate::protocol::results as r;
-            $(
-                $(#[$doc])*
-                pub struct $ty;
-                impl Method for $ty {
-                    const NAME: &'static str = $name;
-                    type Params = $params;
-                    type Result = $result;
-                }
-            )*
-        }
-        /// Every method's name.
-        pub const METHOD_NAMES: &[&str] = &[$($name),*];
-
-        /// Decodes `params` (an object) as the params of `method`; None for an unknown method.
-        pub fn decode_params(
-            method: &str,
-            params: serde_json::Value,
-        ) -> Option<Result<(), serde_json::Error>> {
-            match method {
-                $($name => Some(serde_json::from_value::<$params>(params).map(drop)),)*
-                _ => None,
-            }
-        }
-    };
-}
-
-methods! {
-    Hello = "hello", HelloParams => r::Hello;
-    Status = "status", NoParams => r::Status;
-    Watch = "watch", WatchParams => r::Watched;
-    Unwatch = "unwatch", PathParams => r::Unwatched;
-    /// Deletes a project's whole history (its store); its files are never touched.
-    Forget = "forget", ForgetParams => r::Forgotten;
-    Projects = "projects", NoParams => Vec<r::ProjectInfo>;
-    Checkpoint = "checkpoint", CheckpointParams => r::Checkpoint;
-    List = "list", ListParams => Vec<r::Checkpoint>;
-    /// The prompts, newest first, each with what its turn changed.
-    Log = "log", LogParams => Vec<r::Turn>;
-    /// For each line of a file as it is now, the prompt whose turn wrote it.
-    Blame = "blame", BlameParams => r::Blamed;
-    /// A file's content as a checkpoint holds it (a part of it, bounded).
-    FileAt = "file_at", FileAtParams => r::FileContent;
-    Show = "show", ShowParams => r::Shown;
-    Diff = "diff", DiffParams => r::Diffed;
-    Restore = "restore", RestoreParams => r::Restored;
-    Undo = "undo", UndoParams => r::Restored;
-    Tag = "tag", TagParams => r::Tagged;
-    Note = "note", NoteParams => r::Noted;
-    ExportPatch = "export_patch", ExportPatchParams => r::Patch;
-    ExportBundle = "export_bundle", ExportBundleParams => r::BundleWritten;
-    ImportBundle = "import_bundle", ImportBundleParams => r::BundleImported;
-    DialogFork = "dialog_fork", ForkParams => r::DialogStarted;
-    DialogNew = "dialog_new", DialogNewParams => r::DialogStarted;
-    DialogList = "dialog_list", ProjectParams => Vec<r::DialogInfo>;
-    DialogRm = "dialog_rm", DialogParams => r::DialogRemoved;
-    DialogKeep = "dialog_keep", DialogKeepParams => r::DialogKept;
-    EditBegin = "edit_begin", EditBeginParams => r::EditBegun;
-    EditCommit = "edit_commit", EditParams => r::EditCommitted;
-    EditAbort = "edit_abort", EditParams => r::EditAborted;
-    SessionStatus = "session_status", SessionParams => r::SessionStatus;
-    SessionApprove = "session_approve", SessionApproveParams => r::SessionApproved;
-    SessionReset = "session_reset", SessionResetParams => r::Reset;
-    Prune = "prune", PruneParams => r::Pruned;
-    Gc = "gc", ProjectParams => r::GcReport;
-    Verify = "verify", ProjectParams => r::Verified;
-    Fsck = "fsck", FsckParams => r::FsckReport;
-    Rescan = "rescan", ProjectParams => r::Rescan;
-    /// Replies once, then streams `event` notifications (see `Event`).
-    Subscribe = "subscribe", SubscribeParams => r::Subscribed;
-    /// Re-reads the configuration file, as SIGHUP does.
-    Reload = "reload", NoParams => r::Reloaded;
-    Shutdown = "shutdown", NoParams => r::Stopping;
-    RemoteAdd = "remote_add", share::RemoteAddParams => share::RemoteInfo;
-    RemoteList = "remote_list", ProjectParams => Vec<share::RemoteInfo>;
-    RemoteRemove = "remote_remove", share::RemoteParams => share::RemoteRemoved;
-    /// Makes a push ready in a scratch repository for the client's `git push`.
-    PushBegin = "push_begin", share::PushBeginParams => share::PushReady;
-    PushEnd = "push_end", share::ScratchParams => share::PushEnded;
-    /// A scratch repository for the client's `git fetch`.
-    FetchBegin = "fetch_begin", share::RemoteParams => share::FetchReady;
-    FetchEnd = "fetch_end", share::ScratchParams => share::Fetched;
 }

@@ -7,6 +7,7 @@ pub mod events;
 pub mod framing;
 pub mod methods;
 pub mod results;
+pub mod rpc;
 pub mod sharing;
 pub mod upkeep;
 pub mod wire_path;

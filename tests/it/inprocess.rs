@@ -9,7 +9,8 @@ use ckpt::client::Connection;
 use ckpt::config::{Config, Paths};
 use ckpt::daemon::{self, Daemon};
 use ckpt::model::Kind;
-use ckpt::protocol::methods::{rpc, CheckpointParams, RestoreParams};
+use ckpt::protocol::methods::{CheckpointParams, RestoreParams};
+use ckpt::protocol::rpc;
 use serde_json::json;
 
 use crate::harness::*;

@@ -2,7 +2,8 @@
 
 use super::Ctx;
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, NoteParams, TagParams};
+use crate::protocol::methods::{NoteParams, TagParams};
+use crate::protocol::rpc;
 
 pub fn tag(ctx: &Ctx, id: String, name: String) -> Result<i32, ClientError> {
     let params = TagParams {

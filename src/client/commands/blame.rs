@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use super::Ctx;
 use crate::client::output::{self, one_line, relative_time};
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, BlameParams};
+use crate::protocol::methods::BlameParams;
 use crate::protocol::results::{Blamed, LineOrigin};
+use crate::protocol::rpc;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,8 @@ use super::Ctx;
 use crate::client::output::{counts, print_skipped};
 use crate::client::ClientError;
 use crate::model::Kind;
-use crate::protocol::methods::{rpc, CheckpointParams};
+use crate::protocol::methods::CheckpointParams;
+use crate::protocol::rpc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -6,7 +6,8 @@ use super::{resolve, Ctx};
 use crate::client::output::{human_bytes, one_line, plural, relative_time, table};
 use crate::client::unrecorded::{self, Unrecorded};
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, ForgetParams, NoParams, PathParams, WatchParams};
+use crate::protocol::methods::{ForgetParams, NoParams, PathParams, WatchParams};
+use crate::protocol::rpc;
 
 pub fn watch(ctx: &Ctx, dir: Option<PathBuf>, force: bool, nest: bool) -> Result<i32, ClientError> {
     let path = resolve(&ctx.base, dir);

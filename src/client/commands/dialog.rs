@@ -3,8 +3,9 @@
 use super::Ctx;
 use crate::client::output::{one_line, plural, relative_time, table};
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, DialogKeepParams, DialogNewParams, DialogParams, ForkParams};
+use crate::protocol::methods::{DialogKeepParams, DialogNewParams, DialogParams, ForkParams};
 use crate::protocol::results::DialogStarted;
+use crate::protocol::rpc;
 
 pub fn new(ctx: &Ctx, name: Option<String>, title: Option<String>) -> Result<i32, ClientError> {
     let params = DialogNewParams {

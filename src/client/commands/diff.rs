@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use super::{wire_all, Ctx};
 use crate::client::output::{self, one_path, plural};
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, DiffParams};
+use crate::protocol::methods::DiffParams;
 use crate::protocol::results::FileChange;
+use crate::protocol::rpc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

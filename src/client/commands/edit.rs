@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use super::{skipped_status, wire_all, Ctx};
 use crate::client::output::{one_path, print_skipped};
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, EditBeginParams, EditParams};
+use crate::protocol::methods::{EditBeginParams, EditParams};
+use crate::protocol::rpc;
 
 pub fn begin(ctx: &Ctx, paths: Vec<PathBuf>) -> Result<i32, ClientError> {
     let params = EditBeginParams {

@@ -5,7 +5,8 @@ use std::io::Write;
 use super::Ctx;
 use crate::client::ClientError;
 use crate::protocol::events::EventKind;
-use crate::protocol::methods::{rpc, SubscribeParams};
+use crate::protocol::methods::SubscribeParams;
+use crate::protocol::rpc;
 
 pub fn run(ctx: &Ctx, diffs: bool) -> Result<i32, ClientError> {
     let mut conn = ctx.connect()?;

@@ -21,9 +21,10 @@ use crate::client::conversation::{self, Forked, Place};
 use crate::client::ClientError;
 use crate::model::CheckpointId;
 use crate::protocol::methods::{
-    rpc, ExportBundleParams, ImportBundleParams, NoParams, PathParams, RestoreParams, WatchParams,
+    ExportBundleParams, ImportBundleParams, NoParams, PathParams, RestoreParams, WatchParams,
 };
 use crate::protocol::results::Restored;
+use crate::protocol::rpc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -4,8 +4,9 @@ use super::Ctx;
 use crate::client::output::{self, one_line, relative_time, table, what_it_did};
 use crate::client::ClientError;
 use crate::model::Kind;
-use crate::protocol::methods::{rpc, ListParams};
+use crate::protocol::methods::ListParams;
 use crate::protocol::results::Checkpoint;
+use crate::protocol::rpc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -3,8 +3,9 @@
 use super::Ctx;
 use crate::client::output::{human_bytes, one_line, plural, relative_time};
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, FsckParams, PruneParams};
+use crate::protocol::methods::{FsckParams, PruneParams};
 use crate::protocol::results::GcReport;
+use crate::protocol::rpc;
 
 #[derive(Debug, clap::Args)]
 pub struct PruneArgs {

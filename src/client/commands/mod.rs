@@ -130,7 +130,8 @@ mod progress {
     use std::time::Duration;
 
     use crate::client::Connection;
-    use crate::protocol::methods::{rpc, NoParams};
+    use crate::protocol::methods::NoParams;
+    use crate::protocol::rpc;
 
     pub fn around<T>(socket: &Path, base: &Path, call: impl FnOnce() -> T) -> T {
         let finished = Arc::new(AtomicBool::new(false));

@@ -4,8 +4,9 @@
 use super::Ctx;
 use crate::client::ClientError;
 use crate::model::Kind;
-use crate::protocol::methods::{rpc, ListParams};
+use crate::protocol::methods::ListParams;
 use crate::protocol::results::Checkpoint;
+use crate::protocol::rpc;
 
 /// The prompts (message checkpoints) of `dialog`, or of every dialog, newest first.
 pub fn prompts(ctx: &Ctx, dialog: Option<String>) -> Result<Vec<Checkpoint>, ClientError> {

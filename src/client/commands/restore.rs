@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use super::{skipped_status, wire_all, Ctx};
 use crate::client::output::{one_path, plural, short};
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, Method, RestoreParams, UndoParams};
+use crate::protocol::methods::{RestoreParams, UndoParams};
 use crate::protocol::results::Restored;
+use crate::protocol::rpc;
+use crate::protocol::rpc::Method;
 
 /// How a change of the files is confirmed: `--dry-run` only looks, `--yes` does not ask.
 #[derive(Debug, clap::Args)]

@@ -9,8 +9,9 @@ use crate::client::conversation::{self, CannotFork, Fork, Forked, Place, Point, 
 use crate::client::output::one_line;
 use crate::client::ClientError;
 use crate::model::Kind;
-use crate::protocol::methods::{rpc, NoteParams, RestoreParams, ShowParams};
+use crate::protocol::methods::{NoteParams, RestoreParams, ShowParams};
 use crate::protocol::results::Checkpoint;
+use crate::protocol::rpc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -4,7 +4,8 @@ use super::restore::{confirmed, render, Confirm};
 use super::{skipped_status, Ctx};
 use crate::client::output::{plural, relative_time};
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, SessionApproveParams, SessionParams, SessionResetParams};
+use crate::protocol::methods::{SessionApproveParams, SessionParams, SessionResetParams};
+use crate::protocol::rpc;
 
 pub fn status(ctx: &Ctx, dialog: Option<String>) -> Result<i32, ClientError> {
     let params = SessionParams {

@@ -11,7 +11,8 @@ use super::Ctx;
 use crate::client::git;
 use crate::client::output::{plural, relative_time, table};
 use crate::client::{ClientError, Connection};
-use crate::protocol::methods::{rpc, ProjectParams};
+use crate::protocol::methods::ProjectParams;
+use crate::protocol::rpc;
 use crate::protocol::sharing::{
     FetchReady, Fetched, PushBeginParams, PushReady, RemoteAddParams, RemoteInfo, RemoteParams,
     ScratchParams,

@@ -5,8 +5,9 @@ use crate::client::output::{
     self, counts, one_line, one_path, printable, printable_lines, relative_time, short,
 };
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, ShowParams};
+use crate::protocol::methods::ShowParams;
 use crate::protocol::results::ChangeStatus;
+use crate::protocol::rpc;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

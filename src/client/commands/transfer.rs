@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use super::{file_path, Ctx};
 use crate::client::output::{one_line, plural, short};
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, ExportBundleParams, ExportPatchParams, ImportBundleParams};
+use crate::protocol::methods::{ExportBundleParams, ExportPatchParams, ImportBundleParams};
+use crate::protocol::rpc;
 
 #[derive(Debug, clap::Args)]
 #[command(group = clap::ArgGroup::new("format").required(true).args(["patch", "bundle"]))]

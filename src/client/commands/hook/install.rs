@@ -16,7 +16,8 @@ use crate::client::commands::settings::{
     shell_word, write_text,
 };
 use crate::client::ClientError;
-use crate::protocol::methods::{rpc, WatchParams};
+use crate::protocol::methods::WatchParams;
+use crate::protocol::rpc;
 
 /// The command an agent runs: this `ckpt`, by absolute path, so the agent's PATH does not
 /// matter.

@@ -23,7 +23,8 @@ pub use agents::Agent;
 use super::Ctx;
 use crate::client::conversation::AGENT_KEY;
 use crate::client::{unrecorded, ClientError};
-use crate::protocol::methods::{rpc, CheckpointParams, WatchParams};
+use crate::protocol::methods::{CheckpointParams, WatchParams};
+use crate::protocol::rpc;
 use crate::protocol::ErrorCode;
 
 /// How long the prompt may wait for the hook, at most.

@@ -11,8 +11,9 @@ use super::super::Ctx;
 use crate::client::ClientError;
 use crate::model::Kind;
 use crate::protocol::methods::{
-    rpc, BlameParams, DiffParams, FileAtParams, ListParams, RestoreParams, ShowParams,
+    BlameParams, DiffParams, FileAtParams, ListParams, RestoreParams, ShowParams,
 };
+use crate::protocol::rpc;
 
 /// Who the restore checkpoint names as having asked for a restore through this server.
 pub const AGENT: &str = "the agent (ckpt mcp)";

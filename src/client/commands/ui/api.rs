@@ -19,8 +19,9 @@ use serde_json::json;
 use crate::client::commands::Ctx;
 use crate::client::{ClientError, Connection};
 use crate::protocol::methods::{
-    rpc, DiffParams, ListParams, NoParams, RestoreParams, ShowParams, SubscribeParams, UndoParams,
+    DiffParams, ListParams, NoParams, RestoreParams, ShowParams, SubscribeParams, UndoParams,
 };
+use crate::protocol::rpc;
 
 /// The most files of one change the page is sent at once, and the bytes of its diff a page.
 const PAGE_FILES: usize = 1000;
