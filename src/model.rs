@@ -343,9 +343,36 @@ pub fn human_bytes(bytes: u64) -> String {
     unreachable!("the loop returns at GiB")
 }
 
+/// `user@host` with every character a ref cannot hold replaced by `-`.
+pub fn default_who(user: &str, host: &str) -> String {
+    let clean = |s: &str| -> String {
+        let s: String = s
+            .chars()
+            .map(
+                |c| match c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    true => c,
+                    false => '-',
+                },
+            )
+            .collect();
+        let s = s.trim_start_matches(['.', '-']).replace("..", "-");
+        match s.is_empty() {
+            true => "someone".into(),
+            false => s.chars().take(48).collect(),
+        }
+    };
+    format!("{}@{}", clean(user), clean(host))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_default_who_is_a_name_a_ref_can_hold() {
+        assert_eq!(default_who("ann lee", "box/1"), "ann-lee@box-1");
+        assert_eq!(default_who("", ".."), "someone@someone");
+    }
 
     #[test]
     fn kinds_round_trip_by_name() {

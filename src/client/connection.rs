@@ -307,10 +307,10 @@ pub(crate) fn rpc_error(err: &Value) -> ClientError {
 /// The socket of the daemon that holds `data_dir`'s lock, when it is not `socket` and something
 /// answers there.
 fn running_elsewhere(socket: &Path, data_dir: &Path) -> Option<PathBuf> {
-    let record = crate::fs::read_small(&data_dir.join(crate::daemon::socket::PID_FILE), 4096)?;
+    let record = crate::fs::read_small(&data_dir.join(crate::protocol::endpoint::PID_FILE), 4096)?;
     let record = String::from_utf8(record).ok()?;
     let other = PathBuf::from(record.lines().nth(1)?);
-    (other != socket && crate::daemon::socket::is_answering(&other)).then_some(other)
+    (other != socket && crate::protocol::endpoint::is_answering(&other)).then_some(other)
 }
 
 fn spawn_daemon(socket: &Path, log_dir: &Path) -> Result<std::process::Child, ClientError> {

@@ -6,9 +6,10 @@ use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use interprocess::local_socket::tokio::Listener;
-use interprocess::local_socket::traits::Stream as _;
 use interprocess::local_socket::{GenericFilePath, ListenerOptions, ToFsName};
 use interprocess::os::unix::local_socket::ListenerOptionsExt;
+
+use crate::protocol::endpoint::{is_answering, PID_FILE};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BindError {
@@ -83,9 +84,6 @@ pub fn lock_data_dir(data_dir: &Path, socket: &Path) -> Result<DataDirLock, Bind
     write_replacing(&data_dir.join(PID_FILE), record.as_bytes()).map_err(dir_err)?;
     Ok(DataDirLock { _file: file })
 }
-
-/// The record of the running daemon in the data directory: its pid, then its socket.
-pub const PID_FILE: &str = "ckptd.pid";
 
 /// Writes `bytes` as the new file `path` (0600): a temporary file created exclusively beside
 /// it, renamed over whatever had the name (a symlink is replaced, never followed).
@@ -202,12 +200,4 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
-}
-
-/// True when something accepts connections on `path`.
-pub fn is_answering(path: &Path) -> bool {
-    match path.to_fs_name::<GenericFilePath>() {
-        Ok(name) => interprocess::local_socket::Stream::connect(name).is_ok(),
-        Err(_) => false,
-    }
 }

@@ -133,7 +133,7 @@ pub fn list(p: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Ch
         Some(whole) => super::history::turns(p, o, &whole)?,
         None => HashMap::new(),
     };
-    let mut listed = r::checkpoints(all);
+    let mut listed = super::wire::checkpoints(all);
     for c in &mut listed {
         c.turn = turns.get(&c.id).cloned();
     }

@@ -44,6 +44,7 @@ pub mod timeline;
 pub mod transactions;
 pub mod transfer;
 pub mod upkeep;
+pub mod wire;
 pub mod workers;
 pub mod worktree;
 

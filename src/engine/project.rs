@@ -148,7 +148,7 @@ impl Project {
     /// opened again when it joined just now.
     pub(crate) fn join_pool(&self, store: &Store) -> Result<Option<Store>> {
         // Most projects are no worktree's top: no registry to read for them.
-        if crate::store::pool::git_common_dir(&self.root).is_none() {
+        if crate::filter::git_common_dir(&self.root).is_none() {
             return Ok(None);
         }
         let registered = super::registry::load_registry(&self.data_dir.join("projects.json"));

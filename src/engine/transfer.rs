@@ -133,7 +133,7 @@ pub fn import_bundle(
             path: path.clone(),
             dialog: (!imported.is_empty()).then_some(dialog),
             objects: objects.objects,
-            imported: r::checkpoints(imported),
+            imported: super::wire::checkpoints(imported),
             not_imported: not_imported.into_iter().map(Into::into).collect(),
         })
     })();

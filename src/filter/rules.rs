@@ -2,7 +2,14 @@
 //! symlinks or blocking on FIFOs), `.git/info/exclude`, the global excludes file, and the
 //! repository boundaries where they reset.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use gix::bstr::{BStr, BString};
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::Match;
+
+use crate::fs::read_small;
 
 /// Memoised rules per folder (relative path); None for an excluded folder or a non-folder.
 #[derive(Debug, Default)]
@@ -169,4 +176,28 @@ pub(super) fn git_dir(dir: &Path) -> Option<PathBuf> {
     let text = String::from_utf8(text).ok()?;
     let target = text.strip_prefix("gitdir:")?.trim();
     Some(dir.join(target))
+}
+
+/// The git common directory of the repository whose worktree (or main working folder) is
+/// `root` itself; None when `root` is no worktree's top (no `.git` there, a link, unreadable).
+pub fn git_common_dir(root: &Path) -> Option<PathBuf> {
+    let dot_git = root.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+    let git_dir = if meta.is_dir() {
+        dot_git
+    } else if meta.is_file() {
+        // A worktree: `gitdir: <path>` (relative to the worktree, or absolute).
+        let text = crate::fs::read_small(&dot_git, 4096)?;
+        let text = String::from_utf8(text).ok()?;
+        let path = text.trim().strip_prefix("gitdir:")?.trim();
+        root.join(path)
+    } else {
+        return None;
+    };
+    let common = match crate::fs::read_small(&git_dir.join("commondir"), 4096) {
+        Some(text) => git_dir.join(String::from_utf8(text).ok()?.trim()),
+        None => git_dir,
+    };
+    let common = common.canonicalize().ok()?;
+    common.join("objects").is_dir().then_some(common)
 }

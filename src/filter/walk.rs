@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 
 use gix::bstr::{BStr, BString, ByteSlice};
 
-use super::{
-    is_litter, join_rel, rel_to_abs, Filter, IgnoreRules, WalkEntry, WalkResult, WalkSkip,
-};
+use super::listing::{WalkEntry, WalkResult, WalkSkip};
+use super::names::{is_litter, join_rel, rel_to_abs};
+use super::project::Filter;
+use super::rules::IgnoreRules;
 use crate::fs::{nanos, open_dir_beneath, Stat};
 
 /// A folder to list: where it is, its path in the project, and the rules in force in it.

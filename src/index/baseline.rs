@@ -10,7 +10,12 @@
 
 use std::collections::HashMap;
 
-use super::*;
+use gix::bstr::{BStr, BString, ByteSlice};
+
+use super::name::Name;
+use super::node::{node_in, DirNode};
+use crate::filter::join_rel;
+use crate::store::tree::FileState;
 
 /// Past this many recorded files the baseline is let go of (the counts read the trees, as a
 /// full verify's do): it stays a small fraction of the index.
@@ -129,7 +134,15 @@ impl Baseline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::Stat;
+    use crate::index::file_index::FileIndex;
+    use crate::index::node::IndexEntry;
+    use crate::index::tree::Trees;
+    use crate::store::tree::FileState;
     use crate::store::treediff::count_tree_changes;
+    use gix::bstr::BString;
+    use gix::objs::tree::EntryKind;
+    use std::path::Path;
 
     /// A small deterministic generator (xorshift64*), so a failure replays from its seed.
     struct Rng(u64);
@@ -207,9 +220,10 @@ mod tests {
     /// it gives them for every refresh of dirty paths (a full verify lets go of them).
     #[test]
     fn the_counts_from_the_index_equal_those_read_from_the_trees() {
-        let (_dir, store, filter) = super::testing::project(&["a/b"], &[("a/b/start", "start")]);
+        let (_dir, store, filter) =
+            crate::index::testing::project(&["a/b"], &[("a/b/start", "start")]);
         let root = filter.root().to_path_buf();
-        let options = super::testing::WRITE;
+        let options = crate::index::testing::WRITE;
         let mut index = FileIndex::default();
         let refresh = |index: &mut FileIndex, dirty: Vec<BString>| {
             index

@@ -9,8 +9,11 @@ use gix::bstr::{BStr, BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 use gix::ObjectId;
 
-use super::{FileIndex, IndexEntry, Name, Stat, StatCache};
+use super::file_index::{FileIndex, StatCache};
+use super::name::Name;
+use super::node::IndexEntry;
 use crate::filter::split_parent;
+use crate::fs::Stat;
 use crate::store::tree::FileState;
 
 const MAGIC: &[u8; 8] = b"CKPTIDX1";
@@ -210,7 +213,14 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::DirNode;
+    use crate::fs::Stat;
+    use crate::index::file_index::FileIndex;
+    use crate::index::name::Name;
+    use crate::index::node::{DirNode, IndexEntry};
+    use crate::store::tree::FileState;
+    use gix::bstr::{BStr, BString};
+    use gix::objs::tree::EntryKind;
+    use gix::ObjectId;
     use std::collections::{BTreeMap, HashMap};
 
     fn entry(n: u8) -> IndexEntry {

@@ -3,7 +3,15 @@
 //! settling them once their window has passed, after the reply, so that the next checkpoint
 //! reads only what changed.
 
-use super::*;
+use std::path::Path;
+
+use gix::bstr::ByteSlice;
+
+use super::file_index::{FileIndex, RACY_WINDOW_NS};
+use crate::filter::{rel_to_abs, WalkEntry};
+use crate::fs::{now_ns, Stat};
+use crate::store::snapshot::{Captured, SnapshotOptions};
+use crate::store::{Store, StoreError};
 
 impl FileIndex {
     /// The moment the racy entries that can settle will all have left their window (see
@@ -76,8 +84,18 @@ impl FileIndex {
 
 #[cfg(test)]
 mod tests {
-    use super::testing::read_once;
     use super::*;
+    use crate::filter::Filter;
+    use crate::fs::{now_ns, Stat};
+    use crate::index::testing::read_once;
+    use crate::store::snapshot::SnapshotOptions;
+    use crate::store::tree::FileState;
+    use crate::store::Store;
+
+    use crate::index::file_index::{FileIndex, RACY_WINDOW_NS};
+    use crate::index::node::IndexEntry;
+    use gix::bstr::BString;
+    use gix::objs::tree::EntryKind;
 
     fn settle(index: &mut FileIndex, store: &Store, filter: &Filter) -> usize {
         index.settle_racy(store, filter.root(), 1 << 20).unwrap()

@@ -1,8 +1,22 @@
 //! Bringing the index up to date: re-reading what the watcher reported (or, when it cannot
 //! vouch, a verify of every file by stat: see `verify`), capturing changed files into the store.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use gix::bstr::{BString, ByteSlice};
+
+use super::file_index::{FileIndex, RACY_WINDOW_NS};
+use super::name::Name;
+use super::node::{node_at, IndexEntry};
+use super::progress::{OnDir, RefreshOutcome};
+use crate::filter::{join_rel, rel_to_abs, split_parent, Filter, WalkEntry};
 use crate::fs::Beneath;
+use crate::fs::{now_ns, Stat};
+use crate::model::SkipReason;
+use crate::store::snapshot::{capture, Captured, SnapshotOptions};
+use crate::store::tree::within;
+use crate::store::{Store, StoreError};
 
 /// Files to read, in batches of up to [`BATCH`] in the order they were found.
 #[derive(Default)]
@@ -360,8 +374,13 @@ impl FileIndex {
 
 #[cfg(test)]
 mod tests {
-    use super::testing::read_once;
     use super::*;
+    use crate::filter::WalkEntry;
+    use crate::fs::Stat;
+    use crate::index::testing::read_once;
+    use crate::index::tree::Trees;
+    use crate::store::snapshot::SnapshotOptions;
+    use gix::bstr::BString;
 
     /// A few thousand files to read are split evenly between the threads, in their order; a
     /// list of many batches is left as it is.

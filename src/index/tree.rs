@@ -1,7 +1,15 @@
 //! The index's folder tree: cached tree ids per folder, invalidated on change and written back
 //! as git trees.
 
-use super::*;
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::objs::tree::{EntryKind, EntryRef};
+use gix::ObjectId;
+
+use super::file_index::FileIndex;
+use super::node::{node_at, node_in, DirNode};
+use crate::filter::split_parent;
+use crate::store::checkpoint::KnownChanges;
+use crate::store::{Store, StoreError};
 
 /// How [`FileIndex::write_tree`] writes the trees of folders that changed since its last
 /// write.
@@ -115,63 +123,6 @@ impl FileIndex {
                 self.baseline.record_subtree(&path.to_owned(), &replaced);
             }
         }
-    }
-}
-
-pub(super) fn node_at<'a>(
-    root: &'a mut DirNode,
-    path: &BStr,
-    create: bool,
-) -> Option<&'a mut DirNode> {
-    let mut node = root;
-    if path.is_empty() {
-        return Some(node);
-    }
-    for comp in path.split(|b| *b == b'/') {
-        if create {
-            node.files.remove(comp.as_bstr());
-            node = node.dirs.entry(comp.into()).or_default();
-        } else {
-            node = node.dirs.get_mut(comp.as_bstr())?;
-        }
-    }
-    Some(node)
-}
-
-/// The folder at `path` below `root`, if there is one.
-pub(super) fn node_in<'a>(root: &'a DirNode, path: &BStr) -> Option<&'a DirNode> {
-    let mut node = root;
-    if !path.is_empty() {
-        for comp in path.split(|b| *b == b'/') {
-            node = node.dirs.get(comp.as_bstr())?;
-        }
-    }
-    Some(node)
-}
-
-/// Calls `f` with every file below `node` (whose path is `path`) and its entry, without
-/// collecting them.
-pub(super) fn visit_files(
-    node: &DirNode,
-    path: &mut BString,
-    f: &mut dyn FnMut(&gix::bstr::BStr, &IndexEntry),
-) {
-    let at = path.len();
-    let enter = |path: &mut BString, name: &[u8]| {
-        if at > 0 {
-            path.push(b'/');
-        }
-        path.extend_from_slice(name);
-    };
-    for (name, e) in &node.files {
-        enter(path, name.as_bytes());
-        f(path.as_ref(), e);
-        path.truncate(at);
-    }
-    for (name, child) in &node.dirs {
-        enter(path, name);
-        visit_files(child, path, f);
-        path.truncate(at);
     }
 }
 

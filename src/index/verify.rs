@@ -2,8 +2,21 @@
 //! compared with what the index and the stat cache know, file by file as each folder is
 //! listed; what is new or changed by stat is read, the rest keeps its entry.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use gix::bstr::{BStr, BString, ByteSlice};
+
+use super::file_index::FileIndex;
+use super::name::Name;
+use super::node::{node_at, DirNode};
+use super::progress::{OnDir, RefreshOutcome};
 use crate::filter::Listed;
+use crate::filter::{split_parent, Filter, WalkEntry};
+use crate::model::SkipReason;
+use crate::store::snapshot::SnapshotOptions;
+use crate::store::tree::within;
+use crate::store::{Store, StoreError};
 
 impl FileIndex {
     /// Verifies the whole project by stat (re-hashing only what differs).
@@ -193,9 +206,43 @@ fn take_folder(root: &mut DirNode, path: &BStr) -> Option<DirNode> {
     node_at(root, parent, false)?.dirs.remove(name)
 }
 
+/// Removes what a killed ckptd left behind (temporary files of a restore, sync cookies of
+/// earlier builds).
+fn remove_litter(root: &Path, litter: &[BString]) {
+    if litter.is_empty() {
+        return;
+    }
+    let Ok(root_fd) = crate::fs::open_dir(root) else {
+        return;
+    };
+    for rel in litter {
+        match crate::fs::remove_beneath(std::os::fd::AsFd::as_fd(&root_fd), rel) {
+            Ok(()) => tracing::info!(path = %rel, "removed a temporary file a stopped ckptd left"),
+            Err(e) => {
+                tracing::warn!(path = %rel, error = %e, "cannot remove a temporary file a stopped ckptd left")
+            }
+        }
+    }
+}
+
+/// `path` relative to `base` (a folder containing it).
+fn relative_to<'a>(base: &BString, path: &'a BStr) -> &'a BStr {
+    if base.is_empty() {
+        path
+    } else if path.len() == base.len() {
+        b"".as_bstr()
+    } else {
+        path[base.len() + 1..].as_bstr()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
+
+    use crate::index::file_index::FileIndex;
+    use crate::index::tree::Trees;
+    use crate::store::snapshot::SnapshotOptions;
+    use std::sync::Arc;
 
     /// A verify whose stat cache is still being read when the walk lists its folders: they
     /// wait for it, then find their entries there; only the files changed since are read, and
@@ -211,7 +258,7 @@ mod tests {
             .iter()
             .map(|(p, c)| (p.as_str(), c.as_str()))
             .collect();
-        let (dir, store, filter) = super::super::testing::project(&dirs, &files);
+        let (dir, store, filter) = crate::index::testing::project(&dirs, &files);
         // Older than the racy window when read: the cache keeps every entry.
         std::thread::sleep(std::time::Duration::from_millis(120));
         let mut index = FileIndex::default();
@@ -220,7 +267,7 @@ mod tests {
                 &store,
                 &filter,
                 Vec::new(),
-                super::super::testing::WRITE,
+                crate::index::testing::WRITE,
                 &mut |_| {},
             )
             .unwrap();
@@ -240,7 +287,7 @@ mod tests {
                 &store,
                 &filter,
                 Vec::new(),
-                super::super::testing::WRITE,
+                crate::index::testing::WRITE,
                 &mut |_| {},
             )
             .unwrap();

@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{CheckpointId, Kind, SkippedFile};
-use crate::store;
 
 /// A checkpoint (see `docs/reference.md`, "Wire protocol").
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -84,49 +83,6 @@ pub struct Imported {
     pub ref_name: Option<String>,
 }
 
-impl From<store::Checkpoint> for Checkpoint {
-    fn from(c: store::Checkpoint) -> Checkpoint {
-        Checkpoint {
-            id: c.id,
-            parent: c.parent,
-            tree: c.tree,
-            dialog: c.dialog,
-            seq: c.seq,
-            session: c.session,
-            kind: c.kind,
-            label: c.label,
-            message_id: c.message_id,
-            created_at: c.created_at,
-            files: c.files,
-            added: c.added,
-            modified: c.modified,
-            deleted: c.deleted,
-            skipped: c.skipped,
-            tags: c.tags,
-            notes: c.notes,
-            restore: c.restore.map(|r| RestoreLink {
-                restored_to: r.restored_to,
-                undo: r.undo,
-            }),
-            imported: c.imported.map(|i| Imported {
-                from: i.from,
-                kind: i.kind,
-                created_at: i.created_at,
-                dialog: i.dialog,
-                ref_name: i.ref_name,
-            }),
-            meta: c.meta,
-            origin: c.origin,
-            turn: None,
-        }
-    }
-}
-
-/// The checkpoints, as the wire carries them.
-pub fn checkpoints(list: Vec<store::Checkpoint>) -> Vec<Checkpoint> {
-    list.into_iter().map(Checkpoint::from).collect()
-}
-
 /// How a path changed.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -172,38 +128,4 @@ pub struct DiffResult {
     /// Whether anything was left out (the file list or the patch).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
-}
-
-impl From<store::diff::FileChange> for FileChange {
-    fn from(f: store::diff::FileChange) -> FileChange {
-        use store::diff::ChangeStatus as S;
-        FileChange {
-            path: f.path,
-            path_bytes: f.path_bytes,
-            status: match f.status {
-                S::Added => ChangeStatus::Added,
-                S::Modified => ChangeStatus::Modified,
-                S::Deleted => ChangeStatus::Deleted,
-                S::ModeChanged => ChangeStatus::ModeChanged,
-                S::TypeChanged => ChangeStatus::TypeChanged,
-            },
-            old_mode: f.old_mode,
-            new_mode: f.new_mode,
-            binary: f.binary,
-            lines_added: f.lines_added,
-            lines_removed: f.lines_removed,
-        }
-    }
-}
-
-impl From<store::diff::DiffResult> for DiffResult {
-    fn from(d: store::diff::DiffResult) -> DiffResult {
-        DiffResult {
-            truncated: d.files_cut || d.next_offset.is_some(),
-            files: d.files.into_iter().map(FileChange::from).collect(),
-            patch: d.patch,
-            files_total: None,
-            next_offset: d.next_offset,
-        }
-    }
 }

@@ -3,6 +3,7 @@
 //! order. Lines longer than the daemon's cap are refused before anything is parsed.
 
 pub mod checkpoints;
+pub mod endpoint;
 pub mod events;
 pub mod framing;
 pub mod methods;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use super::checkpoints::{checkpoints, ChangeStatus, Checkpoint, DiffResult, FileChange};
+pub use super::checkpoints::{ChangeStatus, Checkpoint, DiffResult, FileChange};
 pub use super::upkeep::{FsckReport, GcReport, NotImported, PruneReport, PrunedCheckpoint};
 use crate::model::{path_bytes, CheckpointId, SkippedFile, WatchMode};
 

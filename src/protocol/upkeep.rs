@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{CheckpointId, Kind};
-use crate::store;
 
 /// What a prune did (or, with `dry_run`, would do).
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -88,78 +87,4 @@ pub struct NotImported {
     pub from: String,
     pub ref_name: String,
     pub reason: String,
-}
-
-impl From<store::retention::PruneReport> for PruneReport {
-    fn from(r: store::retention::PruneReport) -> PruneReport {
-        PruneReport {
-            pruned: r.pruned,
-            pruned_checkpoints: r.pruned_checkpoints.into_iter().map(Into::into).collect(),
-            kept: r.kept,
-            dry_run: r.dry_run,
-        }
-    }
-}
-
-impl From<store::retention::PrunedCheckpoint> for PrunedCheckpoint {
-    fn from(c: store::retention::PrunedCheckpoint) -> PrunedCheckpoint {
-        PrunedCheckpoint {
-            id: c.id,
-            dialog: c.dialog,
-            seq: c.seq,
-            kind: c.kind,
-            created_at: c.created_at,
-            label: c.label,
-        }
-    }
-}
-
-impl From<store::gc::GcReport> for GcReport {
-    fn from(g: store::gc::GcReport) -> GcReport {
-        GcReport {
-            objects: g.objects,
-            loose_removed: g.loose_removed,
-            packs_removed: g.packs_removed,
-            bytes_before: g.bytes_before,
-            bytes_after: g.bytes_after,
-        }
-    }
-}
-
-impl From<store::fsck::FsckReport> for FsckReport {
-    fn from(f: store::fsck::FsckReport) -> FsckReport {
-        FsckReport {
-            objects: f.objects,
-            unreadable: f.unreadable,
-            unreadable_count: f.unreadable_count,
-            damaged_packs: f.damaged_packs,
-            affected: f
-                .affected
-                .into_iter()
-                .map(|a| Affected {
-                    id: a.id,
-                    ref_name: a.ref_name,
-                    missing: a.missing,
-                })
-                .collect(),
-            journal_damage: f.journal_damage,
-            affected_count: f.affected_count,
-            repair: f.repair.map(|r| Repair {
-                salvaged: r.salvaged,
-                packs_set_aside: r.packs_set_aside,
-                refs_set_aside: r.refs_set_aside,
-                damaged_dir: r.damaged_dir,
-            }),
-        }
-    }
-}
-
-impl From<store::import::NotImported> for NotImported {
-    fn from(n: store::import::NotImported) -> NotImported {
-        NotImported {
-            from: n.from,
-            ref_name: n.ref_name,
-            reason: n.reason,
-        }
-    }
 }

@@ -27,6 +27,7 @@ use super::identity::signature;
 use super::pack::writer::PackWriter;
 use super::txn::files::{fsync_if_present, write_atomically};
 use super::{Store, StoreError};
+use crate::filter::git_common_dir;
 
 /// The folder of the pools, in the data directory.
 pub const SHARED_DIR: &str = "shared";
@@ -39,30 +40,6 @@ const GIVEN_FILE: &str = "ckpt-pool-given";
 /// Packs a pool may hold before a gift merges them into one (every lookup of every worktree
 /// visits each, and a store's handles have room for a bounded number).
 const POOL_PACKS: usize = 16;
-
-/// The git common directory of the repository whose worktree (or main working folder) is
-/// `root` itself; None when `root` is no worktree's top (no `.git` there, a link, unreadable).
-pub fn git_common_dir(root: &Path) -> Option<PathBuf> {
-    let dot_git = root.join(".git");
-    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
-    let git_dir = if meta.is_dir() {
-        dot_git
-    } else if meta.is_file() {
-        // A worktree: `gitdir: <path>` (relative to the worktree, or absolute).
-        let text = crate::fs::read_small(&dot_git, 4096)?;
-        let text = String::from_utf8(text).ok()?;
-        let path = text.trim().strip_prefix("gitdir:")?.trim();
-        root.join(path)
-    } else {
-        return None;
-    };
-    let common = match crate::fs::read_small(&git_dir.join("commondir"), 4096) {
-        Some(text) => git_dir.join(String::from_utf8(text).ok()?.trim()),
-        None => git_dir,
-    };
-    let common = common.canonicalize().ok()?;
-    common.join("objects").is_dir().then_some(common)
-}
 
 /// The pool of the repository whose common directory is `common`.
 pub fn pool_dir(data_dir: &Path, common: &Path) -> PathBuf {

@@ -11,10 +11,10 @@ use crate::client::conversation::{self, Point, Recorded};
 use crate::client::output::{self, one_line, relative_time};
 use crate::client::unrecorded::{self, Unrecorded};
 use crate::client::ClientError;
+use crate::filter::git_common_dir;
 use crate::protocol::methods::LogParams;
 use crate::protocol::results::Turn;
 use crate::protocol::rpc;
-use crate::store::pool::git_common_dir;
 
 /// Whether a prompt's conversation can be forked (`ckpt rewind` takes it back too).
 #[derive(Debug, Serialize)]

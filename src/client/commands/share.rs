@@ -11,13 +11,13 @@ use super::Ctx;
 use crate::client::git;
 use crate::client::output::{plural, relative_time, table};
 use crate::client::{ClientError, Connection};
+use crate::model::default_who;
 use crate::protocol::methods::ProjectParams;
 use crate::protocol::rpc;
 use crate::protocol::sharing::{
     FetchReady, Fetched, PushBeginParams, PushReady, RemoteAddParams, RemoteInfo, RemoteParams,
     ScratchParams,
 };
-use crate::store::share::default_who;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum RemoteCommand {

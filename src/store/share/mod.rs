@@ -93,27 +93,6 @@ pub fn validate_who(who: &str) -> Result<(), ShareError> {
     }
 }
 
-/// `user@host` with every character a ref cannot hold replaced by `-`.
-pub fn default_who(user: &str, host: &str) -> String {
-    let clean = |s: &str| -> String {
-        let s: String = s
-            .chars()
-            .map(
-                |c| match c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                    true => c,
-                    false => '-',
-                },
-            )
-            .collect();
-        let s = s.trim_start_matches(['.', '-']).replace("..", "-");
-        match s.is_empty() {
-            true => "someone".into(),
-            false => s.chars().take(48).collect(),
-        }
-    };
-    format!("{}@{}", clean(user), clean(host))
-}
-
 /// A URL git can use, that git cannot mistake for an option or a second argument.
 pub fn validate_url(url: &str) -> Result<(), ShareError> {
     let bad = |reason: &str| ShareError::BadUrl {
@@ -464,8 +443,6 @@ mod tests {
         for bad in ["", "dialogs", "-x", "@x", "a/b", "a..b", "x.lock", "a b"] {
             assert!(validate_who(bad).is_err(), "{bad}");
         }
-        assert_eq!(default_who("ann lee", "box/1"), "ann-lee@box-1");
-        assert_eq!(default_who("", ".."), "someone@someone");
         let r = RemoteRef::parse("origin/ann@x/dialogs/s1").unwrap();
         assert_eq!(
             (r.remote.as_str(), r.who.as_str(), r.kind),
