@@ -164,7 +164,7 @@ pub enum Command {
     Mcp(McpArgs),
     /// A local page to browse the timeline, compare checkpoints, restore and undo: serves it on
     /// 127.0.0.1 (the first line printed is its URL, with a token) and opens the browser.
-    Ui(cmd::ui::Args),
+    Ui(super::ui::Args),
     /// Remotes to share checkpoints through: `add NAME URL`, `list`, `remove NAME`.
     #[command(subcommand)]
     Remote(cmd::share::RemoteCommand),

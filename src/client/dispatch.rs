@@ -104,12 +104,12 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
                 agent,
                 user,
                 git_exclude,
-            } => cmd::hook::install::install(ctx, agent, user, git_exclude),
+            } => super::agents::install::install(ctx, agent, user, git_exclude),
             HookCommand::Uninstall { agent, user } => {
-                cmd::hook::install::uninstall(ctx, agent, user)
+                super::agents::install::uninstall(ctx, agent, user)
             }
-            HookCommand::Trust { agent, user } => cmd::hook::install::trust(ctx, agent, user),
-            HookCommand::Status => cmd::hook::install::status(ctx),
+            HookCommand::Trust { agent, user } => super::agents::install::trust(ctx, agent, user),
+            HookCommand::Status => super::agents::install::status(ctx),
         },
         Command::Hook(HookArgs {
             agent: Some(agent), ..
@@ -121,7 +121,7 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         )),
         Command::Rewind(args) => cmd::rewind::rewind(ctx, args),
         Command::Fork(args) => cmd::fork::fork(ctx, args),
-        Command::Ui(args) => cmd::ui::run(ctx, args),
+        Command::Ui(args) => super::ui::run(ctx, args),
         Command::Remote(command) => cmd::share::remote(ctx, command),
         Command::Push(mut args) => {
             args.with_metadata |= config.push_metadata == Some(true);
@@ -131,7 +131,7 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Mcp(McpArgs {
             command: None,
             allow_restore,
-        }) => cmd::mcp::serve(ctx, allow_restore),
+        }) => super::mcp::serve(ctx, allow_restore),
         Command::Mcp(McpArgs {
             command: Some(command),
             ..
@@ -139,8 +139,8 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
             McpCommand::Install {
                 agent,
                 allow_restore,
-            } => cmd::mcp::install::install(ctx, agent, allow_restore),
-            McpCommand::Uninstall { agent } => cmd::mcp::install::uninstall(ctx, agent),
+            } => super::mcp::install::install(ctx, agent, allow_restore),
+            McpCommand::Uninstall { agent } => super::mcp::install::uninstall(ctx, agent),
         },
         Command::Reload => cmd::daemon::reload(ctx),
         Command::Completions { .. } | Command::Man { .. } if ctx.out.json => {

@@ -24,16 +24,18 @@ macro_rules! outln {
     };
 }
 
+pub mod agents;
 pub mod cli;
 mod commands;
-mod connection;
-mod conversation;
+pub(crate) mod connection;
 mod dispatch;
 mod error;
 mod git;
 mod help;
+pub mod mcp;
 mod output;
 mod quick;
+pub mod ui;
 pub mod unrecorded;
 
 /// Writes to standard output; exits quietly (status 0) when the reader has gone away.
@@ -103,6 +105,5 @@ pub fn main() -> i32 {
     code
 }
 
-pub(crate) use connection::rpc_error;
 pub use connection::{Closer, Connection, HANDSHAKE_TIMEOUT};
 pub use error::{ClientError, EXIT_CONFIG, EXIT_USAGE};

@@ -11,8 +11,8 @@
 
 use std::ffi::OsString;
 
+use super::agents::agent::ALL as AGENTS;
 use super::cli::{Cli, Command, HookArgs};
-use super::commands::hook::agents::ALL as AGENTS;
 use super::commands::restore::{self, Confirm};
 use super::commands::{checkpoint, rewind};
 

@@ -94,7 +94,7 @@ pub fn forget(
                 ""
             }
         );
-        let hooks = super::hook::install::installed_for(&f.root);
+        let hooks = crate::client::agents::install::installed_for(&f.root);
         if !hooks.is_empty() && !f.dry_run {
             outln!(
                 "the hooks of {} are still installed: the next prompt records this project \

@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::restore::render;
 use super::rewind::{point_of, say_forked, select};
 use super::{file_path, skipped_status, Ctx};
-use crate::client::conversation::{self, Forked, Place};
+use crate::client::agents::conversation::{self, Forked, Place};
 use crate::client::ClientError;
 use crate::model::CheckpointId;
 use crate::protocol::methods::{

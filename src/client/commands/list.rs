@@ -191,7 +191,7 @@ fn conversation_fork_of(checkpoints: &[Checkpoint], dialog: &str) -> Option<Stri
         let notes = c.notes.as_deref()?;
         let (_, from) = notes
             .lines()
-            .filter_map(crate::client::conversation::parse_fork_note)
+            .filter_map(crate::client::agents::conversation::parse_fork_note)
             .find(|(new, _)| *new == dialog)?;
         let past = c
             .restore

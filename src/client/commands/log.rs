@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::{wire_all, Ctx};
-use crate::client::conversation::{self, Point, Recorded};
+use crate::client::agents::conversation::{self, Point, Recorded};
 use crate::client::output::{self, one_line, relative_time};
 use crate::client::unrecorded::{self, Unrecorded};
 use crate::client::ClientError;

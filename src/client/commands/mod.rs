@@ -17,7 +17,6 @@ pub mod json_text;
 pub mod list;
 pub mod log;
 pub mod maintenance;
-pub mod mcp;
 pub mod prompts;
 pub mod restore;
 pub mod rewind;
@@ -26,7 +25,6 @@ pub mod settings;
 pub mod share;
 pub mod show;
 pub mod transfer;
-pub mod ui;
 
 use std::io::IsTerminal;
 use std::path::{Component, Path, PathBuf};

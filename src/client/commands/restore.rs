@@ -92,7 +92,7 @@ pub fn undo(ctx: &Ctx, dialog: Option<String>, confirm: Confirm) -> Result<i32, 
 fn session_before(
     ctx: &Ctx,
     at: &crate::model::CheckpointId,
-) -> Option<crate::client::conversation::Forked> {
+) -> Option<crate::client::agents::conversation::Forked> {
     let mut conn = ctx.connect().ok()?;
     let shown = conn
         .call::<rpc::Show>(&crate::protocol::methods::ShowParams {
@@ -120,7 +120,7 @@ fn session_before(
         .ok()?
         .checkpoint
         .meta?;
-    crate::client::conversation::session_of(&meta)
+    crate::client::agents::conversation::session_of(&meta)
 }
 
 /// Calls `M` (a restore-like method whose params `params(dry_run)` builds); on a terminal, a

@@ -5,7 +5,7 @@
 
 use super::restore::{confirmed, render, Confirm};
 use super::{skipped_status, Ctx};
-use crate::client::conversation::{self, CannotFork, Fork, Forked, Place, Point, Recorded};
+use crate::client::agents::conversation::{self, CannotFork, Fork, Forked, Place, Point, Recorded};
 use crate::client::output::one_line;
 use crate::client::ClientError;
 use crate::model::Kind;

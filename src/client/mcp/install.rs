@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
-use super::super::hook::agents::Agent;
-use super::super::hook::codex_trust::codex_home;
-use super::super::settings::{
+use crate::client::agents::agent::Agent;
+use crate::client::agents::codex_trust::codex_home;
+use crate::client::commands::settings::{
     edit_settings, home, lock_folder, read_settings, settings_target, write_text,
 };
-use super::super::Ctx;
+use crate::client::commands::Ctx;
 use crate::client::ClientError;
 
 /// The name the server is registered under.
@@ -50,7 +50,7 @@ pub fn config_file(agent: Agent, root: &Path, home: &Path) -> Result<PathBuf, Cl
 /// The project's root as the agents name it: the top of the git work tree holding the folder,
 /// else the folder.
 pub fn project_root(ctx: &Ctx) -> PathBuf {
-    crate::client::commands::hook::project_root(&ctx.base)
+    crate::client::agents::agent::project_root(&ctx.base)
 }
 
 /// The server's command and arguments: this `ckpt`, by absolute path.

@@ -6,15 +6,15 @@ use std::path::Path;
 
 use serde_json::{json, Map, Value};
 
-use super::agents::{Agent, ALL};
-use super::Ctx;
+use super::agent::{project_root, Agent, ALL};
 use super::{codex_trust, gemini_trust};
 use crate::client::commands::json_text;
-use crate::client::commands::mcp;
 use crate::client::commands::settings::{
     edit_settings, edit_settings_in_place, home, lock_folder, read_settings, settings_target,
     shell_word, write_text,
 };
+use crate::client::commands::Ctx;
+use crate::client::mcp;
 use crate::client::ClientError;
 use crate::protocol::methods::WatchParams;
 use crate::protocol::rpc;
@@ -55,7 +55,7 @@ fn entries(agent: Agent, settings: &mut Map<String, Value>) -> Result<&mut Vec<V
 
 pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result<i32, ClientError> {
     // The project as the hook will record it: the top of the work tree, from any folder in it.
-    let root = super::project_root(&ctx.base);
+    let root = project_root(&ctx.base);
     let path = agent.settings_file(&root, &home()?, user);
     let command = hook_command(agent)?;
     let changed = edit_settings(&path, |settings: &mut Map<String, Value>| {
@@ -234,7 +234,7 @@ pub fn installed_for(root: &Path) -> Vec<String> {
 }
 
 pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
-    let path = agent.settings_file(&super::project_root(&ctx.base), &home()?, user);
+    let path = agent.settings_file(&project_root(&ctx.base), &home()?, user);
     let mut removed = 0;
     // The entries taken out of the text itself, the rest of the user's file byte for byte.
     let in_place = |text: &str| {
@@ -294,7 +294,7 @@ pub fn trust(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
         )));
     }
     let home = home()?;
-    let root = super::project_root(&ctx.base);
+    let root = project_root(&ctx.base);
     let path = agent.settings_file(&root, &home, user);
     let settings = read_settings(&path)?;
     let Some((group, index, value)) = find_ours(agent, &settings) else {
@@ -364,7 +364,7 @@ pub fn trust(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
 pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
     let home = home()?;
     let codex_config = codex_trust::read_config(&codex_trust::codex_home(&home));
-    let root = super::project_root(&ctx.base);
+    let root = project_root(&ctx.base);
     let mut rows = Vec::new();
     for agent in ALL {
         for user in [false, true] {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::place;
 use super::point::{agent_of, CannotFork};
-use crate::client::commands::hook::agents::Agent;
+use crate::client::agents::agent::Agent;
 
 /// Where the fork goes: beside the original session, or where the agent looks for sessions of
 /// another folder (a worktree made by `ckpt fork`).

@@ -185,3 +185,13 @@ impl Agent {
 /// The timeout written into the agents' settings: the hook itself gives up well before it
 /// ([`super::HOOK_BUDGET`]); this only bounds a hung process.
 pub const HOOK_TIMEOUT_S: u64 = 10;
+
+/// The project a folder belongs to: the top of the git work tree holding it, else the folder
+/// (where a prompt's hook records it, and so where `hook install` and `mcp install` write).
+pub fn project_root(cwd: &Path) -> PathBuf {
+    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    cwd.ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .unwrap_or(&cwd)
+        .to_path_buf()
+}

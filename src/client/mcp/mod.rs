@@ -18,7 +18,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 
-use super::Ctx;
+use crate::client::commands::Ctx;
 use crate::client::ClientError;
 
 /// What the agent's model is told the server is for.

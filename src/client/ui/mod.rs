@@ -24,7 +24,7 @@ use std::sync::Arc;
 use axum::routing::{get, post};
 use axum::Router;
 
-use super::Ctx;
+use crate::client::commands::Ctx;
 use crate::client::ClientError;
 
 #[derive(Debug, clap::Args)]

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::super::Ctx;
+use crate::client::commands::Ctx;
 use crate::client::ClientError;
 use crate::model::Kind;
 use crate::protocol::methods::{

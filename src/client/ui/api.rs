@@ -195,7 +195,7 @@ fn rewind_process(ui: &Ui, body: &RestoreBody) -> Result<serde_json::Value, Clie
     let value: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| ClientError::Other(format!("ckpt rewind answered no JSON ({e})")))?;
     if let Some(error) = value.get("error") {
-        return Err(crate::client::rpc_error(error));
+        return Err(crate::client::connection::rpc_error(error));
     }
     Ok(value)
 }

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::commands::hook::agents::Agent;
+use crate::client::agents::agent::Agent;
 use fork::NewSession;
 pub use fork::{fork_note, parse_fork_note, session_of, Fork, Forked, Place};
 use ids::{uuid_v4, uuid_v7};
@@ -136,7 +136,7 @@ fn known_transcript(agent: Agent, id: &str, cwd: Option<&str>) -> Option<PathBuf
                 .join(format!("{id}.jsonl"))
         }
         Agent::Codex => {
-            let sessions = super::commands::hook::codex_trust::codex_home(&home).join("sessions");
+            let sessions = crate::client::agents::codex_trust::codex_home(&home).join("sessions");
             let suffix = format!("-{id}.jsonl");
             // Date folders, newest first; the session is in the folder of the day it began.
             let mut days = Vec::new();

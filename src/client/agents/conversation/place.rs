@@ -18,7 +18,7 @@ use super::{Agent, CannotFork};
 /// The folder under which `agent` keeps every session file: the folder itself may be a link
 /// (a user's dotfiles); nothing below it may.
 pub fn sessions_root(agent: Agent) -> Option<PathBuf> {
-    use crate::client::commands::hook::{codex_trust, gemini_trust};
+    use crate::client::agents::{codex_trust, gemini_trust};
     let home = PathBuf::from(std::env::var_os("HOME")?);
     Some(match agent {
         Agent::ClaudeCode => std::env::var_os("CLAUDE_CONFIG_DIR")

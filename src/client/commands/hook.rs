@@ -4,24 +4,22 @@
 //! what the agent expects on stdout, and gives up after [`HOOK_BUDGET`] (the checkpoint request,
 //! once sent, still completes in the daemon).
 //!
-//! `ckpt hook install|uninstall|status` manage the agents' settings ([`install`]).
-
-pub mod agents;
-pub mod codex_trust;
-pub mod gemini_trust;
-pub mod install;
+//! `ckpt hook install|uninstall|status` manage the agents' settings
+//! ([`install`](crate::client::agents::install)).
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
 
-pub use agents::Agent;
+use crate::client::agents::agent as agents;
+use crate::client::agents::agent::project_root;
+pub use crate::client::agents::Agent;
 
 use super::Ctx;
-use crate::client::conversation::AGENT_KEY;
+use crate::client::agents::conversation::AGENT_KEY;
 use crate::client::{unrecorded, ClientError};
 use crate::protocol::methods::{CheckpointParams, WatchParams};
 use crate::protocol::rpc;
@@ -205,16 +203,6 @@ fn record(
         other => other?,
     };
     Ok(c.id.to_string())
-}
-
-/// The project a folder belongs to: the top of the git work tree holding it, else the folder
-/// (where a prompt's hook records it, and so where `hook install` and `mcp install` write).
-pub fn project_root(cwd: &Path) -> PathBuf {
-    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
-    cwd.ancestors()
-        .find(|dir| dir.join(".git").exists())
-        .unwrap_or(&cwd)
-        .to_path_buf()
 }
 
 /// The dialog of an agent session: its id when it is a valid dialog name, else the id with

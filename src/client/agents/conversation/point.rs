@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::client::commands::hook::agents::Agent;
+use crate::client::agents::agent::Agent;
 
 /// Why a conversation cannot be forked (the code can still be rewound).
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

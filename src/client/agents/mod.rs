@@ -1,0 +1,12 @@
+//! The agents ckpt plugs into: what each sends its hooks and wants back ([`agent`]), how their
+//! settings get ckpt's hooks ([`install`], with the trust each asks for: [`codex_trust`],
+//! [`gemini_trust`]), and their conversations — read from the agents' own session files and
+//! forked at a prompt ([`conversation`]).
+
+pub mod agent;
+pub mod codex_trust;
+pub mod conversation;
+pub mod gemini_trust;
+pub mod install;
+
+pub use agent::Agent;
