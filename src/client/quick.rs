@@ -1,9 +1,9 @@
-//! The command lines an agent runs on every prompt, and the ones a user runs to go back,
-//! parsed without building the whole command tree: `ckpt hook AGENT`, `ckpt checkpoint`,
-//! `ckpt restore ID`, `ckpt undo` and `ckpt rewind [N]`, with the simple options they take.
+//! The command lines an agent runs on every prompt, parsed without building the whole command
+//! tree: `ckpt hook AGENT` and `ckpt checkpoint`, with the simple options they take.
 //!
 //! Building clap's tree of every command and option costs a process about 0.5 ms and 120 page
-//! faults, a quarter of a hook's start. [`parse`] recognises only what it can parse exactly
+//! faults, a quarter of a hook's start: it matters where a prompt waits, nowhere else (a
+//! restore the user asked for is parsed by clap, as every other command is). [`parse`] recognises only what it can parse exactly
 //! as clap would (a test compares the two on every shape it accepts) and gives up on anything
 //! else (`--help`, an unknown or repeated option, a value that starts with `-`, a bundle of
 //! short flags, an argument that is not UTF-8): clap then parses the line as always, errors
@@ -13,8 +13,7 @@ use std::ffi::OsString;
 
 use super::agents::agent::ALL as AGENTS;
 use super::cli::{Cli, Command, HookArgs};
-use super::commands::restore::{self, Confirm};
-use super::commands::{checkpoint, rewind};
+use super::commands::checkpoint;
 
 /// The command line `args` (without the program name) as clap would parse it, or `None` when
 /// it is not one of the simple shapes.
@@ -32,15 +31,6 @@ pub fn parse(args: &[OsString]) -> Option<Cli> {
         command: Command::Projects,
     };
     let mut command = None;
-    // Of `restore`, `undo` and `rewind`: the one word that is not an option (the checkpoint,
-    // or how far back), and their options.
-    let mut target: Option<&str> = None;
-    let mut dialog = None;
-    let mut confirm = Confirm {
-        dry_run: false,
-        yes: false,
-    };
-    let (mut code, mut conversation, mut both) = (false, false, false);
     let mut checkpoint = checkpoint::Args {
         message: None,
         dialog: None,
@@ -76,29 +66,7 @@ pub fn parse(args: &[OsString]) -> Option<Cli> {
             "--prompt" if command == Some("checkpoint") && attached.is_none() => {
                 set_flag(&mut checkpoint.prompt)?
             }
-            "--dialog" if going_back(command) => {
-                set_value(&mut dialog, it.value(attached)?.into())?
-            }
-            "--dry-run" if going_back(command) && attached.is_none() => {
-                set_flag(&mut confirm.dry_run)?
-            }
-            "-y" | "--yes" if going_back(command) && attached.is_none() => {
-                set_flag(&mut confirm.yes)?
-            }
-            "--code" if command == Some("rewind") && attached.is_none() => set_flag(&mut code)?,
-            "--conversation" if command == Some("rewind") && attached.is_none() => {
-                set_flag(&mut conversation)?
-            }
-            "--both" if command == Some("rewind") && attached.is_none() => set_flag(&mut both)?,
             "checkpoint" if command.is_none() => command = Some("checkpoint"),
-            "restore" | "undo" | "rewind" if command.is_none() => command = Some(name),
-            // The one positional word; `--` (paths follow) and a second one are clap's.
-            _ if matches!(command, Some("restore" | "rewind"))
-                && !word.starts_with('-')
-                && target.is_none() =>
-            {
-                target = Some(word)
-            }
             "hook" if command.is_none() => {
                 let agent = it.next()?;
                 let agent = AGENTS.into_iter().find(|a| a.name() == agent)?;
@@ -116,34 +84,9 @@ pub fn parse(args: &[OsString]) -> Option<Cli> {
     }
     cli.command = match command? {
         "checkpoint" => Command::Checkpoint(checkpoint),
-        "restore" => Command::Restore(restore::Args {
-            id: target?.to_string(),
-            dialog,
-            confirm,
-            paths: Vec::new(),
-        }),
-        "undo" => Command::Undo { dialog, confirm },
-        "rewind" => {
-            if u8::from(code) + u8::from(conversation) + u8::from(both) > 1 {
-                return None; // clap's error: they conflict
-            }
-            Command::Rewind(rewind::Args {
-                target: target.unwrap_or("1").to_string(),
-                dialog,
-                code,
-                conversation,
-                both,
-                confirm,
-            })
-        }
         _ => cli.command,
     };
     Some(cli)
-}
-
-/// Whether `command` takes the options of going back (`--dialog`, `--dry-run`, `--yes`).
-fn going_back(command: Option<&str>) -> bool {
-    matches!(command, Some("restore" | "undo" | "rewind"))
 }
 
 /// The words of a command line, one at a time.
@@ -232,23 +175,6 @@ mod tests {
             "checkpoint --message= ",
             "checkpoint --prompt -m hi",
             "--json checkpoint -m hi --prompt --dialog s",
-            "restore 3f2a9c1b",
-            "restore --yes 3f2a9c1b",
-            "--no-spawn --quiet --socket /s restore --yes -C /p 3f2a9c1b",
-            "restore @~2 -y --dialog=d1",
-            "restore #12 --dry-run --json",
-            "restore latest --dialog d -q",
-            "undo",
-            "undo --yes",
-            "undo -y --dialog d --dry-run",
-            "-C /p undo --json",
-            "rewind",
-            "rewind 3",
-            "rewind --yes",
-            "rewind 2 --code -y",
-            "rewind --conversation --dialog d",
-            "rewind @~1 --both --dry-run",
-            "--quiet rewind -y 1",
         ];
         for line in accepted {
             let ours = parse(&words(line)).unwrap_or_else(|| panic!("not parsed: {line}"));
@@ -312,6 +238,23 @@ mod tests {
             "restore a checkpoint",
             "--json=1 checkpoint",
             "-C=/p checkpoint",
+            "restore 3f2a9c1b",
+            "restore --yes 3f2a9c1b",
+            "--no-spawn --quiet --socket /s restore --yes -C /p 3f2a9c1b",
+            "restore @~2 -y --dialog=d1",
+            "restore #12 --dry-run --json",
+            "restore latest --dialog d -q",
+            "undo",
+            "undo --yes",
+            "undo -y --dialog d --dry-run",
+            "-C /p undo --json",
+            "rewind",
+            "rewind 3",
+            "rewind --yes",
+            "rewind 2 --code -y",
+            "rewind --conversation --dialog d",
+            "rewind @~1 --both --dry-run",
+            "--quiet rewind -y 1",
         ];
         for line in refused {
             assert!(

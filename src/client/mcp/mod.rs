@@ -7,6 +7,7 @@
 //! `ckpt mcp install|uninstall AGENT` registers the server in an agent's settings ([`install`]).
 
 pub mod install;
+mod params;
 mod tools;
 
 use std::sync::Arc;
@@ -49,13 +50,7 @@ impl ServerHandler for Server {
     ) -> Result<ListToolsResult, ErrorData> {
         let tools = tools::list(self.allow_restore)
             .into_iter()
-            .map(|(name, description, schema)| {
-                let schema = match schema {
-                    serde_json::Value::Object(map) => map,
-                    _ => serde_json::Map::new(),
-                };
-                Tool::new(name, description, Arc::new(schema))
-            })
+            .map(|(name, description, schema)| Tool::new(name, description, Arc::new(schema)))
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }

@@ -7,6 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::params::{self as p, decode, schema};
 use crate::client::commands::Ctx;
 use crate::client::ClientError;
 use crate::model::Kind;
@@ -22,65 +23,42 @@ pub const AGENT: &str = "the agent (ckpt mcp)";
 const MAX_ENTRIES: usize = 200;
 /// The most bytes of text (a diff, a file) a result holds by default, and at most.
 const DEFAULT_BYTES: usize = 20_000;
-const MAX_BYTES: usize = 100_000;
+const MAX_BYTES: usize = p::MAX_BYTES as usize;
 
 /// The tools, as `tools/list` describes them: (name, description, input schema).
-pub fn list(allow_restore: bool) -> Vec<(&'static str, &'static str, Value)> {
-    let id = json!({"type": "string", "description": "A checkpoint: an id or unique prefix, a tag, `@` (the newest), `@~N`, `#SEQ`."});
+pub fn list(allow_restore: bool) -> Vec<(&'static str, &'static str, Map<String, Value>)> {
     let mut tools = vec![
         (
             "list_checkpoints",
             "The project's checkpoints, newest first: each user prompt (kind `message`, label = the prompt) with what its turn changed (`turn`: files added, modified, deleted; `finished: false` for the turn under way), and the other checkpoints (restores, manual ones) with what each changed against the one before. Paged: pass `next_cursor` back as `cursor`.",
-            json!({"type": "object", "properties": {
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "At most this many (default 20)."},
-                "cursor": {"type": "string"},
-                "prompts_only": {"type": "boolean", "description": "Only the user's prompts."},
-                "dialog": {"type": "string", "description": "Only this dialog (agent session)."}
-            }}),
+            schema::<p::ListCheckpoints>(),
         ),
         (
             "show_checkpoint",
             "One checkpoint: its prompt or label, time, dialog, counts, and the files it changed against the checkpoint before it.",
-            json!({"type": "object", "properties": {"id": id}, "required": ["id"]}),
+            schema::<p::ShowCheckpoint>(),
         ),
         (
             "diff",
             "What changed, as a unified diff. With no `from`: what your last finished turn changed (from the user's previous prompt to their latest one), which is what the user means by \"what did you change?\". With `from`: from that checkpoint to `to`, or to the files as they are now (`to` absent); `from: \"@\"` is the checkpoint of the user's latest prompt, so it shows what changed during this turn so far. Optionally only some paths. Paged by `offset` into the diff's text.",
-            json!({"type": "object", "properties": {
-                "from": id, "to": id,
-                "paths": {"type": "array", "items": {"type": "string"}},
-                "offset": {"type": "integer", "minimum": 0},
-                "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BYTES}
-            }}),
+            schema::<p::Diff>(),
         ),
         (
             "blame",
             "For each line of a file as it is now, the user prompt whose turn wrote it (lines not in any checkpoint yet belong to the newest prompt's turn). Paged by `offset` (a line number from 1) and `limit`.",
-            json!({"type": "object", "properties": {
-                "path": {"type": "string", "description": "Relative to the project's root."},
-                "offset": {"type": "integer", "minimum": 1},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 2000}
-            }, "required": ["path"]}),
+            schema::<p::Blame>(),
         ),
         (
             "file_at",
             "A file's content as a checkpoint holds it (e.g. before your edit: `@`). Paged by `offset` (bytes).",
-            json!({"type": "object", "properties": {
-                "id": id, "path": {"type": "string", "description": "Relative to the project's root."},
-                "offset": {"type": "integer", "minimum": 0},
-                "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BYTES}
-            }, "required": ["id", "path"]}),
+            schema::<p::FileAt>(),
         ),
     ];
     if allow_restore {
         tools.push((
             "restore",
             "Brings the project's files back to a checkpoint (all, or some paths). Without `confirm: true` it only returns the plan (what would be written, deleted, skipped) and changes nothing; show the plan to the user and restore only when they agree. A restore can be undone (`ckpt undo`). Only one restore per user prompt.",
-            json!({"type": "object", "properties": {
-                "id": id,
-                "paths": {"type": "array", "items": {"type": "string"}},
-                "confirm": {"type": "boolean"}
-            }, "required": ["id"]}),
+            schema::<p::Restore>(),
         ));
     }
     tools
@@ -111,33 +89,22 @@ pub fn call(
     name: &str,
     args: &Map<String, Value>,
 ) -> Result<Value, String> {
-    let text = |key: &str| args.get(key).and_then(Value::as_str).map(String::from);
-    let number = |key: &str, default: usize, max: usize| {
-        args.get(key)
-            .and_then(Value::as_u64)
-            .map_or(default, |n| (n as usize).clamp(0, max))
+    let clamp = |n: Option<u64>, default: usize, max: usize| {
+        n.map_or(default, |n| (n.min(max as u64)) as usize)
     };
-    let required = |key: &str| text(key).ok_or_else(|| format!("`{key}` is required"));
-    let paths = || -> Vec<std::path::PathBuf> {
-        args.get("paths")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(|p| ctx.base.join(p))
-                    .collect()
-            })
-            .unwrap_or_default()
+    let paths = |paths: Vec<String>| -> Vec<std::path::PathBuf> {
+        paths.iter().map(|p| ctx.base.join(p)).collect()
     };
     let failed = |e: ClientError| e.to_string();
     let mut conn = ctx.connect().map_err(failed)?;
     match name {
         "list_checkpoints" => {
-            let limit = number("limit", 20, 100).max(1);
-            let skip: usize = text("cursor").and_then(|c| c.parse().ok()).unwrap_or(0);
+            let a: p::ListCheckpoints = decode(name, args)?;
+            let limit = clamp(a.limit, 20, 100).max(1);
+            let skip: usize = a.cursor.and_then(|c| c.parse().ok()).unwrap_or(0);
             let params = ListParams {
                 project: ctx.project(),
-                dialog: text("dialog"),
+                dialog: a.dialog,
                 limit: None,
                 all_sessions: true,
                 grep: None,
@@ -146,7 +113,7 @@ pub fn call(
                 turns: true,
             };
             let mut all = conn.call::<rpc::List>(&params).map_err(failed)?;
-            if args.get("prompts_only").and_then(Value::as_bool) == Some(true) {
+            if a.prompts_only == Some(true) {
                 all.retain(|c| c.kind == Kind::Message);
             }
             let total = all.len();
@@ -160,9 +127,10 @@ pub fn call(
             Ok(json!({"checkpoints": page, "total": total, "next_cursor": next}))
         }
         "show_checkpoint" => {
+            let a: p::ShowCheckpoint = decode(name, args)?;
             let params = ShowParams {
                 project: ctx.project(),
-                id: required("id")?,
+                id: a.id,
                 files: false,
                 dialog: None,
                 max_entries: Some(MAX_ENTRIES),
@@ -184,8 +152,9 @@ pub fn call(
             )
         }
         "diff" => {
-            let (from, to, turn) = match text("from") {
-                Some(from) => (from, text("to"), None),
+            let a: p::Diff = decode(name, args)?;
+            let (from, to, turn) = match a.from {
+                Some(from) => (from, a.to, None),
                 None => last_turn(ctx, &mut conn)?,
             };
             // The daemon makes just this page (it stops once the page is full).
@@ -193,13 +162,13 @@ pub fn call(
                 project: ctx.project(),
                 from,
                 to,
-                paths: paths(),
+                paths: paths(a.paths),
                 patch: true,
                 counts: false,
                 dialog: None,
                 max_files: Some(0),
-                offset: number("offset", 0, usize::MAX) as u64,
-                max_bytes: Some(number("max_bytes", DEFAULT_BYTES, MAX_BYTES).max(1) as u64),
+                offset: a.offset.unwrap_or(0),
+                max_bytes: Some(clamp(a.max_bytes, DEFAULT_BYTES, MAX_BYTES).max(1) as u64),
             };
             let d = conn.call::<rpc::Diff>(&params).map_err(failed)?;
             let part = d.diff.patch.unwrap_or_default();
@@ -212,15 +181,16 @@ pub fn call(
             Ok(answer)
         }
         "blame" => {
+            let a: p::Blame = decode(name, args)?;
             let params = BlameParams {
                 project: ctx.project(),
-                path: ctx.base.join(required("path")?),
+                path: ctx.base.join(&a.path),
                 dialog: None,
                 at: None,
             };
             let b = conn.call::<rpc::Blame>(&params).map_err(failed)?;
-            let first = number("offset", 1, usize::MAX).max(1);
-            let limit = number("limit", 200, 2000).max(1);
+            let first = clamp(a.offset, 1, usize::MAX).max(1);
+            let limit = clamp(a.limit, 200, 2000).max(1);
             let lines: Vec<Value> = b
                 .lines
                 .iter()
@@ -241,13 +211,14 @@ pub fn call(
             )
         }
         "file_at" => {
+            let a: p::FileAt = decode(name, args)?;
             let params = FileAtParams {
                 project: ctx.project(),
-                id: required("id")?,
-                path: ctx.base.join(required("path")?),
+                id: a.id,
+                path: ctx.base.join(&a.path),
                 dialog: None,
-                offset: number("offset", 0, usize::MAX) as u64,
-                max_bytes: Some(number("max_bytes", DEFAULT_BYTES, MAX_BYTES) as u64),
+                offset: a.offset.unwrap_or(0),
+                max_bytes: Some(clamp(a.max_bytes, DEFAULT_BYTES, MAX_BYTES) as u64),
             };
             let f = conn.call::<rpc::FileAt>(&params).map_err(failed)?;
             let next = f.truncated.then(|| f.offset + f.content.len() as u64);
@@ -256,7 +227,11 @@ pub fn call(
                 "binary": f.binary, "content": f.content, "next_offset": next}),
             )
         }
-        "restore" if allow_restore => restore(ctx, &mut conn, &required("id")?, paths(), args),
+        "restore" if allow_restore => {
+            let a: p::Restore = decode(name, args)?;
+            let confirm = a.confirm == Some(true);
+            restore(ctx, &mut conn, &a.id, paths(a.paths), confirm)
+        }
         _ => Err(format!("no tool {name}")),
     }
 }
@@ -314,9 +289,8 @@ fn restore(
     conn: &mut crate::client::Connection,
     id: &str,
     paths: Vec<std::path::PathBuf>,
-    args: &Map<String, Value>,
+    confirm: bool,
 ) -> Result<Value, String> {
-    let confirm = args.get("confirm").and_then(Value::as_bool) == Some(true);
     if confirm {
         // Never a loop of rewinds: one restore by the agent since the user's last prompt.
         let params = ListParams {
