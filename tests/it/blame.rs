@@ -2,41 +2,11 @@
 //! hook, the real daemon and the real store; and `ckpt log -- PATH`.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::harness::*;
-
-/// Runs `ckpt hook claude-code` for `prompt` in `project`.
-fn prompt(env: &TestEnv, project: &Path, prompt: &str) {
-    let input = json!({ "session_id": "s1", "cwd": project, "prompt": prompt,
-        "hook_event_name": "UserPromptSubmit" });
-    let mut cmd = Command::new(ckpt_bin());
-    env.env(&mut cmd);
-    let mut child = cmd
-        .current_dir(project)
-        .args(["hook", "claude-code"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.to_string().as_bytes()).unwrap();
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
-    // A hook gives up waiting after 2 s (on a loaded machine the checkpoint then finishes
-    // behind it): the next turn's writes must come after this prompt's checkpoint.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while env.json_in(project, &["list", "-n", "1"])[0]["label"] != prompt {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{prompt} was never recorded"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
 
 /// `(text, prompt or origin)` of each line of `ckpt blame path`.
 fn blamed(env: &TestEnv, project: &Path, path: &str) -> Vec<(String, String)> {
@@ -80,12 +50,12 @@ fn every_line_names_the_prompt_whose_turn_wrote_it() {
     write(&p, "h.txt", "h line\n");
     write(&p, "d.txt", "d old\n");
     write(&p, "b.bin", "\0\u{1}binary\n");
-    prompt(&env, &p, "one");
+    claude_prompt(&env, &p, "one");
     // Turn one: a line added, a file deleted, a line added to the file renamed later.
     write(&p, "f.txt", "keep\nbase\nline by one\n");
     write(&p, "h.txt", "h line\nh by one\n");
     std::fs::remove_file(p.join("d.txt")).unwrap();
-    prompt(&env, &p, "two");
+    claude_prompt(&env, &p, "two");
     // Turn two: a line changed, a line added, the file renamed, the deleted file made again.
     write(
         &p,
@@ -94,7 +64,7 @@ fn every_line_names_the_prompt_whose_turn_wrote_it() {
     );
     std::fs::rename(p.join("h.txt"), p.join("h2.txt")).unwrap();
     write(&p, "d.txt", "d new\n");
-    prompt(&env, &p, "three");
+    claude_prompt(&env, &p, "three");
     // Turn three, not checkpointed yet.
     write(
         &p,
@@ -185,11 +155,11 @@ fn a_long_walk_is_exact_and_lets_go_of_what_it_mapped() {
     let text = |lines: &[String]| lines.join("\n") + "\n";
     write(&p, "big.txt", &text(&lines));
     for turn in 0..40 {
-        prompt(&env, &p, &format!("p{turn}"));
+        claude_prompt(&env, &p, &format!("p{turn}"));
         lines[turn * 100] = format!("line {} rewritten in the turn of p{turn}", turn * 100);
         write(&p, "big.txt", &text(&lines));
     }
-    prompt(&env, &p, "last");
+    claude_prompt(&env, &p, "last");
     let pid = env.daemon.as_ref().unwrap().id();
     let store = env.store();
 
@@ -212,7 +182,7 @@ fn a_long_walk_is_exact_and_lets_go_of_what_it_mapped() {
     // The next operations read through the new handles.
     assert_eq!(blamed(&env, &p, "big.txt"), blame);
     write(&p, "big.txt", "one line\n");
-    prompt(&env, &p, "after");
+    claude_prompt(&env, &p, "after");
     env.fsck();
     env.assert_serving();
 }

@@ -510,24 +510,10 @@ fn a_deleted_gemini_session_rewinds_the_files_and_names_geminis_cleanup() {
 /// Runs `ckpt hook claude-code` in `project` for prompt `text` (id `prompt_id`) of session `s1`,
 /// whose transcript is `transcript`.
 fn claude_prompt(env: &TestEnv, project: &Path, text: &str, prompt_id: &str, transcript: &Path) {
-    use std::io::Write;
     let input = serde_json::json!({ "session_id": "193241d3-a622-4f2c-a4b6-ad4873cf4d61",
         "transcript_path": transcript, "cwd": project, "prompt": text, "prompt_id": prompt_id,
         "hook_event_name": "UserPromptSubmit" });
-    let mut cmd = Command::new(ckpt_bin());
-    env.env(&mut cmd);
-    let mut child = cmd
-        .current_dir(project)
-        .args(["hook", "claude-code"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.to_string().as_bytes()).unwrap();
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    hook_json(env, project, "claude-code", &input);
 }
 
 /// A real Claude Code session (of the pinned version, two turns) read by the rewind: the fork

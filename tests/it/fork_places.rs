@@ -4,10 +4,8 @@
 //! written (the rewind still reports its restore and its undo), and a fork folder named with
 //! `..`.
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
@@ -28,22 +26,7 @@ fn fixture(name: &str) -> Vec<u8> {
 
 /// Runs `ckpt hook AGENT` in `project` with `input` on stdin.
 fn hook(env: &TestEnv, project: &Path, agent: &str, input: &Value) {
-    let mut cmd = Command::new(ckpt_bin());
-    env.env(&mut cmd);
-    let mut child = cmd
-        .current_dir(project)
-        .args(["hook", agent])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    hook_json(env, project, agent, input);
 }
 
 /// A Codex prompt ("turn B" of the fixture's session) whose transcript is `transcript`.

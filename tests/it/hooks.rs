@@ -2,7 +2,6 @@
 //! its stdout checked byte for byte; the hook never fails the turn; `hook install` merges into
 //! the agents' settings; `rewind` and `log`.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -31,23 +30,8 @@ fn fixture(agent: &str, project: &Path) -> String {
 
 /// Runs `ckpt [extra] hook AGENT` with `input` on stdin, in `cwd`.
 fn hook(env: &TestEnv, cwd: &Path, agent: &str, input: &str, extra: &[&str]) -> (Output, Duration) {
-    let mut cmd = Command::new(ckpt_bin());
-    env.env(&mut cmd);
-    cmd.current_dir(cwd)
-        .args(extra)
-        .args(["hook", agent])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
     let started = Instant::now();
-    let mut child = cmd.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_hook(env, cwd, agent, input, extra);
     (out, started.elapsed())
 }
 

@@ -3,7 +3,6 @@
 //! offline; `ckpt mcp install` writing each agent's configuration. The SDK and agent tests are
 //! ignored by default; `.ci/run` installs what they need and runs them.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -40,24 +39,6 @@ fn session(env: &TestEnv, project: &Path, calls: Value, server_args: &[&str]) ->
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// Runs `ckpt hook claude-code` for `prompt` in `project`.
-fn prompt(env: &TestEnv, project: &Path, prompt: &str) {
-    let input = json!({ "session_id": "s1", "cwd": project, "prompt": prompt,
-        "hook_event_name": "UserPromptSubmit" });
-    let mut cmd = Command::new(ckpt_bin());
-    env.env(&mut cmd);
-    let mut child = cmd
-        .current_dir(project)
-        .args(["hook", "claude-code"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.to_string().as_bytes()).unwrap();
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
-}
-
 fn text(result: &Value) -> &str {
     result["text"].as_str().unwrap()
 }
@@ -69,9 +50,9 @@ fn the_sdk_reads_the_timeline_and_restores_only_when_allowed_and_confirmed() {
     let p = env.proj();
     write(&p, "f.txt", "one\n");
     write(&p, ".env", "TOKEN=secret-value\n");
-    prompt(&env, &p, "first prompt");
+    claude_prompt(&env, &p, "first prompt");
     write(&p, "f.txt", "one\ntwo\n");
-    prompt(&env, &p, "second prompt");
+    claude_prompt(&env, &p, "second prompt");
     write(&p, "f.txt", "one\ntwo\nthree\n");
     write(&p, ".env", "TOKEN=another-secret\n");
 
@@ -344,7 +325,7 @@ fn claude_code_calls_ckpts_mcp_server() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = env.ckpt_in(&p, &["mcp", "install", "claude-code"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    prompt(&env, &p, "an earlier prompt about the parser");
+    claude_prompt(&env, &p, "an earlier prompt about the parser");
     let log = env.home.join("model.log");
     let (mut server, port) = crate::agents::model("anthropic.py", &p, &log);
     let claude = crate::agents::agent_bin("claude", "claude");
@@ -451,7 +432,7 @@ fn agent_calls_ckpts_mcp_server(which: crate::conversations::Which, name: &str) 
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    prompt(&env, &p, "an earlier prompt about the parser");
+    claude_prompt(&env, &p, "an earlier prompt about the parser");
     agent.turn(&p, "use-mcp: what did the user ask before?", None);
     let log = agent.model_log();
     let shown = log

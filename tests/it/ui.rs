@@ -559,27 +559,11 @@ fn a_real_browser_browses_compares_restores_undoes_and_sees_new_prompts_live() {
 
 /// Runs `ckpt hook claude-code` for `prompt` in `project`.
 fn hook(env: &TestEnv, project: &Path, prompt: &str) {
-    hook_with(env, project, prompt, json!({ "session_id": "s1" }));
+    claude_prompt(env, project, prompt);
 }
 
 /// Runs `ckpt hook claude-code` for `prompt` in `project`, with the hook input's `fields`.
 fn hook_with(env: &TestEnv, project: &Path, prompt: &str, fields: Value) {
-    let mut input = json!({ "cwd": project, "prompt": prompt,
-        "hook_event_name": "UserPromptSubmit" });
-    input
-        .as_object_mut()
-        .unwrap()
-        .extend(fields.as_object().unwrap().clone());
-    let mut cmd = Command::new(ckpt_bin());
-    env.env(&mut cmd);
-    let mut child = cmd
-        .current_dir(project)
-        .args(["hook", "claude-code"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.to_string().as_bytes()).unwrap();
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    let session = fields["session_id"].as_str().unwrap_or("s1").to_string();
+    claude_prompt_with(env, project, &session, prompt, fields);
 }

@@ -4,9 +4,8 @@
 //! any worktree still has.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::harness::*;
@@ -52,24 +51,10 @@ fn objects_bytes(dir: &Path) -> u64 {
 }
 
 fn hook_prompt(env: &TestEnv, dir: &Path, session: &str, prompt: &str) {
-    let mut cmd = Command::new(ckpt_bin());
-    env.env(&mut cmd);
-    let mut child = cmd
-        .current_dir(dir)
-        .args(["--no-spawn", "hook", "claude-code"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
     let input = serde_json::json!({"session_id": session, "prompt": prompt,
         "cwd": dir, "hook_event_name": "UserPromptSubmit"});
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    let out = run_hook(env, dir, "claude-code", &input.to_string(), &["--no-spawn"]);
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[test]

@@ -2,7 +2,6 @@
 //! store checked by the real `git`. The environment is cleared so the user's git config,
 //! XDG dirs and any running daemon never leak in.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
@@ -11,6 +10,16 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+mod fs;
+mod git;
+mod hooks;
+mod rpc;
+
+pub use fs::*;
+pub use git::*;
+pub use hooks::*;
+pub use rpc::*;
 
 pub const CKPTD: &str = env!("CARGO_BIN_EXE_ckptd");
 /// The client the tests run: the one `cargo test` builds, or the executable named by
@@ -333,24 +342,6 @@ pub fn env_for(home: &Path, cmd: &mut Command) {
         .env("RUST_LOG", "ckpt=debug,info");
 }
 
-pub fn git_in(git_dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", git_dir)
-        .arg("--git-dir")
-        .arg(git_dir)
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}{}",
-        stderr(&out),
-        stdout(&out)
-    );
-    stdout(&out)
-}
-
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -381,58 +372,6 @@ pub fn wait_timeout(child: &mut Child, timeout: Duration) -> Option<std::process
     }
 }
 
-/// Writes `content` to `root/rel`, creating parents.
-pub fn write(root: &Path, rel: &str, content: &str) {
-    let path = root.join(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, content).unwrap();
-}
-
-pub fn chmod(root: &Path, rel: &str, mode: u32) {
-    std::fs::set_permissions(root.join(rel), std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-pub fn symlink(root: &Path, rel: &str, target: &str) {
-    let path = root.join(rel);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::os::unix::fs::symlink(target, path).unwrap();
-}
-
-/// Every file and symlink below `root` (nothing excluded, symlinks not followed): path ->
-/// kind, permission bits, and content or target.
-pub fn tree_state(root: &Path) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let entry = entry.unwrap();
-            let path = entry.path();
-            let rel = path
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            // Folders are implied by their files: git (and so a checkpoint) has no empty ones.
-            let desc = if meta.file_type().is_symlink() {
-                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
-            } else if meta.is_dir() {
-                stack.push(path.clone());
-                continue;
-            } else {
-                let content = std::fs::read(&path).unwrap();
-                format!(
-                    "file {:o} {}",
-                    meta.permissions().mode() & 0o777,
-                    String::from_utf8_lossy(&content)
-                )
-            };
-            out.insert(rel, desc);
-        }
-    }
-    out
-}
-
 /// True when running as root, where permission bits do not stop writes.
 pub fn is_root() -> bool {
     Command::new("id")
@@ -461,77 +400,4 @@ pub fn make_writable(dir: &Path) {
     } else {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-}
-
-/// Writes a raw object with `git hash-object --literally`, bypassing git's own checks.
-pub fn raw_object(env: &TestEnv, kind: &str, data: &[u8]) -> String {
-    let mut child = Command::new("git")
-        .arg("--git-dir")
-        .arg(env.store())
-        .args(["hash-object", "-w", "--literally", "--stdin", "-t", kind])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(child.stdin.as_mut().unwrap(), data).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    stdout(&out).trim().to_string()
-}
-
-pub fn tree_entry(mode: &str, name: &str, hex: &str) -> Vec<u8> {
-    let mut e = format!("{mode} {name}\0").into_bytes();
-    e.extend((0..20).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()));
-    e
-}
-
-/// A persistent JSON-RPC connection to the test daemon.
-pub struct Rpc {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
-    next: u64,
-}
-
-impl Rpc {
-    pub fn connect(env: &TestEnv) -> Rpc {
-        let stream = UnixStream::connect(&env.socket).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .unwrap();
-        Rpc {
-            writer: stream.try_clone().unwrap(),
-            reader: BufReader::new(stream),
-            next: 1,
-        }
-    }
-
-    /// Calls `method`, panicking on an error reply.
-    pub fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        let line =
-            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        self.writer
-            .write_all(format!("{line}\n").as_bytes())
-            .unwrap();
-        let mut reply = String::new();
-        self.reader.read_line(&mut reply).unwrap();
-        let reply: Value = serde_json::from_str(&reply).unwrap();
-        assert_eq!(reply["id"], id);
-        assert!(reply.get("error").is_none(), "{method} failed: {reply}");
-        reply["result"].clone()
-    }
-}
-
-/// The packs of the store at `store` (their names, `pack-<sum>`) whose data the process `pid`
-/// maps (what reading objects maps; a lookup maps only the pack's index).
-pub fn mapped_packs(pid: u32, store: &Path) -> BTreeSet<String> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let packs = store.join("objects/pack");
-    let packs = packs.to_string_lossy();
-    maps.lines()
-        .filter_map(|l| l.split_once(&*packs))
-        .filter_map(|(_, name)| name.trim_start_matches('/').strip_suffix(".pack"))
-        .map(String::from)
-        .collect()
 }

@@ -1,9 +1,6 @@
-//! A newcomer's first hour, the flows that broke: a restore that switched recording off (the
+//! Setting up and first use, the flows that broke: a restore that switched recording off (the
 //! agents' hook files are kept out of checkpoints), blame and show after retention and gc, MCP
 //! `diff` asked what the last turn changed, and `hook install` from a subfolder.
-
-use std::io::Write;
-use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
@@ -12,21 +9,7 @@ use crate::harness::*;
 
 /// `ckpt hook claude-code` for `prompt` in the project, then waits until it is recorded.
 fn prompt(env: &TestEnv, text: &str) {
-    let p = env.proj();
-    let input = json!({ "session_id": "s1", "cwd": p, "prompt": text,
-        "hook_event_name": "UserPromptSubmit" });
-    let mut cmd = Command::new(ckpt_bin());
-    env.env(&mut cmd);
-    let mut child = cmd
-        .current_dir(&p)
-        .args(["hook", "claude-code"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.to_string().as_bytes()).unwrap();
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    claude_prompt(env, &env.proj(), text);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while env.json(&["list", "-n", "1"])[0]["label"] != text {
         assert!(

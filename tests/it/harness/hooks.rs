@@ -1,0 +1,60 @@
+//! Running an agent's hook as the agent does: `ckpt hook AGENT` in the project, its JSON on
+//! stdin. The one way the tests play an agent's prompt.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{json, Value};
+
+use super::{ckpt_bin, TestEnv};
+
+/// Runs `ckpt [extra…] hook AGENT` in `cwd` with `input` on stdin; its output, whatever it is.
+pub fn run_hook(env: &TestEnv, cwd: &Path, agent: &str, input: &str, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(ckpt_bin());
+    env.env(&mut cmd);
+    let mut child = cmd
+        .current_dir(cwd)
+        .args(extra)
+        .args(["hook", agent])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A hook that exits before reading all of it (it gave up) closes the pipe: not an error.
+    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+/// `ckpt hook AGENT` with `input`, which must succeed (a hook always exits 0).
+pub fn hook_json(env: &TestEnv, cwd: &Path, agent: &str, input: &Value) -> Output {
+    let out = run_hook(env, cwd, agent, &input.to_string(), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A Claude Code prompt in `project`, in session `session`, with `fields` added to its input.
+pub fn claude_prompt_with(
+    env: &TestEnv,
+    project: &Path,
+    session: &str,
+    prompt: &str,
+    fields: Value,
+) {
+    let mut input = json!({ "session_id": session, "cwd": project, "prompt": prompt,
+        "hook_event_name": "UserPromptSubmit" });
+    if let (Some(input), Value::Object(fields)) = (input.as_object_mut(), fields) {
+        input.extend(fields);
+    }
+    hook_json(env, project, "claude-code", &input);
+}
+
+/// A Claude Code prompt in `project` (session `s1`).
+pub fn claude_prompt(env: &TestEnv, project: &Path, prompt: &str) {
+    claude_prompt_with(env, project, "s1", prompt, json!({}));
+}
