@@ -556,3 +556,64 @@ fn functions(code: &str) -> Vec<(String, usize)> {
     }
     out
 }
+
+/// The `mod` names a file declares (`mod x;`, `pub mod x;`, `pub(…) mod x;`, `#[cfg(test)] mod
+/// tests;`), whatever its attributes.
+fn declared_modules(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let l = l.strip_prefix("#[cfg(test)]").unwrap_or(l).trim();
+            let rest = l
+                .strip_prefix("pub(crate) ")
+                .or_else(|| l.strip_prefix("pub(super) "))
+                .or_else(|| l.strip_prefix("pub "))
+                .unwrap_or(l);
+            let name = rest.strip_prefix("mod ")?.strip_suffix(';')?;
+            Some(name.trim().to_string())
+        })
+        .collect()
+}
+
+/// Every source and test file is reached by a `mod` line of its parent: a file nobody declares
+/// is never compiled, and its tests never run.
+#[test]
+fn no_source_or_test_file_is_forgotten() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut forgotten = Vec::new();
+    for base in [root.join("src"), root.join("tests/it")] {
+        let mut all = Vec::new();
+        files(&base, &mut all);
+        for f in &all {
+            let rel = f.strip_prefix(&base).unwrap();
+            if rel.starts_with("bin") || rel == Path::new("lib.rs") || rel == Path::new("main.rs") {
+                continue;
+            }
+            let dir = f.parent().unwrap();
+            let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+            // The module's name, and the folder its parent module's file is in or named after.
+            let (name, here) = match stem.as_str() {
+                "mod" => (
+                    dir.file_name().unwrap().to_string_lossy().into_owned(),
+                    dir.parent().unwrap(),
+                ),
+                _ => (stem, dir),
+            };
+            let mut parents = vec![here.join("mod.rs"), here.with_extension("rs")];
+            if here == base {
+                parents.extend([base.join("lib.rs"), base.join("main.rs")]);
+            }
+            let declared = parents
+                .iter()
+                .filter_map(|p| std::fs::read_to_string(p).ok())
+                .any(|text| declared_modules(&text).contains(&name));
+            if !declared {
+                forgotten.push(rel.display().to_string());
+            }
+        }
+    }
+    assert!(
+        forgotten.is_empty(),
+        "files no `mod` line declares: {forgotten:?}"
+    );
+}

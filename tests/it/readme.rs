@@ -1,4 +1,4 @@
-//! The README's example clients, exactly as printed there, against a real daemon: the Python
+//! The example clients of docs/service.md, exactly as printed there, against a real daemon: the Python
 //! one and the socat one-liner.
 
 use std::process::Command;
@@ -8,14 +8,14 @@ use crate::harness::*;
 /// The body of the README's first fenced block in `lang` that contains `needle`.
 fn readme_block(lang: &str, needle: &str) -> String {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/service.md")).unwrap();
     let fence = format!("```{lang}\n");
     readme
         .split(&fence)
         .skip(1)
         .map(|rest| rest.split("\n```").next().unwrap().to_string())
         .find(|block| block.contains(needle))
-        .unwrap_or_else(|| panic!("no ```{lang} block with {needle:?} in the README"))
+        .unwrap_or_else(|| panic!("no ```{lang} block with {needle:?} in docs/service.md"))
 }
 
 #[test]

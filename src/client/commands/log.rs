@@ -204,7 +204,7 @@ fn print_prompt(text: &str) {
 /// current one first), each with the paths asked about made relative to it.
 fn worktrees(
     ctx: &Ctx,
-    conn: &mut crate::client::Connection,
+    conn: &mut crate::client::connection::Connection,
     paths: &[std::path::PathBuf],
 ) -> Result<Vec<(std::path::PathBuf, Vec<std::path::PathBuf>)>, ClientError> {
     let projects = conn.call::<rpc::Projects>(&crate::protocol::methods::NoParams {})?;

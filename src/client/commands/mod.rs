@@ -29,8 +29,9 @@ pub mod transfer;
 use std::io::IsTerminal;
 use std::path::{Component, Path, PathBuf};
 
+use super::connection::Connection;
 use super::output::Out;
-use super::{ClientError, Connection};
+use super::ClientError;
 use crate::config::Paths;
 use crate::model::CheckpointId;
 use crate::protocol::methods::ProjectParams;
@@ -127,7 +128,7 @@ mod progress {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use crate::client::Connection;
+    use crate::client::connection::Connection;
     use crate::protocol::methods::NoParams;
     use crate::protocol::rpc;
 

@@ -8,9 +8,10 @@ use std::ffi::OsString;
 use serde::Serialize;
 
 use super::Ctx;
+use crate::client::connection::Connection;
 use crate::client::git;
 use crate::client::output::{plural, relative_time, table};
-use crate::client::{ClientError, Connection};
+use crate::client::ClientError;
 use crate::model::default_who;
 use crate::protocol::methods::ProjectParams;
 use crate::protocol::rpc;

@@ -241,7 +241,7 @@ pub fn call(
 /// answer says it is.
 fn last_turn(
     ctx: &Ctx,
-    conn: &mut crate::client::Connection,
+    conn: &mut crate::client::connection::Connection,
 ) -> Result<(String, Option<String>, Option<Value>), String> {
     let params = ListParams {
         project: ctx.project(),
@@ -286,7 +286,7 @@ fn last_turn(
 /// The `restore` tool: the plan, or with `confirm` the restore, at most once per user prompt.
 fn restore(
     ctx: &Ctx,
-    conn: &mut crate::client::Connection,
+    conn: &mut crate::client::connection::Connection,
     id: &str,
     paths: Vec<std::path::PathBuf>,
     confirm: bool,

@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::client::commands::Ctx;
-use crate::client::{ClientError, Connection};
+use crate::client::connection::Connection;
+use crate::client::ClientError;
 use crate::protocol::methods::{
     DiffParams, ListParams, NoParams, RestoreParams, ShowParams, SubscribeParams, UndoParams,
 };
