@@ -86,6 +86,12 @@ pub enum Kind {
     Reset,
     /// Brought in from a bundle.
     Imported,
+    /// An agent's tool call ended inside a turn (its after-tool hook): a point in the turn.
+    Step,
+    /// An agent's turn ended (its turn-end hook): what the turn left.
+    TurnEnd,
+    /// The state a `revert` left (one turn's changes taken back).
+    Revert,
     /// Written by a newer ckpt: shown, never produced.
     #[serde(other)]
     Unknown,
@@ -93,7 +99,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind a checkpoint is recorded with (all but `Unknown`).
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Message,
         Kind::Manual,
         Kind::Auto,
@@ -103,6 +109,9 @@ impl Kind {
         Kind::Approved,
         Kind::Reset,
         Kind::Imported,
+        Kind::Step,
+        Kind::TurnEnd,
+        Kind::Revert,
     ];
 
     /// The kinds a client may ask `checkpoint` to record.
@@ -111,6 +120,12 @@ impl Kind {
     /// Whether a checkpoint of this kind ends its session (the next one starts a new session).
     pub fn ends_session(self) -> bool {
         matches!(self, Kind::Approved | Kind::Reset)
+    }
+
+    /// Whether a checkpoint of this kind is a point inside or at the end of a turn, listed with
+    /// its turn (`--steps`) rather than on its own.
+    pub fn in_turn(self) -> bool {
+        matches!(self, Kind::Step | Kind::TurnEnd)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -124,6 +139,9 @@ impl Kind {
             Kind::Approved => "approved",
             Kind::Reset => "reset",
             Kind::Imported => "imported",
+            Kind::Step => "step",
+            Kind::TurnEnd => "turn-end",
+            Kind::Revert => "revert",
             Kind::Unknown => "unknown",
         }
     }

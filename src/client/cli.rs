@@ -111,6 +111,10 @@ pub enum Command {
     Diff(cmd::diff::Args),
     /// Make the project (or PATHs) equal to checkpoint ID; undoable.
     Restore(cmd::restore::Args),
+    /// Take back exactly what one turn changed (ID: its prompt's checkpoint, or a step: what
+    /// the turn did after it), line by line on today's files: other sessions' work and your
+    /// own edits stay; what changed since is left and named. Undoable.
+    Revert(cmd::revert::Args),
     /// Undo the last restore (of DIALOG, or of any dialog): restore its undo checkpoint.
     Undo {
         /// Undo the last restore of this dialog (default: of any dialog).
@@ -203,6 +207,9 @@ pub enum Command {
         /// One timeline across every watched worktree of this git repository.
         #[arg(long)]
         all_worktrees: bool,
+        /// Each turn's steps too: after each tool call, the tool and the files it named.
+        #[arg(long)]
+        steps: bool,
     },
     /// For each line of a file as it is now, the prompt whose turn wrote it.
     Blame(cmd::blame::Args),

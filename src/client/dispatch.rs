@@ -70,6 +70,7 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
         Command::Show(args) => cmd::show::run(ctx, args),
         Command::Diff(args) => cmd::diff::run(ctx, args),
         Command::Restore(args) => cmd::restore::restore(ctx, args),
+        Command::Revert(args) => cmd::revert::revert(ctx, args),
         Command::Undo { dialog, confirm } => cmd::restore::undo(ctx, dialog, confirm),
         Command::Export(args) => cmd::transfer::export(ctx, args),
         Command::Import { bundle, dialog } => cmd::transfer::import(ctx, bundle, dialog),
@@ -163,7 +164,8 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
             limit,
             paths,
             all_worktrees,
-        } => cmd::log::log(ctx, dialog, limit, paths, all_worktrees),
+            steps,
+        } => cmd::log::log(ctx, dialog, limit, paths, all_worktrees, steps),
         Command::Blame(args) => cmd::blame::blame(ctx, args),
     }
 }

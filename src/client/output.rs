@@ -96,7 +96,7 @@ pub fn counts(c: &Checkpoint) -> String {
 /// What an entry of the timeline did: a prompt's turn (as `ckpt log` counts it, `so far` while
 /// it is the newest) when it is known, else the entry's changes against the one before it.
 pub fn what_it_did(c: &Checkpoint) -> String {
-    match &c.turn {
+    match c.turn_changes() {
         Some(t) => format!(
             "+{} ~{} -{}{}",
             t.added,

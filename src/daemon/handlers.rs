@@ -14,7 +14,8 @@ use super::owner::Owner;
 use super::projects::{forget, projects, status, unwatch, watch};
 use super::Daemon;
 use crate::engine::{
-    self, checkpoint, edit, history, restore, share, timeline, transfer, Opened, Project,
+    self, checkpoint, edit, history, restore, revert, share, timeline, transfer, turns, Opened,
+    Project,
 };
 use crate::protocol::events::EventKind;
 use crate::protocol::methods::{NoParams, SubscribeParams};
@@ -129,6 +130,18 @@ of_project!(
     PruneParams
 );
 
+impl OfProject for crate::protocol::turns::StepParams {
+    fn project(&self) -> &Path {
+        &self.project
+    }
+}
+
+impl OfProject for crate::protocol::turns::RevertParams {
+    fn project(&self) -> &Path {
+        &self.project
+    }
+}
+
 macro_rules! of_project_sharing {
     ($($ty:ident),*) => {$(
         impl OfProject for crate::protocol::sharing::$ty {
@@ -208,6 +221,8 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         FileAt::NAME => on_project::<FileAt>(d, params, checkpoint::file_at).await,
         Show::NAME => on_project::<Show>(d, params, checkpoint::show).await,
         Diff::NAME => on_project::<Diff>(d, params, checkpoint::diff_checkpoints).await,
+        Step::NAME => on_project::<Step>(d, params, turns::step).await,
+        Revert::NAME => on_project::<Revert>(d, params, revert::revert).await,
         Restore::NAME => on_project::<Restore>(d, params, restore::restore).await,
         Undo::NAME => on_project::<Undo>(d, params, restore::undo).await,
         Tag::NAME => on_project::<Tag>(d, params, checkpoint::tag).await,

@@ -84,6 +84,9 @@ pub fn list(p: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Ch
         Some(_) => Vec::new(),
         None => o.store.list(&repo, params.dialog.as_deref())?,
     };
+    if !params.steps {
+        all.retain(|c| !c.kind.in_turn());
+    }
     // Turns are counted on the whole timeline: a prompt's next one may be left out below.
     let whole = params.turns.then(|| all.clone());
     if !params.all_sessions {
@@ -135,7 +138,9 @@ pub fn list(p: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Ch
     };
     let mut listed = super::wire::checkpoints(all);
     for c in &mut listed {
-        c.turn = turns.get(&c.id).cloned();
+        if let Some(t) = turns.get(&c.id) {
+            c.turn = Some(r::TurnField::Changes(t.clone()));
+        }
     }
     Ok(listed)
 }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
 
+use super::attribution::Spans;
 use super::{Error, Opened, Project, Result};
 use crate::model::{CheckpointId, Kind};
 use crate::protocol::methods::{BlameParams, LogParams};
@@ -25,9 +26,17 @@ use crate::store::Checkpoint;
 pub fn log(p: &Project, o: &mut Opened, params: LogParams) -> Result<Vec<r::Turn>> {
     let paths = p.tree_paths(&params.paths)?;
     let repo = o.store.repo();
-    let mut prompts: Vec<Checkpoint> = o
-        .store
-        .list(&repo, params.dialog.as_deref())?
+    let listed = o.store.list(&repo, params.dialog.as_deref())?;
+    // Each turn's steps and end, oldest first, when asked for.
+    let mut steps: HashMap<CheckpointId, Vec<Checkpoint>> = HashMap::new();
+    if params.steps {
+        for c in listed.iter().rev() {
+            if let Some(point) = &c.point {
+                steps.entry(point.turn).or_default().push(c.clone());
+            }
+        }
+    }
+    let mut prompts: Vec<Checkpoint> = listed
         .into_iter()
         .filter(|c| c.kind == Kind::Message)
         .collect();
@@ -39,6 +48,7 @@ pub fn log(p: &Project, o: &mut Opened, params: LogParams) -> Result<Vec<r::Turn
         true => None,
         false => Some(o.current_tree(p)?),
     };
+    let exact = exact_turns(o, &prompts.iter().collect::<Vec<_>>(), now, &paths)?;
     let repo = o.store.repo();
     // The tree and id of the prompt after each dialog's (newer ones come first).
     let mut next: HashMap<String, (gix::ObjectId, CheckpointId)> = HashMap::new();
@@ -49,10 +59,16 @@ pub fn log(p: &Project, o: &mut Opened, params: LogParams) -> Result<Vec<r::Turn
             Some((tree, id)) => (*tree, Some(*id)),
             None => (now.expect("there are prompts"), None),
         };
-        let changes = diff_trees(&repo, Some(tree), Some(until_tree), &paths)?;
-        let (added, modified, deleted) = count_changes(&changes);
         next.insert(prompt.dialog.clone(), (tree, prompt.id));
-        if !paths.is_empty() && changes.is_empty() {
+        let (added, modified, deleted, until) = match exact.get(&prompt.id) {
+            Some(t) => (t.added, t.modified, t.deleted, t.until),
+            None => {
+                let changes = diff_trees(&repo, Some(tree), Some(until_tree), &paths)?;
+                let (added, modified, deleted) = count_changes(&changes);
+                (added, modified, deleted, until)
+            }
+        };
+        if !paths.is_empty() && added + modified + deleted == 0 {
             continue;
         }
         if params.limit.is_some_and(|limit| turns.len() >= limit) {
@@ -62,7 +78,9 @@ pub fn log(p: &Project, o: &mut Opened, params: LogParams) -> Result<Vec<r::Turn
         if params.meta {
             o.store.load_meta(&repo, &mut prompt)?;
         }
+        let steps = steps.remove(&prompt.id).unwrap_or_default();
         turns.push(r::Turn {
+            steps: super::wire::checkpoints(steps),
             prompt: prompt.into(),
             turn: r::TurnChanges {
                 added,
@@ -93,9 +111,15 @@ pub fn turns(
         return Ok(out);
     }
     let now = o.current_tree(p)?;
+    let exact = exact_turns(o, &prompts, Some(now), &[])?;
     let repo = o.store.repo();
     let mut next: HashMap<&str, &Checkpoint> = HashMap::new();
     for prompt in prompts {
+        if let Some(t) = exact.get(&prompt.id) {
+            next.insert(&prompt.dialog, prompt);
+            out.insert(prompt.id, t.clone());
+            continue;
+        }
         let tree = parse_id(&prompt.tree)?;
         let after = next.insert(&prompt.dialog, prompt);
         let ((added, modified, deleted), until) = match after {
@@ -117,6 +141,62 @@ pub fn turns(
                 until,
             },
         );
+    }
+    Ok(out)
+}
+
+/// What each of `prompts` changed in its turn, exactly (see [`super::attribution`]), for
+/// those the spans reach; the changes not checkpointed yet (to `now`) belong to the turn
+/// running alone, if one is. A turn runs until its end (`until`), or the next prompt of its
+/// dialog; none while it runs.
+fn exact_turns(
+    o: &mut Opened,
+    prompts: &[&Checkpoint],
+    now: Option<gix::ObjectId>,
+    paths: &[gix::bstr::BString],
+) -> Result<HashMap<CheckpointId, r::TurnChanges>> {
+    let mut out = HashMap::new();
+    let Some(oldest) = prompts.iter().map(|c| c.created_at.clone()).min() else {
+        return Ok(out);
+    };
+    let spans = Spans::since(o, &oldest)?;
+    let mut work = spans.by_turn(o, 0)?;
+    if let Some(now) = now {
+        let (running, pending) = o.pending(now)?;
+        if let [only] = running.as_slice() {
+            for (how, path) in pending {
+                work.entry(*only).or_default().add(how, path, None);
+            }
+        }
+    }
+    let mut until: HashMap<CheckpointId, CheckpointId> = HashMap::new();
+    let mut open: HashMap<&str, CheckpointId> = HashMap::new();
+    for c in &spans.cps {
+        match (c.kind, &c.point) {
+            (Kind::TurnEnd, Some(p)) => {
+                until.entry(p.turn).or_insert(c.id);
+            }
+            (Kind::Message, _) => {
+                if let Some(before) = open.insert(&c.dialog, c.id) {
+                    until.entry(before).or_insert(c.id);
+                }
+            }
+            _ => {}
+        }
+    }
+    for prompt in prompts {
+        if spans.place(prompt.id).is_none() {
+            continue;
+        }
+        let (added, modified, deleted) =
+            work.get(&prompt.id).map_or((0, 0, 0), |w| w.counts(paths));
+        let turn = r::TurnChanges {
+            added,
+            modified,
+            deleted,
+            until: until.get(&prompt.id).copied(),
+        };
+        out.insert(prompt.id, turn);
     }
     Ok(out)
 }

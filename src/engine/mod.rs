@@ -22,16 +22,21 @@
 //! - [`edit`], [`transactions`]: edit transactions for agent tools, and their saved copies.
 //! - [`share`]: remotes, push and fetch (the transport is the client's `git`).
 //! - [`timeline`]: dialogs, sessions, retention, the disk budget, gc.
+//! - [`turns`]: turns as they run (an agent's after-tool and turn-end hooks: `step`), and
+//!   what each checkpoint records of them; [`attribution`]: who changed what, read from that;
+//!   [`revert`]: one turn's changes taken back ([`merge3`], line by line).
 //! - [`history`]: what the prompts did: their log, and blame by prompt.
 //! - [`events`]: live events for subscribers (fed by the watcher).
 //! - [`registry`]: the registered projects file, and which folders may be projects.
 
+pub mod attribution;
 pub mod checkpoint;
 pub mod edit;
 mod error;
 pub mod events;
 pub mod flush;
 pub mod history;
+pub mod merge3;
 pub mod opened;
 pub mod paths;
 pub mod project;
@@ -39,10 +44,12 @@ pub mod record;
 pub mod registry;
 pub mod replace;
 pub mod restore;
+pub mod revert;
 pub mod share;
 pub mod timeline;
 pub mod transactions;
 pub mod transfer;
+pub mod turns;
 pub mod upkeep;
 pub mod wire;
 pub mod workers;

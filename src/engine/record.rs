@@ -96,6 +96,9 @@ pub(crate) fn record(
     if new.known_changes.is_none() {
         new.known_changes = o.index.last_changes().filter(|k| k.new == tree);
     }
+    if new.span.is_none() && new.kind != Kind::Imported {
+        new.span = o.span_to(tree)?;
+    }
     let recorded = o.store.record_checkpoint(tree, o.index.skipped(), new);
     take_recorded(p, o, tree, recorded)
 }
@@ -110,6 +113,7 @@ pub(crate) fn take_recorded(
 ) -> Result<Checkpoint> {
     let c = recorded.inspect_err(|_| o.forget_if_lost())?;
     *p.last_recorded.lock() = Some(tree);
+    o.turns.note(&c, tree);
     note_recorded(o, &c);
     emit_created(p, &c);
     Ok(c)

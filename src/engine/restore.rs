@@ -253,7 +253,11 @@ fn apply_recording_undo(
         target.seq,
         target.kind
     );
+    // What changed since the checkpoint before, and who was running: kept with the undo point
+    // like with every checkpoint (none where it cannot be read: the undo point matters more).
+    let span = o.span_to(current).unwrap_or_default();
     let new = NewCheckpoint {
+        span,
         // What the index knows of how `current` differs from the tree it wrote before.
         known_changes: o.index.last_changes().filter(|k| k.new == current),
         ..NewCheckpoint::new(target.dialog.clone(), Kind::PreRestore, label)
@@ -373,8 +377,12 @@ fn record_result(
         n => format!(" ({n} paths)"),
     };
     let by = by.map(|by| format!(", asked by {by}")).unwrap_or_default();
+    let done = match end_kind {
+        Kind::Revert => "took back the turn of",
+        _ => "restored to",
+    };
     let label = format!(
-        "restored to {} (#{} {}){scope}{by}",
+        "{done} {} (#{} {}){scope}{by}",
         target.id.short(),
         target.seq,
         target.kind

@@ -2,7 +2,7 @@
 //! converted here so that `protocol` depends on the model alone and never on the store.
 
 use crate::protocol::checkpoints::{
-    ChangeStatus, Checkpoint, DiffResult, FileChange, Imported, RestoreLink,
+    ChangeStatus, Checkpoint, DiffResult, FileChange, Imported, RestoreLink, TurnField,
 };
 use crate::protocol::upkeep::{
     Affected, FsckReport, GcReport, NotImported, PruneReport, PrunedCheckpoint, Repair,
@@ -42,7 +42,10 @@ impl From<store::Checkpoint> for Checkpoint {
             }),
             meta: c.meta,
             origin: c.origin,
-            turn: None,
+            turn: c.point.as_ref().map(|t| TurnField::Of(t.turn)),
+            tool: c.point.as_ref().and_then(|t| t.tool.clone()),
+            step: c.point.as_ref().and_then(|t| t.seq),
+            touched: c.point.map(|t| t.paths).unwrap_or_default(),
         }
     }
 }

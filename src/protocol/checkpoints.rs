@@ -43,9 +43,45 @@ pub struct Checkpoint {
     /// Another person's checkpoint: the remote it was fetched from and who pushed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<crate::model::Origin>,
-    /// For a prompt, when asked (`list` with `turns`): what its turn changed.
+    /// For a prompt, when asked (`list` with `turns`): what its turn changed; for a `step` or a
+    /// `turn-end`: the prompt's checkpoint whose turn it belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn: Option<TurnChanges>,
+    pub turn: Option<TurnField>,
+    /// For a `step`: the tool's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// For a `step`: its place in its turn (1, 2, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// For a `step`: the files its tool named.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub touched: Vec<String>,
+}
+
+/// A checkpoint's `turn`: what a prompt's turn changed, or the turn a step belongs to.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TurnField {
+    Changes(TurnChanges),
+    Of(CheckpointId),
+}
+
+impl Checkpoint {
+    /// What a prompt's turn changed, when it was asked for.
+    pub fn turn_changes(&self) -> Option<&TurnChanges> {
+        match &self.turn {
+            Some(TurnField::Changes(t)) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The turn a step or turn end belongs to.
+    pub fn turn_of(&self) -> Option<CheckpointId> {
+        match &self.turn {
+            Some(TurnField::Of(id)) => Some(*id),
+            _ => None,
+        }
+    }
 }
 
 /// What a prompt's turn changed: from it to the next prompt of its dialog, or to the files as

@@ -72,6 +72,28 @@ pub enum EventKind {
         new_session: u64,
         skipped: Vec<SkippedFile>,
     },
+    /// A step of a running turn was recorded (an agent's tool call ended).
+    Step {
+        id: CheckpointId,
+        dialog: String,
+        turn: CheckpointId,
+        step: u64,
+        tool: Option<String>,
+    },
+    /// An agent's turn ended.
+    TurnEnded {
+        id: CheckpointId,
+        dialog: String,
+        turn: CheckpointId,
+    },
+    /// One turn's changes were taken back.
+    Reverted {
+        turn: CheckpointId,
+        undo_checkpoint: CheckpointId,
+        revert_checkpoint: Option<CheckpointId>,
+        reverted: usize,
+        refused: usize,
+    },
     /// Changes may have been missed: the next checkpoint verifies every file by stat.
     WatchDegraded { reason: String },
     /// The last event of a stream: the subscriber fell too far behind.

@@ -96,6 +96,9 @@ pub struct ListParams {
     /// Each prompt of this store's with what its turn changed (`turn`), as `log` counts it.
     #[serde(default)]
     pub turns: bool,
+    /// Also the turns' steps and ends (kinds `step` and `turn-end`), hidden otherwise.
+    #[serde(default)]
+    pub steps: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -115,6 +118,9 @@ pub struct LogParams {
     /// Only the prompts whose turns changed these paths (files or folders), counted on them.
     #[serde(default, with = "super::wire_path::list")]
     pub paths: Vec<PathBuf>,
+    /// Each turn's steps and end too.
+    #[serde(default)]
+    pub steps: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

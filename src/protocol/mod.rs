@@ -10,6 +10,7 @@ pub mod methods;
 pub mod results;
 pub mod rpc;
 pub mod sharing;
+pub mod turns;
 pub mod upkeep;
 pub mod wire_path;
 

@@ -77,9 +77,12 @@ pub struct Turn {
     #[serde(flatten)]
     pub prompt: Checkpoint,
     pub turn: TurnChanges,
+    /// With `steps`: the turn's steps and end, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<Checkpoint>,
 }
 
-pub use super::checkpoints::TurnChanges;
+pub use super::checkpoints::{TurnChanges, TurnField};
 
 /// `file_at`: a part of a file as a checkpoint holds it.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::methods as p;
 use super::results as r;
 use super::sharing as share;
+use super::turns;
 
 /// A method: its name on the wire, its parameters and its result. The daemon's dispatch and the
 /// client's calls both go through these types, so neither side can drift from the other.
@@ -61,6 +62,10 @@ methods! {
     FileAt = "file_at", p::FileAtParams => r::FileContent;
     Show = "show", p::ShowParams => r::Shown;
     Diff = "diff", p::DiffParams => r::Diffed;
+    /// An agent's after-tool or turn-end hook: a point of the running turn.
+    Step = "step", turns::StepParams => turns::Stepped;
+    /// Takes back exactly what one turn (or its end after a step) changed.
+    Revert = "revert", turns::RevertParams => turns::Reverted;
     Restore = "restore", p::RestoreParams => r::Restored;
     Undo = "undo", p::UndoParams => r::Restored;
     Tag = "tag", p::TagParams => r::Tagged;

@@ -9,6 +9,7 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use super::error::StoreError;
+pub use super::span::{Span, TurnPoint};
 use crate::model::{CheckpointId, Kind, SkippedFile};
 
 /// Commit header that carries a checkpoint's structured metadata.
@@ -76,6 +77,10 @@ pub(crate) struct Header {
     pub(crate) restore: Option<RestoreLink>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) imported: Option<Imported>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) point: Option<TurnPoint>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) span: Option<Span>,
 }
 
 fn first_session() -> u64 {
@@ -135,6 +140,10 @@ pub struct Checkpoint {
     pub restore: Option<RestoreLink>,
     /// For an `imported` checkpoint: its origin.
     pub imported: Option<Imported>,
+    /// For a `step` or `turn-end`: its turn.
+    pub point: Option<TurnPoint>,
+    /// What changed since the project's previous checkpoint, and who was running.
+    pub span: Option<Span>,
     /// Client metadata (JSON), when asked for and present.
     pub meta: Option<serde_json::Value>,
     pub(crate) meta_blob: Option<ObjectId>,
@@ -153,6 +162,8 @@ pub struct NewCheckpoint {
     pub meta: Option<serde_json::Value>,
     pub restore: Option<RestoreLink>,
     pub imported: Option<Imported>,
+    pub point: Option<TurnPoint>,
+    pub span: Option<Span>,
     /// What the caller already knows of how two trees differ (a restore's plan): used for
     /// the counts when they are the parent's tree and this one.
     pub known_changes: Option<KnownChanges>,
@@ -183,6 +194,8 @@ impl NewCheckpoint {
             meta: None,
             restore: None,
             imported: None,
+            point: None,
+            span: None,
             known_changes: None,
             known_files: None,
         }

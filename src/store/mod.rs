@@ -35,6 +35,7 @@ pub mod retention;
 mod sentinel;
 pub mod share;
 pub mod snapshot;
+pub mod span;
 pub mod timeline;
 mod trash;
 pub mod tree;

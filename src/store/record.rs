@@ -101,6 +101,8 @@ impl Store {
             meta: meta_blob.map(|id| id.to_string()),
             restore: new.restore.clone(),
             imported: new.imported.clone(),
+            point: new.point.clone(),
+            span: new.span.clone(),
         };
         let header_json =
             serde_json::to_string(&header).map_err(|e| StoreError::git("encoding metadata", e))?;
@@ -183,6 +185,8 @@ impl Store {
             skipped: header.skipped,
             restore: header.restore,
             imported: header.imported,
+            point: header.point,
+            span: header.span,
             tags: Vec::new(),
             notes: None,
             meta: None,

@@ -241,7 +241,9 @@ fn kept_by_policy(chain: &[Checkpoint], retention: Retention) -> HashSet<Checkpo
         if c.kind == Kind::Approved {
             keep.insert(c.id);
         }
-        if c.kind == Kind::Auto {
+        if c.kind.in_turn() {
+            // A step or a turn's end goes with its turn (below), never counts against `keep`.
+        } else if c.kind == Kind::Auto {
             autos += 1;
             if autos <= retention.auto_keep {
                 keep.insert(c.id);
@@ -262,5 +264,12 @@ fn kept_by_policy(chain: &[Checkpoint], retention: Retention) -> HashSet<Checkpo
         keep.insert(restore);
         keep.insert(undo);
     }
+    // The points of a kept turn stay with it; those of a pruned one go with it.
+    let points: Vec<CheckpointId> = chain
+        .iter()
+        .filter(|c| c.point.as_ref().is_some_and(|p| keep.contains(&p.turn)))
+        .map(|c| c.id)
+        .collect();
+    keep.extend(points);
     keep
 }

@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod agent_turns;
 mod agents;
 mod auto;
 mod blame;
@@ -48,6 +49,7 @@ mod share_bounds;
 mod share_secrets;
 mod soak;
 mod terminal_output;
+mod turns;
 mod ui;
 mod ui_access;
 mod unrecorded;

@@ -27,6 +27,19 @@ pub const ALL: [Agent; 5] = [
     Agent::Copilot,
 ];
 
+/// Which moment of a turn a hook call reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// A user message: the turn starts.
+    Prompt,
+    /// A tool call ended.
+    Step,
+    /// The turn ended.
+    End,
+    /// An event ckpt does not read.
+    Other,
+}
+
 /// What a hook call says about the prompt, whatever the agent.
 #[derive(Debug, Default, PartialEq)]
 pub struct Prompt {
@@ -63,12 +76,42 @@ impl Agent {
         }
     }
 
+    /// Every hook event ckpt installs under: the prompt's ([`Agent::event`]), then the turn's
+    /// end and the after-tool one where ckpt reads them (Codex's and Copilot's wait for their
+    /// binaries to be tried here: their prompt hook alone is installed).
+    pub fn events(self) -> &'static [&'static str] {
+        match self {
+            Agent::ClaudeCode => &["UserPromptSubmit", "Stop", "PostToolUse"],
+            Agent::Gemini => &["BeforeAgent", "AfterAgent", "AfterTool"],
+            Agent::Cursor => &["beforeSubmitPrompt", "stop", "afterFileEdit"],
+            Agent::Codex => &["UserPromptSubmit"],
+            Agent::Copilot => &["userPromptSubmitted"],
+        }
+    }
+
+    /// What a hook call is, from the event the payload names (a payload naming none is a
+    /// prompt's: how the agents without names send it).
+    pub fn moment(self, payload: &Value) -> Moment {
+        let event = payload
+            .get("hook_event_name")
+            .and_then(Value::as_str)
+            .unwrap_or(self.event());
+        match event {
+            "Stop" | "AfterAgent" | "stop" | "agentStop" => Moment::End,
+            "PostToolUse" | "AfterTool" | "afterFileEdit" | "postToolUse" => Moment::Step,
+            "UserPromptSubmit" | "BeforeAgent" | "beforeSubmitPrompt" | "userPromptSubmitted" => {
+                Moment::Prompt
+            }
+            _ => Moment::Other,
+        }
+    }
+
     /// Exactly what the hook prints on stdout, whatever happened: Claude Code and Codex add
     /// plain stdout to the model's context, Gemini wants JSON or nothing, Cursor must be told
     /// to continue, Copilot ignores it.
-    pub fn stdout(self) -> &'static str {
-        match self {
-            Agent::Cursor => "{\"continue\":true}\n",
+    pub fn stdout(self, moment: Moment) -> &'static str {
+        match (self, moment) {
+            (Agent::Cursor, Moment::Prompt) => "{\"continue\":true}\n",
             _ => "",
         }
     }

@@ -39,8 +39,12 @@ fn is_ours(agent: Agent, command: &str) -> bool {
     }
 }
 
-/// The list of entries under the agent's event, created if absent.
-fn entries(agent: Agent, settings: &mut Map<String, Value>) -> Result<&mut Vec<Value>, String> {
+/// The list of entries under `event`, created if absent.
+fn entries<'s>(
+    agent: Agent,
+    settings: &'s mut Map<String, Value>,
+    event: &str,
+) -> Result<&'s mut Vec<Value>, String> {
     if let Some(version) = agent.file_version() {
         settings.entry("version").or_insert(json!(version));
     }
@@ -48,9 +52,34 @@ fn entries(agent: Agent, settings: &mut Map<String, Value>) -> Result<&mut Vec<V
     let hooks = hooks
         .as_object_mut()
         .ok_or("its `hooks` is not an object")?;
-    let list = hooks.entry(agent.event()).or_insert_with(|| json!([]));
+    let list = hooks.entry(event).or_insert_with(|| json!([]));
     list.as_array_mut()
-        .ok_or_else(|| format!("its `hooks.{}` is not a list", agent.event()))
+        .ok_or_else(|| format!("its `hooks.{event}` is not a list"))
+}
+
+/// Makes `list` hold exactly one entry of ckpt's, running `command`: an older one (another
+/// ckpt path) is replaced in place; whether anything changed.
+fn put_ours(agent: Agent, list: &mut Vec<Value>, command: &str) -> bool {
+    let ours: Vec<usize> = (0..list.len())
+        .filter(|&i| {
+            agent
+                .commands_of(&list[i])
+                .iter()
+                .any(|c| is_ours(agent, c))
+        })
+        .collect();
+    let current = ours
+        .first()
+        .is_some_and(|&i| agent.commands_of(&list[i]) == [command.to_string()]);
+    if current && ours.len() == 1 {
+        return false;
+    }
+    let at = ours.first().copied();
+    for &i in ours.iter().rev() {
+        list.remove(i);
+    }
+    list.insert(at.unwrap_or(list.len()), agent.entry(command));
+    true
 }
 
 pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result<i32, ClientError> {
@@ -59,30 +88,18 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result
     let path = agent.settings_file(&root, &home()?, user);
     let command = hook_command(agent)?;
     let changed = edit_settings(&path, |settings: &mut Map<String, Value>| {
-        let list = entries(agent, settings).map_err(|why| {
-            ClientError::Usage(format!("{}: {why}; nothing was changed", path.display()))
-        })?;
-        let ours: Vec<usize> = (0..list.len())
-            .filter(|&i| {
-                agent
-                    .commands_of(&list[i])
-                    .iter()
-                    .any(|c| is_ours(agent, c))
-            })
-            .collect();
-        let current = ours
-            .first()
-            .is_some_and(|&i| agent.commands_of(&list[i]) == [command.clone()]);
-        if current && ours.len() == 1 {
-            return Ok(false);
+        // Every event is checked before any is changed: a bad one changes nothing.
+        for event in agent.events() {
+            entries(agent, settings, event).map_err(|why| {
+                ClientError::Usage(format!("{}: {why}; nothing was changed", path.display()))
+            })?;
         }
-        // Replace an older entry (another ckpt path) in place; add one otherwise.
-        let at = ours.first().copied();
-        for &i in ours.iter().rev() {
-            list.remove(i);
+        let mut changed = false;
+        for event in agent.events() {
+            let list = entries(agent, settings, event).expect("checked above");
+            changed |= put_ours(agent, list, &command);
         }
-        list.insert(at.unwrap_or(list.len()), agent.entry(&command));
-        Ok(true)
+        Ok(changed)
     })?;
     if !user {
         // Registering now makes the first prompt's checkpoint cheap (the first full read of a
@@ -238,34 +255,44 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
     let mut removed = 0;
     // The entries taken out of the text itself, the rest of the user's file byte for byte.
     let in_place = |text: &str| {
-        let settings: Value = serde_json::from_str(text).ok()?;
-        let list = settings.get("hooks")?.get(agent.event())?.as_array()?;
-        let ours: Vec<usize> = (0..list.len())
-            .filter(|&i| {
-                agent
-                    .commands_of(&list[i])
-                    .iter()
-                    .any(|c| is_ours(agent, c))
-            })
-            .collect();
         let mut text = text.to_string();
-        for &i in ours.iter().rev() {
-            text = json_text::remove_element(&text, &["hooks", agent.event()], i)?;
+        for event in agent.events() {
+            let settings: Value = serde_json::from_str(&text).ok()?;
+            let Some(list) = settings
+                .get("hooks")
+                .and_then(|h| h.get(event))
+                .and_then(Value::as_array)
+            else {
+                continue;
+            };
+            let ours: Vec<usize> = (0..list.len())
+                .filter(|&i| {
+                    agent
+                        .commands_of(&list[i])
+                        .iter()
+                        .any(|c| is_ours(agent, c))
+                })
+                .collect();
+            for &i in ours.iter().rev() {
+                text = json_text::remove_element(&text, &["hooks", event], i)?;
+            }
         }
         Some(text)
     };
     edit_settings_in_place(
         &path,
         |settings| {
-            if let Some(list) = settings
-                .get_mut("hooks")
-                .and_then(Value::as_object_mut)
-                .and_then(|h| h.get_mut(agent.event()))
-                .and_then(Value::as_array_mut)
-            {
-                let before = list.len();
-                list.retain(|e| !agent.commands_of(e).iter().any(|c| is_ours(agent, c)));
-                removed = before - list.len();
+            for event in agent.events() {
+                if let Some(list) = settings
+                    .get_mut("hooks")
+                    .and_then(Value::as_object_mut)
+                    .and_then(|h| h.get_mut(*event))
+                    .and_then(Value::as_array_mut)
+                {
+                    let before = list.len();
+                    list.retain(|e| !agent.commands_of(e).iter().any(|c| is_ours(agent, c)));
+                    removed += before - list.len();
+                }
             }
             Ok(removed > 0)
         },
@@ -380,7 +407,19 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
                     None => "not installed".into(),
                     Some((group, index, handler)) => {
                         let command = agent.command_of(handler).unwrap_or_default();
-                        let mut state = format!("installed ({command})");
+                        let turns = turn_events_installed(agent, &settings);
+                        row["turn_events"] = json!(turns);
+                        let mut state = match agent.events().len() {
+                            1 => format!("installed ({command})"),
+                            _ if turns.len() + 1 == agent.events().len() => {
+                                format!("installed with turn ends and steps ({command})")
+                            }
+                            _ => format!(
+                                "installed ({command}); prompts only: `ckpt hook install {}` \
+                                 adds turn ends and steps",
+                                agent.name()
+                            ),
+                        };
                         if agent == Agent::Codex {
                             let handler = codex_trust::Handler {
                                 file: &path,
@@ -441,6 +480,24 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
         }
     }
     Ok(0)
+}
+
+/// The turn-end and after-tool events under which ckpt's hook is installed.
+fn turn_events_installed(agent: Agent, settings: &Map<String, Value>) -> Vec<&'static str> {
+    agent.events()[1..]
+        .iter()
+        .copied()
+        .filter(|event| {
+            settings
+                .get("hooks")
+                .and_then(|h| h.get(*event))
+                .and_then(Value::as_array)
+                .is_some_and(|list| {
+                    list.iter()
+                        .any(|e| agent.commands_of(e).iter().any(|c| is_ours(agent, c)))
+                })
+        })
+        .collect()
 }
 
 /// ckpt's entry in `settings`: its group's index in the event's list, its index in the group's

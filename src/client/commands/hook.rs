@@ -1,6 +1,7 @@
-//! `ckpt hook AGENT`: an agent's prompt hook. It reads the hook's JSON on stdin and records the
-//! checkpoint of that user message, in the project the agent works in, on the dialog of the
-//! agent's session. It never hurts the user's turn: it exits 0 on every path, prints exactly
+//! `ckpt hook AGENT`: an agent's hook. It reads the hook's JSON on stdin and, for a prompt,
+//! records the checkpoint of that user message, in the project the agent works in, on the
+//! dialog of the agent's session; for a tool call's end or the turn's end, a step or the turn's
+//! end of that dialog's running turn (see `engine::turns`). It never hurts the user's turn: it exits 0 on every path, prints exactly
 //! what the agent expects on stdout, and gives up after [`HOOK_BUDGET`] (the checkpoint request,
 //! once sent, still completes in the daemon).
 //!
@@ -15,7 +16,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::client::agents::agent as agents;
-use crate::client::agents::agent::project_root;
+use crate::client::agents::agent::{project_root, Moment};
+use crate::client::agents::tools::tool_call;
 pub use crate::client::agents::Agent;
 
 use super::Ctx;
@@ -23,6 +25,7 @@ use crate::client::agents::conversation::AGENT_KEY;
 use crate::client::{unrecorded, ClientError};
 use crate::protocol::methods::{CheckpointParams, WatchParams};
 use crate::protocol::rpc;
+use crate::protocol::turns::StepParams;
 use crate::protocol::ErrorCode;
 
 /// How long the prompt may wait for the hook, at most.
@@ -31,13 +34,19 @@ pub const HOOK_BUDGET: Duration = Duration::from_secs(2);
 const MAX_PAYLOAD: u64 = 32 * 1024 * 1024;
 
 static ANSWERED: AtomicBool = AtomicBool::new(false);
+/// The call is not a prompt's (its payload named another moment): what it prints differs.
+static NOT_A_PROMPT: AtomicBool = AtomicBool::new(false);
 
 /// Prints the agent's expected stdout, once, whoever gets there first (the work or the
 /// watchdog).
 pub fn answer(agent: Agent) {
     if !ANSWERED.swap(true, Ordering::SeqCst) {
+        let moment = match NOT_A_PROMPT.load(Ordering::SeqCst) {
+            true => Moment::Other,
+            false => Moment::Prompt,
+        };
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(agent.stdout().as_bytes());
+        let _ = out.write_all(agent.stdout(moment).as_bytes());
         let _ = out.flush();
     }
 }
@@ -67,6 +76,19 @@ pub fn run(ctx: &Ctx, agent: Agent) -> Result<i32, ClientError> {
                 Some(cwd) if !cwd.as_os_str().is_empty() => ctx.base.join(cwd),
                 _ => ctx.base.clone(),
             };
+            let moment = agent.moment(&payload);
+            if moment != Moment::Prompt {
+                NOT_A_PROMPT.store(true, Ordering::SeqCst);
+                if let Err(e) = record_step(ctx, agent, &cwd, &payload, &prompt, moment) {
+                    note(
+                        &ctx.paths.data_dir,
+                        agent,
+                        &format!("turn's step or end not recorded: {e}"),
+                    );
+                }
+                answer(agent);
+                return Ok(0);
+            }
             let session = prompt.session.clone();
             let text = prompt.prompt.clone();
             match record(ctx, agent, &cwd, payload, prompt) {
@@ -203,6 +225,42 @@ fn record(
         other => other?,
     };
     Ok(c.id.to_string())
+}
+
+/// Records a tool call's end (a step) or the turn's end on the running turn of the agent's
+/// session; nothing where the project is not watched (its prompt was never recorded either).
+fn record_step(
+    ctx: &Ctx,
+    agent: Agent,
+    cwd: &Path,
+    payload: &Value,
+    prompt: &agents::Prompt,
+    moment: Moment,
+) -> Result<(), ClientError> {
+    if moment == Moment::Other {
+        return Ok(());
+    }
+    let call = match moment {
+        Moment::Step => tool_call(agent, payload),
+        _ => Default::default(),
+    };
+    let params = StepParams {
+        project: cwd.to_path_buf(),
+        dialog: dialog_name(agent, prompt.session.as_deref()),
+        end: moment == Moment::End,
+        tool: call.tool.filter(|t| t.len() <= 200 && !t.contains('\n')),
+        paths: call.paths.into_iter().map(|p| cwd.join(p)).collect(),
+        declared: call.declared,
+        tool_use_id: call
+            .tool_use_id
+            .filter(|t| t.len() <= 200 && !t.contains('\n')),
+        point: call.point,
+    };
+    let mut conn = ctx.connect_for_checkpoint()?;
+    match conn.call::<rpc::Step>(&params) {
+        Err(ClientError::Rpc(e)) if e.kind() == Some(ErrorCode::NotAProject) => Ok(()),
+        other => other.map(drop),
+    }
 }
 
 /// The dialog of an agent session: its id when it is a valid dialog name, else the id with

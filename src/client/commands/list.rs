@@ -31,6 +31,9 @@ pub struct Args {
     /// Your checkpoints and everyone's fetched ones, newest first, with who made each.
     #[arg(long, conflicts_with_all = ["graph", "remote"])]
     pub all: bool,
+    /// Also each turn's steps (after each tool call: the tool and the files it named) and ends.
+    #[arg(long)]
+    pub steps: bool,
 }
 
 pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
@@ -45,6 +48,7 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         all: args.all,
         // A prompt's row shows what its turn did, as `ckpt log` counts it.
         turns: own,
+        steps: args.steps,
     };
     let list = ctx.connect()?.call::<rpc::List>(&params)?;
     if ctx.out.json(&list) {

@@ -71,6 +71,7 @@ pub fn log(
     limit: usize,
     paths: Vec<std::path::PathBuf>,
     all_worktrees: bool,
+    steps: bool,
 ) -> Result<i32, ClientError> {
     let mut conn = ctx.connect()?;
     // Each project asked and the worktree it is, when there are several.
@@ -88,6 +89,7 @@ pub fn log(
             limit: Some(limit),
             meta: true,
             paths: paths.clone(),
+            steps,
         };
         for t in conn.call::<rpc::Log>(&params)? {
             if all_worktrees {
@@ -186,6 +188,25 @@ pub fn log(
             t.turn.deleted
         );
         print_prompt(&c.label);
+        for s in &t.steps {
+            let what = match (&s.step, &s.tool) {
+                (Some(n), Some(tool)) => format!("step {n}  {tool}"),
+                (Some(n), None) => format!("step {n}"),
+                (None, _) => "turn ended".to_string(),
+            };
+            let files = match s.touched.len() {
+                0 => String::new(),
+                _ => format!("  {}", one_line(&s.touched.join(" "), 120)),
+            };
+            outln!(
+                "    {}  {}  {what}{files}  +{} ~{} -{}",
+                s.id.short(),
+                relative_time(&s.created_at),
+                s.added,
+                s.modified,
+                s.deleted
+            );
+        }
     }
     Ok(0)
 }

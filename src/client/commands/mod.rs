@@ -19,6 +19,7 @@ pub mod log;
 pub mod maintenance;
 pub mod prompts;
 pub mod restore;
+pub mod revert;
 pub mod rewind;
 pub mod session;
 pub mod settings;

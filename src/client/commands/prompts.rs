@@ -19,6 +19,7 @@ pub fn prompts(ctx: &Ctx, dialog: Option<String>) -> Result<Vec<Checkpoint>, Cli
         remote: None,
         all: false,
         turns: false,
+        steps: false,
     };
     let mut list = ctx.connect()?.call::<rpc::List>(&params)?;
     list.retain(|c| c.kind == Kind::Message);

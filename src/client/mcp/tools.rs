@@ -70,7 +70,7 @@ fn list_entry(c: &crate::protocol::results::Checkpoint) -> Value {
     let mut entry = json!({"id": c.id, "kind": c.kind, "label": c.label,
         "dialog": c.dialog, "seq": c.seq, "created_at": c.created_at,
         "added": c.added, "modified": c.modified, "deleted": c.deleted});
-    if let Some(t) = &c.turn {
+    if let Some(t) = c.turn_changes() {
         entry["turn"] = json!({"added": t.added, "modified": t.modified,
             "deleted": t.deleted, "finished": t.until.is_some()});
     }
@@ -111,6 +111,7 @@ pub fn call(
                 remote: None,
                 all: false,
                 turns: true,
+                steps: false,
             };
             let mut all = conn.call::<rpc::List>(&params).map_err(failed)?;
             if a.prompts_only == Some(true) {
@@ -252,6 +253,7 @@ fn last_turn(
         remote: None,
         all: false,
         turns: false,
+        steps: false,
     };
     let list = conn.call::<rpc::List>(&params).map_err(|e| e.to_string())?;
     let newest = list
@@ -302,6 +304,7 @@ fn restore(
             remote: None,
             all: false,
             turns: false,
+            steps: false,
         };
         let recent = conn.call::<rpc::List>(&params).map_err(|e| e.to_string())?;
         for c in recent {

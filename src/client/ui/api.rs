@@ -103,6 +103,7 @@ pub async fn list(State(ui): State<Arc<Ui>>, Query(q): Query<ListQuery>) -> Resp
             remote: None,
             all: false,
             turns: true,
+            steps: false,
         })
     })
     .await

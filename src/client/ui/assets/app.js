@@ -103,6 +103,12 @@ function ago(iso) {
   return `${Math.floor(s / 86400)}d ago`;
 }
 
+// A prompt's turn, as `ckpt log` counts it, when the list carries it; else the entry itself (a
+// step's `turn` names the prompt it belongs to).
+function turnOf(c) {
+  return c.turn && typeof c.turn === "object" ? c.turn : c;
+}
+
 function title(c) {
   if (c.label) return c.label;
   return c.kind === "message" ? "(prompt without text)" : `(${c.kind.replace("_", " ")})`;
@@ -326,9 +332,9 @@ function entry(c, i) {
     el("span", "dialog", dialogName(c.dialog)),
     el("span", "agent", state.agents.get(c.dialog) || ""),
     // What the entry did: a prompt's turn, as `ckpt log` counts it; else its own changes.
-    el("span", "add", `+${(c.turn || c).added}`),
-    el("span", "mod", `~${(c.turn || c).modified}`),
-    el("span", "del", `−${(c.turn || c).deleted}${c.turn && !c.turn.until ? " so far" : ""}`),
+    el("span", "add", `+${turnOf(c).added}`),
+    el("span", "mod", `~${turnOf(c).modified}`),
+    el("span", "del", `−${turnOf(c).deleted}${turnOf(c) !== c && !c.turn.until ? " so far" : ""}`),
   );
   row.append(meta);
   row.addEventListener("click", () => { moveTo(i); openEntry(c); });
@@ -410,7 +416,7 @@ async function openEntry(c) {
       from = from.id; to = to.id;
     } else if (view === "turn") {
       // A prompt's turn runs to the next prompt of its dialog (as `ckpt log` counts it).
-      const until = c.turn ? state.all.find((x) => x.id === c.turn.until) || null : nextInDialog(c);
+      const until = turnOf(c) !== c ? state.all.find((x) => x.id === c.turn.until) || null : nextInDialog(c);
       from = c.id;
       to = until ? until.id : null;
       caption = until

@@ -1,0 +1,292 @@
+//! `revert`: takes back exactly what one turn changed (or what it changed after one of its
+//! steps), on top of the files as they are now, and nothing else.
+//!
+//! Top-down: find the turn's changes in the spans ([`Spans::by_turn`]'s rule, per path: the
+//! spans it changed the path in); undo them newest first on today's content ([`undo_one`]: a
+//! file still as the turn left it goes back whole, a text file that moved on since goes back
+//! hunk by hunk, [`take_back`]); write the result as a tree; and apply it as a restore limited
+//! to those paths (an undo point first, atomic writes, the result recorded as a `revert`).
+//! What cannot be taken back is left as it is and named with the reason.
+
+use std::collections::BTreeMap;
+
+use gix::bstr::BString;
+use gix::objs::tree::EntryKind;
+
+use super::attribution::{Owner, Spans};
+use super::merge3::take_back;
+use super::restore::restore_to;
+use super::{Error, Opened, Project, Result};
+use crate::index::Trees;
+use crate::model::{CheckpointId, Kind};
+use crate::protocol::events::EventKind;
+use crate::protocol::turns::{Refused, RevertParams, Reverted};
+use crate::store::checkpoint::parse_id;
+use crate::store::diff::is_binary;
+use crate::store::tree::{within, FileState};
+use crate::store::{Checkpoint, StoreError};
+
+/// A path's entry in a tree: None when the tree has no file there.
+fn entry_at(repo: &gix::Repository, tree: gix::ObjectId, path: &str) -> Result<Option<FileState>> {
+    let tree = repo
+        .find_tree(tree)
+        .map_err(|e| StoreError::git("reading a tree", e))?;
+    let entry = tree
+        .lookup_entry_by_path(std::path::Path::new(path))
+        .map_err(|e| StoreError::git("reading a tree", e))?;
+    Ok(entry
+        .map(|e| FileState {
+            kind: e.mode().kind(),
+            id: e.object_id(),
+        })
+        .filter(|f| f.kind != EntryKind::Tree))
+}
+
+fn blob(repo: &gix::Repository, id: gix::ObjectId) -> Result<Vec<u8>> {
+    Ok(repo
+        .find_object(id)
+        .map_err(|e| StoreError::git("reading a file", e))?
+        .detach()
+        .data)
+}
+
+/// One span's change of a path (`before` → `after`) undone from `now`: the new state, or why
+/// it could not be, and how many hunks were left.
+fn undo_one(
+    repo: &gix::Repository,
+    before: Option<&FileState>,
+    after: Option<&FileState>,
+    now: Option<&FileState>,
+) -> Result<(Option<FileState>, Option<String>)> {
+    if now == after {
+        return Ok((before.cloned(), None));
+    }
+    let text = |f: &FileState| matches!(f.kind, EntryKind::Blob | EntryKind::BlobExecutable);
+    let (Some(b), Some(a), Some(n)) = (before, after, now) else {
+        let why = match (after, now) {
+            (None, Some(_)) => "created again since the turn deleted it",
+            (Some(_), None) => "deleted since the turn changed it",
+            _ if before.is_none() => "the turn created it and it was changed since",
+            _ => "changed since by someone else",
+        };
+        return Ok((now.cloned(), Some(why.into())));
+    };
+    if !(text(b) && text(a) && text(n)) {
+        return Ok((
+            now.cloned(),
+            Some(
+                "changed since by someone else (not a text file: reverted whole or not at all)"
+                    .into(),
+            ),
+        ));
+    }
+    let (bd, ad, nd) = (blob(repo, b.id)?, blob(repo, a.id)?, blob(repo, n.id)?);
+    if is_binary(&bd) || is_binary(&ad) || is_binary(&nd) {
+        return Ok((
+            now.cloned(),
+            Some(
+                "a binary file changed since by someone else: reverted whole or not at all".into(),
+            ),
+        ));
+    }
+    let t = take_back(&bd, &ad, &nd);
+    let why = (t.refused > 0).then(|| {
+        format!(
+            "{} of {} of the turn's changes in it were left: their lines were changed since by \
+             someone else",
+            t.refused,
+            t.refused + t.taken
+        )
+    });
+    if t.taken == 0 {
+        return Ok((now.cloned(), why));
+    }
+    let id = repo
+        .write_blob(&t.data)
+        .map_err(|e| StoreError::git("writing a file", e))?
+        .detach();
+    // The mode the turn set goes back only where nobody changed it since.
+    let kind = if n.kind == a.kind { b.kind } else { n.kind };
+    Ok((Some(FileState { kind, id }), why))
+}
+
+/// The turn `revert` takes back, and the step after which it does (none: the whole turn).
+fn turn_of(target: &Checkpoint) -> Result<(CheckpointId, Option<CheckpointId>)> {
+    if target.origin.is_some() || target.imported.is_some() {
+        return Err(Error::invalid(format!(
+            "checkpoint {} was brought in (from a bundle or a remote): this store does not know \
+             the turn that made it; `ckpt restore` it instead; nothing was changed",
+            target.id.short()
+        )));
+    }
+    match (target.kind, &target.point) {
+        (Kind::Message, _) => Ok((target.id, None)),
+        (Kind::Step, Some(p)) => Ok((p.turn, Some(target.id))),
+        (kind, _) => Err(Error::invalid(format!(
+            "checkpoint {} is a `{kind}` checkpoint: revert takes a prompt's checkpoint (its \
+             turn) or a step (what its turn did after it); nothing was changed",
+            target.id.short()
+        ))),
+    }
+}
+
+pub fn revert(p: &Project, o: &mut Opened, params: RevertParams) -> Result<Reverted> {
+    let only = p.tree_paths(&params.paths)?;
+    let target = {
+        let repo = o.store.repo();
+        o.store
+            .resolve_in(&repo, &params.id, params.dialog.as_deref())?
+    };
+    let (turn, from_step) = turn_of(&target)?;
+    let prompt = match from_step {
+        None => target.clone(),
+        Some(_) => {
+            let repo = o.store.repo();
+            o.store.checkpoint(&repo, turn.object_id()).map_err(|_| {
+                Error::invalid(format!(
+                    "the turn of step {} ({}) is no longer in the store (pruned); nothing was \
+                     changed",
+                    target.id.short(),
+                    turn.short()
+                ))
+            })?
+        }
+    };
+    o.prepare(p)?;
+    let current = o.write_tree(Trees::New)?;
+    // Today's files are read below: what the index just wrote becomes readable.
+    o.store.flush_objects()?;
+    let spans = Spans::since(o, &prompt.created_at)?;
+    let start = spans.place(from_step.unwrap_or(turn)).ok_or_else(|| {
+        Error::invalid(format!(
+            "checkpoint {} is not among the turns this store kept exactly (recorded before \
+                 ckpt kept turns, or its history was pruned): `ckpt diff` and `ckpt restore` \
+                 work on it; nothing was changed",
+            target.id.short()
+        ))
+    })?;
+    // Per path, the spans in which the turn changed it.
+    let mut todo: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut refused: BTreeMap<String, String> = BTreeMap::new();
+    for at in start + 1..spans.cps.len() {
+        for (_, path) in spans.changes(o, at)? {
+            if !only.is_empty() && !within(path.as_bytes(), &only) {
+                continue;
+            }
+            match spans.owner(at, &path) {
+                Owner::Turn(t) if t == turn => todo.entry(path).or_default().push(at),
+                Owner::Ambiguous(ts) if ts.contains(&turn) => {
+                    if params.force {
+                        todo.entry(path).or_default().push(at);
+                    } else {
+                        let others: Vec<String> = ts
+                            .iter()
+                            .filter(|t| **t != turn)
+                            .map(|t| t.short().to_string())
+                            .collect();
+                        refused.insert(
+                            path,
+                            format!(
+                                "ambiguous: changed while the turn of {} was running too, and \
+                                 nothing tells which turn did it (`--force` takes it back)",
+                                others.join(", ")
+                            ),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    for path in refused.keys() {
+        todo.remove(path);
+    }
+    // Undo each path's changes newest first, on the file as it is now.
+    let mut result: Vec<(String, Option<FileState>)> = Vec::new();
+    {
+        let txn = o.store.begin();
+        txn.objects(|repo| -> Result<()> {
+            for (path, places) in &todo {
+                let mut state = entry_at(repo, current, path)?;
+                let start = state;
+                let mut why = None;
+                for &at in places.iter().rev() {
+                    let c = &spans.cps[at];
+                    let span = c.span.as_ref().expect("a change comes from a span");
+                    let before = entry_at(repo, parse_id(&span.before)?, path)?;
+                    let after = entry_at(repo, parse_id(&c.tree)?, path)?;
+                    let (next, w) =
+                        undo_one(repo, before.as_ref(), after.as_ref(), state.as_ref())?;
+                    state = next;
+                    why = why.or(w);
+                }
+                if let Some(why) = why {
+                    refused.insert(path.clone(), why);
+                }
+                if state != start {
+                    result.push((path.clone(), state));
+                }
+            }
+            Ok(())
+        })?;
+        drop(txn);
+    }
+    let reverted: Vec<String> = result.iter().map(|(p, _)| p.clone()).collect();
+    let refused: Vec<Refused> = refused
+        .into_iter()
+        .map(|(path, reason)| Refused { path, reason })
+        .collect();
+    if result.is_empty() {
+        return Ok(Reverted {
+            turn,
+            from_step,
+            dry_run: params.dry_run,
+            reverted,
+            refused,
+            skipped: Vec::new(),
+            undo_checkpoint: None,
+            revert_checkpoint: None,
+        });
+    }
+    // The files now with the turn's changes taken back: the restore's target.
+    let merged = o.store.begin().objects(|repo| -> Result<gix::ObjectId> {
+        let mut editor = repo
+            .edit_tree(current)
+            .map_err(|e| StoreError::git("editing a tree", e))?;
+        for (path, state) in &result {
+            let edited = match state {
+                Some(f) => editor.upsert(path.as_str(), f.kind, f.id).map(drop),
+                None => editor.remove(path.as_str()).map(drop),
+            };
+            edited.map_err(|e| StoreError::git("editing a tree", e))?;
+        }
+        Ok(editor
+            .write()
+            .map_err(|e| StoreError::git("writing a tree", e))?
+            .detach())
+    })?;
+    o.store.flush_objects()?;
+    let mut goal = prompt.clone();
+    goal.tree = merged.to_string();
+    let paths: Vec<BString> = reverted.iter().map(|p| BString::from(p.as_str())).collect();
+    let restored = restore_to(p, o, &goal, paths, params.dry_run, Kind::Revert, None)?;
+    if let Some(undo) = restored.undo_checkpoint {
+        p.events.emit(EventKind::Reverted {
+            turn,
+            undo_checkpoint: undo,
+            revert_checkpoint: restored.restore_checkpoint,
+            reverted: reverted.len(),
+            refused: refused.len(),
+        });
+    }
+    Ok(Reverted {
+        turn,
+        from_step,
+        dry_run: params.dry_run,
+        reverted,
+        refused,
+        skipped: restored.skipped,
+        undo_checkpoint: restored.undo_checkpoint,
+        revert_checkpoint: restored.restore_checkpoint,
+    })
+}

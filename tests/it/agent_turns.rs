@@ -1,0 +1,137 @@
+//! Exact turns with the real Claude Code offline: two sessions in one folder, their prompt,
+//! after-tool and turn-end hooks as `ckpt hook install` wrote them, the user's own edits
+//! between; `ckpt revert` of one session's turn leaves the other's files and the user's edits
+//! byte-identical. Ignored by default (it needs the agents); `.ci/run` runs it.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::agents::{agent_bin, git_in_worktree, model};
+use crate::harness::*;
+
+/// One headless Claude Code turn on `prompt` (a new session); its session id.
+fn claude_turn(env: &TestEnv, p: &Path, port: u16, prompt: &str) -> String {
+    let mut cmd = Command::new(agent_bin("claude", "claude"));
+    env.env(&mut cmd);
+    let out = cmd
+        .current_dir(p)
+        .stdin(Stdio::null())
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "sk-ant-offline")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .args([
+            "--output-format",
+            "json",
+            "--permission-mode",
+            "acceptEdits",
+        ])
+        .args(["--allowedTools", "Bash", "-p", prompt])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    result["session_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn claude_code_sessions_in_one_folder_revert_only_their_own_turns() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    git_in_worktree(&p, &["init", "-q"]);
+    write(&p, "notes.txt", "notes\n");
+    write(&p, "gone-a.txt", "A deletes me\n");
+    write(&p, "gone-b.txt", "B deletes me\n");
+    let out = env.ckpt_in(&p, &["hook", "install", "claude-code"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let status = env.json_in(&p, &["hook", "status"]);
+    let row = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["agent"] == "claude-code" && r["scope"] == "project")
+        .unwrap();
+    assert_eq!(
+        row["turn_events"],
+        serde_json::json!(["Stop", "PostToolUse"]),
+        "{row}"
+    );
+    let log = env.home.join("model.log");
+    let (mut server, port) = model("anthropic.py", &p, &log);
+    // Session A writes a.txt, appends to notes.txt and deletes gone-a.txt (Write, then Bash).
+    let a = claude_turn(&env, &p, port, "A: write:a.txt delete:gone-a.txt");
+    // The user edits between the turns; then session B does the same with its own files.
+    write(&p, "user.txt", "the user's own file\n");
+    let b = claude_turn(&env, &p, port, "B: write:b.txt delete:gone-b.txt");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_ne!(a, b);
+
+    let log = env.json_in(&p, &["log", "--steps"])["prompts"].clone();
+    let prompt_of = |session: &str| {
+        log.as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["dialog"] == session)
+            .unwrap_or_else(|| panic!("no prompt of {session}: {log}"))
+            .clone()
+    };
+    let (ta, tb) = (prompt_of(&a), prompt_of(&b));
+    // Each turn: its Write and its Bash as steps, then its end; a.txt added, notes.txt
+    // modified, gone-a.txt deleted, and not the user's file.
+    let kinds: Vec<&str> = ta["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["step", "step", "turn-end"], "{ta}");
+    assert_eq!(ta["steps"][0]["tool"], "Write");
+    assert_eq!(ta["steps"][0]["touched"], serde_json::json!(["a.txt"]));
+    assert_eq!(ta["steps"][1]["tool"], "Bash");
+    let counts = |t: &Value| {
+        let c = &t["turn"];
+        (
+            c["added"].as_u64(),
+            c["modified"].as_u64(),
+            c["deleted"].as_u64(),
+        )
+    };
+    assert_eq!(counts(&ta), (Some(1), Some(1), Some(1)), "{ta}");
+    assert_eq!(counts(&tb), (Some(1), Some(1), Some(1)), "{tb}");
+
+    let before = tree_state(&p);
+    let out = env.ckpt_in(
+        &p,
+        &["--json", "revert", "--yes", ta["id"].as_str().unwrap()],
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{r} {}", stderr(&out));
+    assert_eq!(
+        r["reverted"],
+        serde_json::json!(["a.txt", "gone-a.txt", "notes.txt"]),
+        "{r}"
+    );
+    assert!(!p.join("a.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.join("gone-a.txt")).unwrap(),
+        "A deletes me\n"
+    );
+    // B's line in notes.txt stays (one of the two identical appends goes), B's files stay,
+    // the user's file stays.
+    assert_eq!(
+        std::fs::read_to_string(p.join("notes.txt")).unwrap(),
+        "notes\nshell was here\n"
+    );
+    assert!(p.join("b.txt").exists() && !p.join("gone-b.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.join("user.txt")).unwrap(),
+        "the user's own file\n"
+    );
+    env.json_in(&p, &["undo", "--yes"]);
+    assert_eq!(tree_state(&p), before);
+    env.fsck();
+}
