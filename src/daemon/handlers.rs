@@ -14,7 +14,7 @@ use super::owner::Owner;
 use super::projects::{forget, projects, status, unwatch, watch};
 use super::Daemon;
 use crate::engine::{
-    self, checkpoint, edit, history, restore, revert, share, timeline, transfer, turns, Opened,
+    self, checkpoint, edit, history, restore, revert, share, step, timeline, transfer, Opened,
     Project,
 };
 use crate::protocol::events::EventKind;
@@ -221,7 +221,7 @@ async fn dispatch(daemon: &Arc<Daemon>, method: &str, params: Option<Value>) -> 
         FileAt::NAME => on_project::<FileAt>(d, params, checkpoint::file_at).await,
         Show::NAME => on_project::<Show>(d, params, checkpoint::show).await,
         Diff::NAME => on_project::<Diff>(d, params, checkpoint::diff_checkpoints).await,
-        Step::NAME => on_project::<Step>(d, params, turns::step).await,
+        Step::NAME => on_project::<Step>(d, params, step::step).await,
         Revert::NAME => on_project::<Revert>(d, params, revert::revert).await,
         Restore::NAME => on_project::<Restore>(d, params, restore::restore).await,
         Undo::NAME => on_project::<Undo>(d, params, restore::undo).await,

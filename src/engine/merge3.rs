@@ -109,9 +109,12 @@ pub fn take_back(before: &[u8], after: &[u8], now: &[u8]) -> TakenBack {
     };
     let mut out = Vec::with_capacity(now.len());
     let (mut copied, mut taken, mut refused) = (0, 0, 0);
+    // Lines that put back a last line without its newline must stay last: anything after them
+    // would be joined to them.
+    let ends_open = |h: &Hunk| h.b1 > h.b0 && !b[h.b1 - 1].ends_with(b"\n");
     for h in &hunks {
         match place(h) {
-            Some((n0, n1)) if n0 >= copied => {
+            Some((n0, n1)) if n0 >= copied && (!ends_open(h) || n1 == n.len()) => {
                 n[copied..n0].iter().for_each(|l| out.extend_from_slice(l));
                 b[h.b0..h.b1].iter().for_each(|l| out.extend_from_slice(l));
                 copied = n1;

@@ -22,8 +22,9 @@
 //! - [`edit`], [`transactions`]: edit transactions for agent tools, and their saved copies.
 //! - [`share`]: remotes, push and fetch (the transport is the client's `git`).
 //! - [`timeline`]: dialogs, sessions, retention, the disk budget, gc.
-//! - [`turns`]: turns as they run (an agent's after-tool and turn-end hooks: `step`), and
-//!   what each checkpoint records of them; [`attribution`]: who changed what, read from that;
+//! - [`running`]: turns as they run; [`turns`]:
+//!   what each checkpoint records of them ([`step`]: an agent's after-tool and turn-end hooks);
+//!   [`attribution`]: who changed what, read from that;
 //!   [`revert`]: one turn's changes taken back ([`merge3`], line by line).
 //! - [`history`]: what the prompts did: their log, and blame by prompt.
 //! - [`events`]: live events for subscribers (fed by the watcher).
@@ -45,7 +46,9 @@ pub mod registry;
 pub mod replace;
 pub mod restore;
 pub mod revert;
+pub mod running;
 pub mod share;
+pub mod step;
 pub mod timeline;
 pub mod transactions;
 pub mod transfer;

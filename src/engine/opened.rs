@@ -59,8 +59,8 @@ pub struct Opened {
     /// When the registry of projects last changed, as the last look for a sibling worktree saw
     /// it (see [`Opened::upkeep`]).
     pub(crate) registry_seen: Option<std::time::SystemTime>,
-    /// The turns running now and the checkpoint recorded last (see [`super::turns`]).
-    pub(crate) turns: super::turns::Running,
+    /// The turns running now and the checkpoint recorded last (see [`super::running`]).
+    pub(crate) turns: super::running::Running,
 }
 
 impl Opened {

@@ -276,6 +276,10 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
             for &i in ours.iter().rev() {
                 text = json_text::remove_element(&text, &["hooks", event], i)?;
             }
+            // A list left empty by ckpt's entry going is ckpt's too.
+            if !ours.is_empty() && ours.len() == list.len() {
+                text = json_text::remove_member(&text, &["hooks"], event)?;
+            }
         }
         Some(text)
     };
@@ -292,6 +296,13 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
                     let before = list.len();
                     list.retain(|e| !agent.commands_of(e).iter().any(|c| is_ours(agent, c)));
                     removed += before - list.len();
+                    if list.is_empty() && before > 0 {
+                        if let Some(hooks) =
+                            settings.get_mut("hooks").and_then(Value::as_object_mut)
+                        {
+                            hooks.remove(*event);
+                        }
+                    }
                 }
             }
             Ok(removed > 0)

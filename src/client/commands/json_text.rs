@@ -26,6 +26,56 @@ pub fn remove_element(text: &str, path: &[&str], index: usize) -> Option<String>
     Some(out)
 }
 
+/// `text` without member `key` of the object at `path`, the comma and space around it taken
+/// out with it.
+pub fn remove_member(text: &str, path: &[&str], key: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let mut at = skip_space(b, 0);
+    for k in path {
+        at = member(b, at, k)?;
+    }
+    if b.get(at) != Some(&b'{') {
+        return None;
+    }
+    let open = at;
+    // Each member's range (key to value end) and name.
+    let mut members: Vec<(Range<usize>, String)> = Vec::new();
+    at = skip_space(b, at + 1);
+    let close = loop {
+        match b.get(at)? {
+            b'}' => break at,
+            b'"' => {}
+            _ => return None,
+        }
+        let start = at;
+        let key_end = string_end(b, at)?;
+        let name: String = serde_json::from_slice(&b[at..key_end]).ok()?;
+        at = skip_space(b, key_end);
+        if b.get(at) != Some(&b':') {
+            return None;
+        }
+        let end = value_end(b, skip_space(b, at + 1))?;
+        members.push((start..end, name));
+        at = skip_space(b, end);
+        match b.get(at)? {
+            b',' => at = skip_space(b, at + 1),
+            b'}' => break at,
+            _ => return None,
+        }
+    };
+    let index = members.iter().position(|(_, name)| name == key)?;
+    let element = &members[index].0;
+    let cut = match (index.checked_sub(1), members.get(index + 1)) {
+        (_, Some((next, _))) => element.start..next.start,
+        (Some(before), None) => members[before].0.end..element.end,
+        (None, None) => open + 1..close,
+    };
+    let mut out = String::with_capacity(text.len());
+    out.push_str(&text[..cut.start]);
+    out.push_str(&text[cut.end..]);
+    Some(out)
+}
+
 /// The array at `path`: its `[` and `]` and its elements' ranges.
 fn array_at(b: &[u8], path: &[&str]) -> Option<(usize, Vec<Range<usize>>, usize)> {
     let mut at = skip_space(b, 0);
