@@ -50,6 +50,8 @@ use serde_json::json;
 
 #[path = "checkpoint/deflate.rs"]
 mod deflate;
+#[path = "checkpoint/turns.rs"]
+mod turns;
 #[path = "checkpoint/versus.rs"]
 mod versus;
 
@@ -331,6 +333,12 @@ fn main() {
     // Blame: a 5,000-line file changed by each of 200 prompts, against `git blame` of a repository
     // holding the same 200 versions of it alone.
     rows.push(blame_case(&mut conn, &daemon, &root, tmp.path(), args.runs));
+
+    // Exact turns: the after-tool hook at each tool call, and a revert of one turn.
+    let (turn_rows, turn_notes) =
+        turns::cases(&args, &mut conn, &daemon.socket, &root, &shadow, &mut round);
+    rows.extend(turn_rows);
+    daemon.note_peak("turns");
     daemon.note_peak("blame");
 
     // Under load: a build-like writer beside the project.
@@ -458,6 +466,9 @@ fn main() {
             ms(row.theirs),
             row.theirs.as_secs_f64() / row.ours.as_secs_f64().max(1e-9)
         );
+    }
+    for note in &turn_notes {
+        println!("{note}");
     }
     println!(
         "{:<34} {:>9.1} ms  (p99 {:.1} ms, max {:.1} ms; every 10th prompt also applies retention)",

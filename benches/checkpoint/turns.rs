@@ -1,0 +1,119 @@
+//! Exact turns: what an agent waits for at each tool call (`ckpt hook claude-code` with a
+//! `PostToolUse`, as a process: medians, and p99 beside the table), with nothing changed and
+//! with 10 files changed, against shadow git snapshotting at each tool call (what capturing every
+//! tool call costs there); and `ckpt revert` of a 10-file turn as a process, against `git diff
+//! | git apply -R` of the same turn on the same tree.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::json;
+
+use super::{
+    client, hook, ms, run, shadow_snapshot, tail, time_settled, touch_ten, Args, Client, Row,
+};
+
+const SESSION: &str = "bench-turns";
+
+fn payload(root: &Path, event: &str, extra: serde_json::Value) -> String {
+    let mut p = json!({ "session_id": SESSION, "cwd": root, "hook_event_name": event });
+    if let (Some(p), serde_json::Value::Object(extra)) = (p.as_object_mut(), extra) {
+        p.extend(extra);
+    }
+    p.to_string()
+}
+
+fn prompt(socket: &Path, root: &Path, n: usize) {
+    let extra = json!({ "prompt": format!("turn {n}"), "prompt_id": format!("turn-{n}") });
+    hook(socket, &payload(root, "UserPromptSubmit", extra));
+}
+
+fn tool(root: &Path, name: &str) -> String {
+    let input = match name {
+        "Read" => json!({ "file_path": root.join("src/d0/d0/f0.rs") }),
+        _ => json!({ "command": "make" }),
+    };
+    payload(
+        root,
+        "PostToolUse",
+        json!({ "tool_name": name, "tool_input": input }),
+    )
+}
+
+/// The rows, and the lines that go under the table (the tails).
+pub fn cases(
+    args: &Args,
+    conn: &mut Client,
+    socket: &Path,
+    root: &Path,
+    shadow: &Path,
+    round: &mut usize,
+) -> (Vec<Row>, Vec<String>) {
+    let (mut rows, mut notes) = (Vec::new(), Vec::new());
+    prompt(socket, root, 0);
+    for changed in [false, true] {
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        let step = tool(root, if changed { "Bash" } else { "Read" });
+        for _ in 0..args.hook_runs {
+            if changed {
+                *round += 1;
+                touch_ten(root, args.files, *round);
+            }
+            ours.push(time_settled(|| hook(socket, &step)));
+            theirs.push(time_settled(|| shadow_snapshot(shadow, root)));
+        }
+        let (p90, p99, max) = tail(&ours);
+        let name = match changed {
+            false => "after-tool hook, nothing changed",
+            true => "after-tool hook, 10 changed",
+        };
+        notes.push(format!(
+            "{name:<34} p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            ms(p90),
+            ms(p99),
+            ms(max)
+        ));
+        rows.push(Row::new(name, ours, theirs));
+    }
+    hook(socket, &payload(root, "Stop", json!({})));
+
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let patch = root.parent().unwrap().join("turn.patch");
+    for n in 1..=args.op_runs {
+        prompt(socket, root, n);
+        let log = conn
+            .call_value(
+                "log",
+                json!({ "project": root, "dialog": SESSION, "limit": 1 }),
+            )
+            .unwrap();
+        let id = log[0]["id"].as_str().unwrap().to_string();
+        let before = shadow_snapshot(shadow, root);
+        *round += 1;
+        touch_ten(root, args.files, *round);
+        hook(socket, &tool(root, "Bash"));
+        hook(socket, &payload(root, "Stop", json!({})));
+        let after = shadow_snapshot(shadow, root);
+        ours.push(time_settled(|| {
+            run(client()
+                .args(["--no-spawn", "--quiet", "--socket"])
+                .arg(socket)
+                .args(["revert", "--yes", "-C"])
+                .arg(root)
+                .arg(&id))
+        }));
+        // The same turn on the same tree for git: its changes back, then taken back again.
+        touch_ten(root, args.files, *round);
+        theirs.push(time_settled(|| {
+            let diff =
+                super::output(super::git(shadow, root).args(["diff", "--binary", &before, &after]));
+            std::fs::write(&patch, diff + "\n").unwrap();
+            run(Command::new("git")
+                .current_dir(root)
+                .args(["apply", "-R"])
+                .arg(&patch));
+        }));
+    }
+    rows.push(Row::new("ckpt revert process, 10-file turn", ours, theirs));
+    (rows, notes)
+}
