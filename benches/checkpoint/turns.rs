@@ -50,6 +50,12 @@ pub fn cases(
     round: &mut usize,
 ) -> (Vec<Row>, Vec<String>) {
     let (mut rows, mut notes) = (Vec::new(), Vec::new());
+    // The other cases' prompts (`checkpoint` calls) open turns that never end (they run for
+    // an hour): the revert is `--force`d, as those changes would be ambiguous with them.
+    // The hook rows' session never ended its turn: it would still be running (an hour), and
+    // every change in this one would be ambiguous between the two.
+    let other = json!({ "session_id": "bench-session", "cwd": root, "hook_event_name": "Stop" });
+    hook(socket, &other.to_string());
     prompt(socket, root, 0);
     for changed in [false, true] {
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
@@ -98,7 +104,7 @@ pub fn cases(
             run(client()
                 .args(["--no-spawn", "--quiet", "--socket"])
                 .arg(socket)
-                .args(["revert", "--yes", "-C"])
+                .args(["revert", "--yes", "--force", "-C"])
                 .arg(root)
                 .arg(&id))
         }));
