@@ -40,11 +40,32 @@ impl Owner {
     }
 }
 
-/// The project's checkpoints since a moment, oldest first, as their spans chain them.
+/// The project's checkpoints since a moment, oldest first, as their spans chain them; and,
+/// after the newest, what changed since it (not checkpointed yet).
 pub struct Spans {
     pub cps: Vec<Checkpoint>,
     /// Each turn's steps and end: places in `cps`.
     events: HashMap<CheckpointId, Vec<usize>>,
+    /// What changed since the newest checkpoint: a last span at place `cps.len()`.
+    pending: Option<Pending>,
+}
+
+/// The changes no checkpoint holds yet: from the newest checkpoint's tree to the files now,
+/// while `running` ran.
+struct Pending {
+    before: gix::ObjectId,
+    now: gix::ObjectId,
+    running: Vec<CheckpointId>,
+    changes: Vec<(Change, String)>,
+}
+
+/// How a change appears in a tree diff.
+fn how(ch: &crate::store::treediff::TreeChange) -> Change {
+    match (&ch.old, &ch.new) {
+        (None, _) => Change::Added,
+        (_, None) => Change::Deleted,
+        _ => Change::Modified,
+    }
 }
 
 /// What one turn changed: each path with how (composed over its spans), the ambiguous ones,
@@ -119,20 +140,79 @@ impl Spans {
                 events.entry(p.turn).or_default().push(i);
             }
         }
-        Ok(Spans { cps, events })
+        Ok(Spans {
+            cps,
+            events,
+            pending: None,
+        })
+    }
+
+    /// Adds what changed from the newest checkpoint to the files now (the tree `now`), as one
+    /// more span, at place `self.cps.len()`: the turns running now made it.
+    pub fn with_pending(mut self, o: &mut Opened, now: gix::ObjectId) -> Result<Spans> {
+        o.newest_recorded()?;
+        let Some((id, before, _)) = o.turns.previous else {
+            return Ok(self);
+        };
+        if self.cps.last().map(|c| c.id) != Some(id) || before == now {
+            return Ok(self);
+        }
+        let repo = o.store.repo();
+        let changes = diff_trees(&repo, Some(before), Some(now), &[])?
+            .iter()
+            .map(|ch| (how(ch), ch.path.to_str_lossy().into_owned()))
+            .collect();
+        self.pending = Some(Pending {
+            before,
+            now,
+            running: o.turns.running(jiff::Timestamp::now()),
+            changes,
+        });
+        Ok(self)
+    }
+
+    /// How many spans there are (the pending one included).
+    pub fn count(&self) -> usize {
+        self.cps.len() + usize::from(self.pending.is_some())
+    }
+
+    /// The trees before and after the span at `at`.
+    pub fn trees(&self, at: usize) -> Result<(gix::ObjectId, gix::ObjectId)> {
+        match self.cps.get(at) {
+            Some(c) => {
+                let span = c.span.as_ref().expect("a change comes from a span");
+                Ok((parse_id(&span.before)?, parse_id(&c.tree)?))
+            }
+            None => {
+                let p = self.pending.as_ref().expect("the pending span");
+                Ok((p.before, p.now))
+            }
+        }
+    }
+
+    /// The dialog of the turn of `prompt`, when its checkpoint is here.
+    pub fn dialog_of(&self, prompt: CheckpointId) -> Option<&str> {
+        self.cps
+            .iter()
+            .find(|c| c.id == prompt)
+            .map(|c| c.dialog.as_str())
     }
 
     /// Who changed `path` in the span ending at `cps[at]`.
     pub fn owner(&self, at: usize, path: &str) -> Owner {
-        let c = &self.cps[at];
-        if matches!(c.kind, Kind::Restore | Kind::Revert | Kind::Reset) {
-            return Owner::User;
-        }
-        let Some(span) = &c.span else {
-            return Owner::User;
+        let running = match (self.cps.get(at), &self.pending) {
+            (Some(c), _) if matches!(c.kind, Kind::Restore | Kind::Revert | Kind::Reset) => {
+                return Owner::User
+            }
+            (Some(c), _) => match &c.span {
+                Some(span) => &span.running,
+                None => return Owner::User,
+            },
+            (None, Some(p)) => &p.running,
+            (None, None) => return Owner::User,
         };
         let (mut named, mut maybe) = (Vec::new(), Vec::new());
-        for &turn in &span.running {
+        for &turn in running {
             let next = self
                 .events
                 .get(&turn)
@@ -159,7 +239,13 @@ impl Spans {
     /// The changes of the span ending at `cps[at]`, as (how, path): as its header lists them,
     /// or from its two trees when there were too many to list.
     pub fn changes(&self, o: &Opened, at: usize) -> Result<Vec<(Change, String)>> {
-        let c = &self.cps[at];
+        let Some(c) = self.cps.get(at) else {
+            return Ok(self
+                .pending
+                .as_ref()
+                .map(|p| p.changes.clone())
+                .unwrap_or_default());
+        };
         let Some(span) = &c.span else {
             return Ok(Vec::new());
         };
@@ -177,15 +263,8 @@ impl Spans {
             &[],
         )?;
         Ok(diff
-            .into_iter()
-            .map(|ch| {
-                let how = match (&ch.old, &ch.new) {
-                    (None, _) => Change::Added,
-                    (_, None) => Change::Deleted,
-                    _ => Change::Modified,
-                };
-                (how, ch.path.to_str_lossy().into_owned())
-            })
+            .iter()
+            .map(|ch| (how(ch), ch.path.to_str_lossy().into_owned()))
             .collect())
     }
 

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use gix::bstr::BString;
+use gix::bstr::{BString, ByteSlice};
 use gix::objs::tree::EntryKind;
 
 use super::attribution::{Owner, Spans};
@@ -24,6 +24,7 @@ use crate::protocol::turns::{Refused, RevertParams, Reverted};
 use crate::store::checkpoint::parse_id;
 use crate::store::diff::is_binary;
 use crate::store::tree::{within, FileState};
+use crate::store::treediff::diff_trees;
 use crate::store::{Checkpoint, StoreError};
 
 /// A path's entry in a tree: None when the tree has no file there.
@@ -58,7 +59,7 @@ fn undo_one(
     after: Option<&FileState>,
     now: Option<&FileState>,
 ) -> Result<(Option<FileState>, Option<String>)> {
-    if now == after {
+    if now == after || now == before {
         return Ok((before.cloned(), None));
     }
     let text = |f: &FileState| matches!(f.kind, EntryKind::Blob | EntryKind::BlobExecutable);
@@ -156,7 +157,7 @@ pub fn revert(p: &Project, o: &mut Opened, params: RevertParams) -> Result<Rever
     let current = o.write_tree(Trees::New)?;
     // Today's files are read below: what the index just wrote becomes readable.
     o.store.flush_objects()?;
-    let spans = Spans::since(o, &prompt.created_at)?;
+    let spans = Spans::since(o, &prompt.created_at)?.with_pending(o, current)?;
     let start = spans.place(from_step.unwrap_or(turn)).ok_or_else(|| {
         Error::invalid(format!(
             "checkpoint {} is not among the turns this store kept exactly (recorded before \
@@ -165,42 +166,17 @@ pub fn revert(p: &Project, o: &mut Opened, params: RevertParams) -> Result<Rever
             target.id.short()
         ))
     })?;
-    // Per path, the spans in which the turn changed it.
-    let mut todo: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    let mut refused: BTreeMap<String, String> = BTreeMap::new();
-    for at in start + 1..spans.cps.len() {
-        for (_, path) in spans.changes(o, at)? {
-            if !only.is_empty() && !within(path.as_bytes(), &only) {
-                continue;
-            }
-            match spans.owner(at, &path) {
-                Owner::Turn(t) if t == turn => todo.entry(path).or_default().push(at),
-                Owner::Ambiguous(ts) if ts.contains(&turn) => {
-                    if params.force {
-                        todo.entry(path).or_default().push(at);
-                    } else {
-                        let others: Vec<String> = ts
-                            .iter()
-                            .filter(|t| **t != turn)
-                            .map(|t| t.short().to_string())
-                            .collect();
-                        refused.insert(
-                            path,
-                            format!(
-                                "ambiguous: changed while the turn of {} was running too, and \
-                                 nothing tells which turn did it (`--force` takes it back)",
-                                others.join(", ")
-                            ),
-                        );
-                    }
-                }
-                _ => {}
-            }
-        }
+    // The turns taken back: this one, and with `later` every later one of its dialog.
+    let mut ours: Vec<CheckpointId> = vec![turn];
+    if params.later {
+        ours.extend(
+            spans.cps[start + 1..]
+                .iter()
+                .filter(|c| c.kind == Kind::Message && c.dialog == prompt.dialog)
+                .map(|c| c.id),
+        );
     }
-    for path in refused.keys() {
-        todo.remove(path);
-    }
+    let (todo, mut refused, others) = plan(o, &spans, start, &ours, &only, params.force)?;
     // Undo each path's changes newest first, on the file as it is now.
     let mut result: Vec<(String, Option<FileState>)> = Vec::new();
     {
@@ -211,10 +187,9 @@ pub fn revert(p: &Project, o: &mut Opened, params: RevertParams) -> Result<Rever
                 let start = state;
                 let mut why = None;
                 for &at in places.iter().rev() {
-                    let c = &spans.cps[at];
-                    let span = c.span.as_ref().expect("a change comes from a span");
-                    let before = entry_at(repo, parse_id(&span.before)?, path)?;
-                    let after = entry_at(repo, parse_id(&c.tree)?, path)?;
+                    let (before, after) = spans.trees(at)?;
+                    let before = entry_at(repo, before, path)?;
+                    let after = entry_at(repo, after, path)?;
                     let (next, w) =
                         undo_one(repo, before.as_ref(), after.as_ref(), state.as_ref())?;
                     state = next;
@@ -232,28 +207,140 @@ pub fn revert(p: &Project, o: &mut Opened, params: RevertParams) -> Result<Rever
         drop(txn);
     }
     let reverted: Vec<String> = result.iter().map(|(p, _)| p.clone()).collect();
+    // The files now with the turn's changes taken back: the restore's target.
+    let merged = match result.is_empty() {
+        true => current,
+        false => edited(o, current, &result)?,
+    };
+    let left_alone = match params.later {
+        true => left_alone(
+            o,
+            &spans,
+            parse_id(&target.tree)?,
+            merged,
+            &only,
+            &refused,
+            &others,
+        )?,
+        false => Vec::new(),
+    };
     let refused: Vec<Refused> = refused
         .into_iter()
         .map(|(path, reason)| Refused { path, reason })
         .collect();
+    let turns = match params.later {
+        true => ours,
+        false => Vec::new(),
+    };
+    let mut answer = Reverted {
+        turn,
+        from_step,
+        turns,
+        dry_run: params.dry_run,
+        reverted,
+        refused,
+        left_alone,
+        skipped: Vec::new(),
+        undo_checkpoint: None,
+        revert_checkpoint: None,
+    };
     if result.is_empty() {
-        return Ok(Reverted {
+        return Ok(answer);
+    }
+    let mut goal = prompt.clone();
+    goal.tree = merged.to_string();
+    let paths: Vec<BString> = answer
+        .reverted
+        .iter()
+        .map(|p| BString::from(p.as_str()))
+        .collect();
+    let restored = restore_to(p, o, &goal, paths, params.dry_run, Kind::Revert, None)?;
+    if let Some(undo) = restored.undo_checkpoint {
+        p.events.emit(EventKind::Reverted {
             turn,
-            from_step,
-            dry_run: params.dry_run,
-            reverted,
-            refused,
-            skipped: Vec::new(),
-            undo_checkpoint: None,
-            revert_checkpoint: None,
+            undo_checkpoint: undo,
+            revert_checkpoint: restored.restore_checkpoint,
+            reverted: answer.reverted.len(),
+            refused: answer.refused.len(),
         });
     }
-    // The files now with the turn's changes taken back: the restore's target.
+    answer.skipped = restored.skipped;
+    answer.undo_checkpoint = restored.undo_checkpoint;
+    answer.revert_checkpoint = restored.restore_checkpoint;
+    Ok(answer)
+}
+
+/// What the turns `ours` changed from the span after `start` on, per path (the places of the
+/// spans they changed it in); the paths refused (ambiguous); and who else changed a path last
+/// (with the kind of checkpoint whose span holds it).
+#[allow(clippy::type_complexity)]
+fn plan(
+    o: &Opened,
+    spans: &Spans,
+    start: usize,
+    ours: &[CheckpointId],
+    only: &[BString],
+    force: bool,
+) -> Result<(
+    BTreeMap<String, Vec<usize>>,
+    BTreeMap<String, String>,
+    BTreeMap<String, (Owner, Option<Kind>)>,
+)> {
+    let mut todo: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut refused: BTreeMap<String, String> = BTreeMap::new();
+    let mut others: BTreeMap<String, (Owner, Option<Kind>)> = BTreeMap::new();
+    for at in start + 1..spans.count() {
+        for (_, path) in spans.changes(o, at)? {
+            if !only.is_empty() && !within(path.as_bytes(), only) {
+                continue;
+            }
+            match spans.owner(at, &path) {
+                Owner::Turn(t) if ours.contains(&t) => todo.entry(path).or_default().push(at),
+                Owner::Ambiguous(ts) if ts.iter().all(|t| ours.contains(t)) => {
+                    todo.entry(path).or_default().push(at)
+                }
+                Owner::Ambiguous(ts) if force && ts.iter().any(|t| ours.contains(t)) => {
+                    todo.entry(path).or_default().push(at)
+                }
+                Owner::Ambiguous(ts) if ts.iter().any(|t| ours.contains(t)) => {
+                    let others: Vec<String> = ts
+                        .iter()
+                        .filter(|t| !ours.contains(t))
+                        .map(|t| t.short().to_string())
+                        .collect();
+                    refused.insert(
+                        path,
+                        format!(
+                            "ambiguous: changed while the turn of {} was running too, and \
+                             nothing tells which turn did it (`--force` takes it back)",
+                            others.join(", ")
+                        ),
+                    );
+                }
+                owner => {
+                    let kind = spans.cps.get(at).map(|c| c.kind);
+                    others.insert(path, (owner, kind));
+                }
+            }
+        }
+    }
+    for path in refused.keys() {
+        todo.remove(path);
+    }
+    Ok((todo, refused, others))
+}
+
+/// `tree` with `edits` made (None: the path removed).
+fn edited(
+    o: &Opened,
+    tree: gix::ObjectId,
+    edits: &[(String, Option<FileState>)],
+) -> Result<gix::ObjectId> {
     let merged = o.store.begin().objects(|repo| -> Result<gix::ObjectId> {
         let mut editor = repo
-            .edit_tree(current)
+            .edit_tree(tree)
             .map_err(|e| StoreError::git("editing a tree", e))?;
-        for (path, state) in &result {
+        for (path, state) in edits {
             let edited = match state {
                 Some(f) => editor.upsert(path.as_str(), f.kind, f.id).map(drop),
                 None => editor.remove(path.as_str()).map(drop),
@@ -266,27 +353,44 @@ pub fn revert(p: &Project, o: &mut Opened, params: RevertParams) -> Result<Rever
             .detach())
     })?;
     o.store.flush_objects()?;
-    let mut goal = prompt.clone();
-    goal.tree = merged.to_string();
-    let paths: Vec<BString> = reverted.iter().map(|p| BString::from(p.as_str())).collect();
-    let restored = restore_to(p, o, &goal, paths, params.dry_run, Kind::Revert, None)?;
-    if let Some(undo) = restored.undo_checkpoint {
-        p.events.emit(EventKind::Reverted {
-            turn,
-            undo_checkpoint: undo,
-            revert_checkpoint: restored.restore_checkpoint,
-            reverted: reverted.len(),
-            refused: refused.len(),
-        });
+    Ok(merged)
+}
+
+/// What a whole-tree rewind to `target` would change beyond the revert's result `merged`:
+/// each path with who changed it since (another session, the user, a restore), or why the
+/// revert left it. A rewind that finds none resets the whole tree, as it always did.
+fn left_alone(
+    o: &Opened,
+    spans: &Spans,
+    target: gix::ObjectId,
+    merged: gix::ObjectId,
+    only: &[BString],
+    refused: &BTreeMap<String, String>,
+    others: &BTreeMap<String, (Owner, Option<Kind>)>,
+) -> Result<Vec<Refused>> {
+    let repo = o.store.repo();
+    let mut out = Vec::new();
+    for ch in diff_trees(&repo, Some(target), Some(merged), only)? {
+        let path = ch.path.to_str_lossy().into_owned();
+        if refused.contains_key(&path) {
+            continue;
+        }
+        let reason = match others.get(&path) {
+            Some((_, Some(kind @ (Kind::Restore | Kind::Revert | Kind::Reset)))) => {
+                format!("put back by a {kind} since")
+            }
+            Some((Owner::Turn(t), _)) => match spans.dialog_of(*t) {
+                Some(d) => format!("changed by the turn of {} (dialog {d})", t.short()),
+                None => format!("changed by the turn of {}", t.short()),
+            },
+            Some((Owner::Ambiguous(ts), _)) => {
+                let ts: Vec<String> = ts.iter().map(|t| t.short().to_string()).collect();
+                format!("changed while the turns of {} were running", ts.join(", "))
+            }
+            Some((Owner::User, _)) => "changed outside any agent's turn (by you)".to_string(),
+            None => "changed since, by someone this store cannot name".to_string(),
+        };
+        out.push(Refused { path, reason });
     }
-    Ok(Reverted {
-        turn,
-        from_step,
-        dry_run: params.dry_run,
-        reverted,
-        refused,
-        skipped: restored.skipped,
-        undo_checkpoint: restored.undo_checkpoint,
-        revert_checkpoint: restored.restore_checkpoint,
-    })
+    Ok(out)
 }

@@ -65,6 +65,10 @@ pub struct RevertParams {
     /// The dialog in which `@`, `@~N` and `#SEQ` count.
     #[serde(default)]
     pub dialog: Option<String>,
+    /// Also every later turn of the same dialog (what `ckpt rewind` takes back in a folder
+    /// others work in too), and say what a whole-tree rewind would have changed besides.
+    #[serde(default)]
+    pub later: bool,
 }
 
 /// A path a revert left as it is, and why.
@@ -82,11 +86,18 @@ pub struct Reverted {
     /// Taken back from after this step only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_step: Option<CheckpointId>,
+    /// With `later`: every turn taken back, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<CheckpointId>,
     pub dry_run: bool,
     /// Paths put back as they were before the turn (or before its changes after the step).
     pub reverted: Vec<String>,
     /// Paths (or parts of them) left alone.
     pub refused: Vec<Refused>,
+    /// With `later`: the other paths a whole-tree rewind would have changed, and who changed
+    /// them since (other sessions, the user, a restore); left as they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_alone: Vec<Refused>,
     /// Files a restore could not write (see `restore`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedFile>,

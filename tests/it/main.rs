@@ -52,6 +52,7 @@ mod terminal_output;
 mod turns;
 mod ui;
 mod ui_access;
+mod ui_turns;
 mod unrecorded;
 mod warm;
 mod worktrees;

@@ -6,25 +6,16 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::harness::{claude_prompt_with, hook_json, stderr, stdout, tree_state, write, TestEnv};
+use crate::harness::{
+    claude_prompt_with, claude_stop, claude_tool, stderr, stdout, tree_state, write, TestEnv,
+};
 
-/// A Claude Code `PostToolUse` of `tool` in session `session` (a `Write` names its file).
 fn tool(env: &TestEnv, session: &str, tool: &str, file: Option<&Path>) {
-    let input = match file {
-        Some(f) => json!({ "file_path": f, "content": "…" }),
-        None => json!({ "command": "sh -c …" }),
-    };
-    let payload = json!({ "session_id": session, "cwd": env.proj(),
-        "hook_event_name": "PostToolUse", "tool_name": tool, "tool_input": input,
-        "tool_use_id": format!("toolu_{tool}") });
-    hook_json(env, &env.proj(), "claude-code", &payload);
+    claude_tool(env, &env.proj(), session, tool, file);
 }
 
-/// A Claude Code `Stop` in session `session`.
 fn stop(env: &TestEnv, session: &str) {
-    let payload = json!({ "session_id": session, "cwd": env.proj(),
-        "hook_event_name": "Stop", "stop_hook_active": false });
-    hook_json(env, &env.proj(), "claude-code", &payload);
+    claude_stop(env, &env.proj(), session);
 }
 
 fn prompt(env: &TestEnv, session: &str, text: &str) -> String {
@@ -273,4 +264,110 @@ fn revert_refuses_what_is_not_a_turn_and_changes_nothing() {
     }
     assert_eq!(tree_state(&p), before);
     env.assert_serving();
+}
+
+fn rewind(env: &TestEnv, args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["--json", "rewind", "--code", "--yes"];
+    all.extend_from_slice(args);
+    let out = env.ckpt(&all);
+    let code = out.status.code().unwrap();
+    let value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{} {}", stdout(&out), stderr(&out)));
+    (code, value)
+}
+
+#[test]
+fn rewind_in_a_shared_folder_takes_back_only_this_sessions_turns() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "shared.txt", "1\n2\n3\n4\n5\n");
+    env.watch();
+    let a1 = prompt(&env, "A", "add a.txt, change line 2");
+    let at_a1 = tree_state(&p);
+    write(&p, "a.txt", "from A\n");
+    tool(&env, "A", "Write", Some(&p.join("a.txt")));
+    write(&p, "shared.txt", "1\nTWO\n3\n4\n5\n");
+    tool(&env, "A", "Edit", Some(&p.join("shared.txt")));
+    stop(&env, "A");
+    write(&p, "shared.txt", "1\nTWO\n3\n4\nfive (user)\n");
+    prompt(&env, "B", "add b.txt");
+    write(&p, "b.txt", "from B\n");
+    tool(&env, "B", "Bash", None);
+    stop(&env, "B");
+    let a2 = prompt(&env, "A", "add a2.txt");
+    write(&p, "a2.txt", "again A\n");
+    tool(&env, "A", "Bash", None);
+    stop(&env, "A");
+
+    let before = tree_state(&p);
+    let (code, r) = rewind(&env, &["--dialog", "A", "2"]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["files"], "reverted", "{r}");
+    assert_eq!(r["turns"], json!([a1, a2]), "{r}");
+    assert_eq!(
+        r["reverted"],
+        json!(["a.txt", "a2.txt", "shared.txt"]),
+        "{r}"
+    );
+    let kept: Vec<(String, String)> = r["left_alone"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["path"].as_str().unwrap().into(),
+                k["reason"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(kept.len(), 2, "{r}");
+    assert_eq!(kept[0].0, "b.txt");
+    assert!(kept[0].1.contains("dialog B"), "{r}");
+    assert_eq!(kept[1].0, "shared.txt");
+    assert!(kept[1].1.contains("by you"), "{r}");
+    assert_eq!(read(&env, "a.txt"), None);
+    assert_eq!(read(&env, "a2.txt"), None);
+    assert_eq!(read(&env, "b.txt").unwrap(), "from B\n");
+    assert_eq!(
+        read(&env, "shared.txt").unwrap(),
+        "1\n2\n3\n4\nfive (user)\n"
+    );
+    // Undoable exactly; and `--all` puts the whole tree back as it was at the prompt.
+    env.json(&["undo", "--yes"]);
+    assert_eq!(tree_state(&p), before);
+    let (code, r) = rewind(&env, &["--dialog", "A", "--all", "2"]);
+    assert_eq!((code, r["files"].clone()), (0, json!("restored")), "{r}");
+    assert_eq!(tree_state(&p), at_a1);
+    env.fsck();
+}
+
+#[test]
+fn rewind_with_one_session_and_nobody_else_restores_the_whole_tree() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "keep.txt", "k\n");
+    env.watch();
+    prompt(&env, "A", "first");
+    write(&p, "x.txt", "x\n");
+    tool(&env, "A", "Write", Some(&p.join("x.txt")));
+    // The second turn never reports its end: its changes are not checkpointed yet.
+    let second = prompt(&env, "A", "second");
+    let at_second = tree_state(&p);
+    write(&p, "y.txt", "y\n");
+    std::fs::remove_file(p.join("keep.txt")).unwrap();
+
+    // Revert sees the running turn's changes no checkpoint holds yet.
+    let (code, r) = revert(&env, &["--dry-run", &second]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["reverted"], json!(["keep.txt", "y.txt"]), "{r}");
+
+    let (code, r) = rewind(&env, &["--dialog", "A", "1"]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["files"], "restored", "{r}");
+    assert_eq!(tree_state(&p), at_second);
+    // Twice: the restore's own changes are nobody else's work.
+    let (code, r) = rewind(&env, &["--dialog", "A", "2"]);
+    assert_eq!((code, r["files"].clone()), (0, json!("restored")), "{r}");
+    assert_eq!(read(&env, "x.txt"), None);
+    env.fsck();
 }

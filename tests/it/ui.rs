@@ -100,7 +100,7 @@ impl Ui {
         self.request("GET", target, &self.auth(), "")
     }
 
-    fn post(&self, target: &str, body: &Value) -> Reply {
+    pub fn post(&self, target: &str, body: &Value) -> Reply {
         let extra = format!(
             "{}Content-Type: application/json\r\nOrigin: http://127.0.0.1:{}\r\n",
             self.auth(),

@@ -10,17 +10,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
-from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
+
+from page import entries, entry_labelled, start, wait
 
 URL, CKPT, PROJECT, SHOT, BIG = sys.argv[1:6]
 XSS = "<img src=x onerror=window.__pwned=1>"
@@ -46,40 +42,7 @@ def hook(prompt):
                    cwd=PROJECT, check=True, timeout=30)
 
 
-def entries(driver):
-    return driver.find_elements(By.CSS_SELECTOR, "[data-checkpoint]")
-
-
-def entry_labelled(driver, label):
-    """The rendered entry showing `label` (None while the list is being re-rendered)."""
-    try:
-        for e in entries(driver):
-            if e.find_element(By.CSS_SELECTOR, ".title").text == label:
-                return e
-    except StaleElementReferenceException:
-        pass
-    return None
-
-
-def wait(driver, what, seconds=10):
-    try:
-        return WebDriverWait(driver, seconds, poll_frequency=0.02,
-                             ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: what(d))
-    except Exception:
-        # What the page showed instead.
-        print("page:", driver.find_element(By.TAG_NAME, "body").text[:3000], file=sys.stderr)
-        raise
-
-
-options = Options()
-options.binary_location = "/usr/bin/chromium"
-profile = tempfile.mkdtemp(prefix="ckpt-ui-chromium-")
-for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--window-size=1400,900", f"--user-data-dir={profile}"):
-    options.add_argument(arg)
-driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-driver.set_page_load_timeout(30)
+driver = start()
 try:
     # The first screen: from asking for the page to its first entries shown with their prompts.
     firsts = []

@@ -38,27 +38,46 @@ pub fn revert(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         dry_run,
         force: args.force,
         dialog: args.dialog.clone(),
+        later: false,
     };
     let Confirm { yes, dry_run } = args.confirm;
-    let mut conn = ctx.connect()?;
+    match run(ctx, yes, dry_run, None, params)? {
+        Some(report) => {
+            render(ctx, &report);
+            Ok(status(&report))
+        }
+        None => Ok(1),
+    }
+}
+
+/// A revert, after its plan and a yes on a terminal (`plan`: the plan already asked for).
+/// None when the person said no.
+pub fn run(
+    ctx: &Ctx,
+    yes: bool,
+    dry_run: bool,
+    plan: Option<Reverted>,
+    params: impl Fn(bool) -> RevertParams,
+) -> Result<Option<Reverted>, ClientError> {
     if ctx.should_confirm(yes, dry_run) {
-        let plan = conn.call::<rpc::Revert>(&params(true))?;
+        let plan = match plan {
+            Some(plan) => plan,
+            None => ctx.connect()?.call::<rpc::Revert>(&params(true))?,
+        };
         if plan.reverted.is_empty() {
-            render(ctx, &plan);
-            return Ok(status(&plan));
+            return Ok(Some(plan));
         }
         if !confirm(&plan) {
             eprintln!("revert cancelled; nothing changed");
-            return Ok(1);
+            return Ok(None);
         }
-        conn = ctx.connect()?;
     }
+    let mut conn = ctx.connect()?;
     let report = ctx.with_progress(|| conn.call::<rpc::Revert>(&params(dry_run)))?;
-    render(ctx, &report);
-    Ok(status(&report))
+    Ok(Some(report))
 }
 
-fn status(r: &Reverted) -> i32 {
+pub fn status(r: &Reverted) -> i32 {
     match r.refused.is_empty() && r.skipped.is_empty() {
         true => 0,
         false => EXIT_SKIPPED,
@@ -66,14 +85,23 @@ fn status(r: &Reverted) -> i32 {
 }
 
 fn render(ctx: &Ctx, r: &Reverted) {
-    if ctx.out.json(r) {
-        return;
+    if !ctx.out.json(r) {
+        say(r);
     }
+}
+
+/// What a revert did, for a person.
+pub fn say(r: &Reverted) {
     let what = match &r.from_step {
         Some(step) => format!(
             "what the turn of {} did after step {}",
             r.turn.short(),
             step.short()
+        ),
+        None if r.turns.len() > 1 => format!(
+            "the {} turns of this session from {} on",
+            r.turns.len(),
+            r.turn.short()
         ),
         None => format!("the turn of {}", r.turn.short()),
     };
@@ -97,6 +125,9 @@ fn render(ctx: &Ctx, r: &Reverted) {
             refused.reason
         );
     }
+    for kept in &r.left_alone {
+        outln!("  kept      {}: {}", one_path(&kept.path), kept.reason);
+    }
     for skip in &r.skipped {
         outln!("  skipped   {}: {}", one_path(&skip.path), skip.reason);
     }
@@ -109,11 +140,17 @@ fn render(ctx: &Ctx, r: &Reverted) {
 }
 
 fn confirm(plan: &Reverted) -> bool {
-    eprintln!("reverting the turn of {} will:", plan.turn.short());
+    match plan.turns.len() {
+        0 | 1 => eprintln!("reverting the turn of {} will:", plan.turn.short()),
+        n => eprintln!(
+            "reverting this session's {n} turns from {} on will:",
+            plan.turn.short()
+        ),
+    }
     for p in plan.reverted.iter().take(50) {
         eprintln!("  take back  {}", one_path(p));
     }
-    for r in plan.refused.iter().take(50) {
+    for r in plan.refused.iter().chain(&plan.left_alone).take(50) {
         eprintln!("  leave      {}: {}", one_path(&r.path), r.reason);
     }
     eprint!("The current state is saved first, so this can be undone. Revert? [y/N] ");

@@ -1,7 +1,9 @@
 //! `ckpt rewind`: undo the agent's last turns. The files go back to the checkpoint taken when the
-//! prompt arrived (a restore, undoable), and the conversation is forked to just before that prompt
-//! where the agent's session can be read (see `client::conversation`): a new session the agent
-//! resumes, the original left as it was.
+//! prompt arrived (a restore, undoable), or, where other sessions or the user changed files
+//! since, this session's turns since it are taken back and everything else is kept (see
+//! `super::revert`; `--all` asks for the whole tree). The conversation is forked to just before
+//! that prompt where the agent's session can be read (see `client::conversation`): a new
+//! session the agent resumes, the original left as it was.
 
 use super::restore::{confirmed, render, Confirm};
 use super::{skipped_status, Ctx};
@@ -10,8 +12,9 @@ use crate::client::output::one_line;
 use crate::client::ClientError;
 use crate::model::Kind;
 use crate::protocol::methods::{NoteParams, RestoreParams, ShowParams};
-use crate::protocol::results::Checkpoint;
+use crate::protocol::results::{Checkpoint, Restored};
 use crate::protocol::rpc;
+use crate::protocol::turns::{RevertParams, Reverted};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -32,6 +35,10 @@ pub struct Args {
     /// files alone otherwise, said on stderr).
     #[arg(long)]
     pub both: bool,
+    /// Put the whole tree back as it was at that prompt, even where other sessions or you
+    /// changed files since (the default takes back only this session's turns then).
+    #[arg(long)]
+    pub all: bool,
     #[command(flatten)]
     pub confirm: Confirm,
 }
@@ -150,23 +157,12 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         eprintln!("rewinding past: {}", one_line(&target.label, 100));
     }
     let Confirm { yes, dry_run } = args.confirm;
-    let restored = match mode {
+    let files = match mode {
         Mode::Conversation => None,
-        _ => {
-            let id = target.id.to_string();
-            let params = |dry_run: bool| RestoreParams {
-                project: ctx.project(),
-                id: id.clone(),
-                paths: vec![],
-                dry_run,
-                dialog: None,
-                by: None,
-            };
-            match confirmed::<rpc::Restore>(ctx, yes, dry_run, "rewind", params)? {
-                Some(report) => Some(report),
-                None => return Ok(1),
-            }
-        }
+        _ => match rewind_files(ctx, &target, args.all, yes, dry_run)? {
+            Some(files) => Some(files),
+            None => return Ok(1),
+        },
     };
     // The files are rewound by now: a fork that cannot be written is reported beside the
     // restore (and its undo), not instead of it.
@@ -186,11 +182,11 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         None => None,
     };
     // The restore's checkpoint names the fork, so its prompts are shown as a fork later.
-    if let (Some(f), Some(r), Some(point)) = (&forked, &restored, fork_point.as_ref()) {
+    if let (Some(f), Some(r), Some(point)) = (&forked, &files, fork_point.as_ref()) {
         let noted = (!dry_run)
             .then(|| conversation::fork_note(f, &point.session))
             .flatten()
-            .zip(r.restore_checkpoint);
+            .zip(r.checkpoint());
         if let Some((text, on)) = noted {
             let params = NoteParams {
                 project: ctx.project(),
@@ -202,12 +198,17 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
             }
         }
     }
-    let status = restored.as_ref().map_or(0, |r| skipped_status(&r.skipped));
+    let status = files.as_ref().map_or(0, Files::status);
     if ctx.out.json {
-        let mut value = match &restored {
-            Some(r) => serde_json::to_value(r).map_err(|e| ClientError::Other(e.to_string()))?,
-            None => serde_json::json!({}),
-        };
+        let mut value = match &files {
+            Some(Files::Restored(r)) => serde_json::to_value(r),
+            Some(Files::Reverted(r)) => serde_json::to_value(r),
+            None => Ok(serde_json::json!({})),
+        }
+        .map_err(|e| ClientError::Other(e.to_string()))?;
+        if let Some(files) = &files {
+            value["files"] = files.how().into();
+        }
         value["conversation"] = serde_json::to_value(&forked).unwrap_or_default();
         if let Some(why) = skipped_conversation {
             value["conversation_skipped"] = why.into();
@@ -215,13 +216,105 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         ctx.out.json(&value);
         return Ok(status);
     }
-    if let Some(r) = &restored {
-        render(ctx, r);
+    match &files {
+        Some(Files::Restored(r)) => render(ctx, r),
+        Some(Files::Reverted(r)) => {
+            super::revert::say(r);
+            outln!("`ckpt rewind --all` puts the whole tree back as it was at that prompt");
+        }
+        None => {}
     }
     if let Some(f) = &forked {
         say_forked(f, dry_run);
     }
     Ok(status)
+}
+
+/// How a rewind put the files back.
+enum Files {
+    /// The whole tree, as it was at the prompt.
+    Restored(Restored),
+    /// Only this session's turns since the prompt: others changed files too.
+    Reverted(Reverted),
+}
+
+impl Files {
+    fn checkpoint(&self) -> Option<crate::model::CheckpointId> {
+        match self {
+            Files::Restored(r) => r.restore_checkpoint,
+            Files::Reverted(r) => r.revert_checkpoint,
+        }
+    }
+
+    fn status(&self) -> i32 {
+        match self {
+            Files::Restored(r) => skipped_status(&r.skipped),
+            Files::Reverted(r) => super::revert::status(r),
+        }
+    }
+
+    fn how(&self) -> &'static str {
+        match self {
+            Files::Restored(_) => "restored",
+            Files::Reverted(_) => "reverted",
+        }
+    }
+}
+
+/// Puts the files back as they were at `target`. Where other sessions or the user changed
+/// files since (and `all` is not asked for), that is this session's turns since `target`
+/// taken back ([`super::revert`]), naming what it left alone; otherwise (one session, no edits
+/// of anyone else, or a store that cannot tell) the whole tree, as a restore. None: the person
+/// said no.
+fn rewind_files(
+    ctx: &Ctx,
+    target: &Checkpoint,
+    all: bool,
+    yes: bool,
+    dry_run: bool,
+) -> Result<Option<Files>, ClientError> {
+    let id = target.id.to_string();
+    if !all {
+        let params = |dry_run: bool| RevertParams {
+            project: ctx.project(),
+            id: id.clone(),
+            paths: vec![],
+            dry_run,
+            force: false,
+            dialog: None,
+            later: true,
+        };
+        match ctx.connect()?.call::<rpc::Revert>(&params(true)) {
+            Ok(plan) if plan.left_alone.is_empty() && plan.refused.is_empty() => {}
+            Ok(plan) => {
+                if !ctx.out.json {
+                    eprintln!(
+                        "files changed since that prompt by others (another session, you, a \
+                         restore) are kept: only this session's turns are taken back"
+                    );
+                }
+                let reverted = super::revert::run(ctx, yes, dry_run, Some(plan), params)?;
+                return Ok(reverted.map(Files::Reverted));
+            }
+            Err(e) => {
+                if !ctx.out.json {
+                    eprintln!(
+                        "rewinding the whole tree: who changed what since is not known ({e})"
+                    );
+                }
+            }
+        }
+    }
+    let params = |dry_run: bool| RestoreParams {
+        project: ctx.project(),
+        id: id.clone(),
+        paths: vec![],
+        dry_run,
+        dialog: None,
+        by: None,
+    };
+    let restored = confirmed::<rpc::Restore>(ctx, yes, dry_run, "rewind", params)?;
+    Ok(restored.map(Files::Restored))
 }
 
 /// What a dry run reports of the fork it would write.

@@ -74,6 +74,19 @@ pub struct Restore {
     pub confirm: Option<bool>,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct Revert {
+    /// A prompt's checkpoint (its whole turn) or a step (what its turn did after it): an id
+    /// or unique prefix, a tag, `@~N`, `#SEQ`.
+    pub id: String,
+    /// Only these paths (relative to the project's root).
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Also take back changes another turn running at the same time may have made.
+    pub force: Option<bool>,
+    pub confirm: Option<bool>,
+}
+
 /// The input schema of a tool taking `T`: an object schema, as MCP wants it, kept to the
 /// keywords every agent's model API takes (no `$schema`, `title` or integer `format`, and an
 /// optional field typed as itself rather than "or null": an absent field is the default).

@@ -15,6 +15,7 @@ use crate::protocol::methods::{
     BlameParams, DiffParams, FileAtParams, ListParams, RestoreParams, ShowParams,
 };
 use crate::protocol::rpc;
+use crate::protocol::turns::RevertParams;
 
 /// Who the restore checkpoint names as having asked for a restore through this server.
 pub const AGENT: &str = "the agent (ckpt mcp)";
@@ -59,6 +60,11 @@ pub fn list(allow_restore: bool) -> Vec<(&'static str, &'static str, Map<String,
             "restore",
             "Brings the project's files back to a checkpoint (all, or some paths). Without `confirm: true` it only returns the plan (what would be written, deleted, skipped) and changes nothing; show the plan to the user and restore only when they agree. A restore can be undone (`ckpt undo`). Only one restore per user prompt.",
             schema::<p::Restore>(),
+        ));
+        tools.push((
+            "revert",
+            "Takes back exactly what one turn changed (`id`: that prompt's checkpoint from list_checkpoints), or what it changed after one of its steps, line by line on the files as they are now; every other session's files and the user's edits are left as they are. Without `confirm: true` it only returns the plan (what would be taken back, what would be left and why) and changes nothing; show it to the user and revert only when they agree. Undoable with `ckpt undo`.",
+            schema::<p::Revert>(),
         ));
     }
     tools
@@ -129,28 +135,7 @@ pub fn call(
         }
         "show_checkpoint" => {
             let a: p::ShowCheckpoint = decode(name, args)?;
-            let params = ShowParams {
-                project: ctx.project(),
-                id: a.id,
-                files: false,
-                dialog: None,
-                max_entries: Some(MAX_ENTRIES),
-                counts: true,
-            };
-            let s = conn.call::<rpc::Show>(&params).map_err(failed)?;
-            let c = &s.checkpoint;
-            let changes: Vec<Value> = s
-                .changes
-                .iter()
-                .take(MAX_ENTRIES)
-                .map(change_entry)
-                .collect();
-            Ok(
-                json!({"id": c.id, "kind": c.kind, "label": c.label, "dialog": c.dialog,
-                "seq": c.seq, "created_at": c.created_at, "added": c.added,
-                "modified": c.modified, "deleted": c.deleted, "skipped": c.skipped,
-                "changes": changes, "changes_total": s.changes_total}),
-            )
+            show_checkpoint(ctx, &mut conn, a.id)
         }
         "diff" => {
             let a: p::Diff = decode(name, args)?;
@@ -232,6 +217,17 @@ pub fn call(
             let a: p::Restore = decode(name, args)?;
             let confirm = a.confirm == Some(true);
             restore(ctx, &mut conn, &a.id, paths(a.paths), confirm)
+        }
+        "revert" if allow_restore => {
+            let a: p::Revert = decode(name, args)?;
+            revert(
+                ctx,
+                &mut conn,
+                a.id,
+                paths(a.paths),
+                a.force == Some(true),
+                a.confirm == Some(true),
+            )
         }
         _ => Err(format!("no tool {name}")),
     }
@@ -343,4 +339,72 @@ fn restore(
         "note": if confirm { "restored; `ckpt undo` takes it back" }
             else { "a plan only: nothing changed; call again with confirm: true once the user agrees" },
     }))
+}
+
+/// The `revert` tool: the plan, or with `confirm` one turn's changes taken back.
+fn revert(
+    ctx: &Ctx,
+    conn: &mut crate::client::connection::Connection,
+    id: String,
+    paths: Vec<std::path::PathBuf>,
+    force: bool,
+    confirm: bool,
+) -> Result<Value, String> {
+    let params = RevertParams {
+        project: ctx.project(),
+        id,
+        paths,
+        dry_run: !confirm,
+        force,
+        dialog: None,
+        later: false,
+    };
+    let r = conn
+        .call::<rpc::Revert>(&params)
+        .map_err(|e| e.to_string())?;
+    let bounded = |list: &[String]| list.iter().take(MAX_ENTRIES).cloned().collect::<Vec<_>>();
+    Ok(json!({
+        "reverted": !r.dry_run && r.undo_checkpoint.is_some(),
+        "turn": r.turn, "from_step": r.from_step,
+        "paths": bounded(&r.reverted), "paths_total": r.reverted.len(),
+        "refused": r.refused.iter().take(MAX_ENTRIES).collect::<Vec<_>>(),
+        "refused_total": r.refused.len(),
+        "skipped": r.skipped.iter().take(MAX_ENTRIES).collect::<Vec<_>>(),
+        "undo_checkpoint": r.undo_checkpoint,
+        "note": match (r.dry_run, r.reverted.is_empty()) {
+            (_, true) => "nothing to take back: the files hold none of that turn's changes",
+            (true, false) => "a plan only: nothing changed; call again with confirm: true once the user agrees",
+            (false, false) => "taken back; everything else is as it was; `ckpt undo` puts it back",
+        },
+    }))
+}
+
+/// The `show_checkpoint` tool: one checkpoint and (the first of) the files it changed.
+fn show_checkpoint(
+    ctx: &Ctx,
+    conn: &mut crate::client::connection::Connection,
+    id: String,
+) -> Result<Value, String> {
+    let params = ShowParams {
+        project: ctx.project(),
+        id,
+        files: false,
+        dialog: None,
+        max_entries: Some(MAX_ENTRIES),
+        counts: true,
+    };
+    let s = conn.call::<rpc::Show>(&params).map_err(|e| e.to_string())?;
+    let c = &s.checkpoint;
+    let changes: Vec<Value> = s
+        .changes
+        .iter()
+        .take(MAX_ENTRIES)
+        .map(change_entry)
+        .collect();
+    Ok(
+        json!({"id": c.id, "kind": c.kind, "label": c.label, "dialog": c.dialog,
+        "seq": c.seq, "created_at": c.created_at, "added": c.added,
+        "modified": c.modified, "deleted": c.deleted, "skipped": c.skipped,
+        "changes": changes, "changes_total": s.changes_total}),
+    )
 }

@@ -1,6 +1,7 @@
-//! The JSON the page reads and the two requests that change files, each one daemon call made
-//! the way the commands make it (blocking, off the runtime), its error passed on as the
-//! daemon's JSON error with a status: 400 for what the daemon refused, 502 when it is gone.
+//! The JSON the page reads and the requests that change files (restore, rewind, revert,
+//! undo), each one daemon call made the way the commands make it (blocking, off the runtime),
+//! its error passed on as the daemon's JSON error with a status: 400 for what the daemon
+//! refused, 502 when it is gone.
 //! `/api/events` streams the project's events as server-sent events.
 
 use std::convert::Infallible;
@@ -23,6 +24,7 @@ use crate::protocol::methods::{
     DiffParams, ListParams, NoParams, RestoreParams, ShowParams, SubscribeParams, UndoParams,
 };
 use crate::protocol::rpc;
+use crate::protocol::turns::RevertParams;
 
 /// The most files of one change the page is sent at once, and the bytes of its diff a page.
 const PAGE_FILES: usize = 1000;
@@ -103,7 +105,7 @@ pub async fn list(State(ui): State<Arc<Ui>>, Query(q): Query<ListQuery>) -> Resp
             remote: None,
             all: false,
             turns: true,
-            steps: false,
+            steps: true,
         })
     })
     .await
@@ -157,6 +159,24 @@ pub async fn restore(State(ui): State<Arc<Ui>>, body: Json<RestoreBody>) -> Resp
             dry_run: body.dry_run,
             dialog: None,
             by: None,
+        })
+    })
+    .await
+}
+
+/// Takes back one turn's changes (or, with `dry_run`, plans it): a prompt's checkpoint or a
+/// step, as `ckpt revert` does.
+pub async fn revert(State(ui): State<Arc<Ui>>, body: Json<RestoreBody>) -> Response {
+    let Json(body) = body;
+    daemon(ui, move |conn| {
+        conn.call::<rpc::Revert>(&RevertParams {
+            project: body.project,
+            id: body.id,
+            paths: Vec::new(),
+            dry_run: body.dry_run,
+            force: false,
+            dialog: None,
+            later: false,
         })
     })
     .await

@@ -102,6 +102,7 @@ fn router(ui: Arc<api::Ui>, access: Arc<guard::Access>) -> Router {
         .route("/api/events", get(api::events))
         .route("/api/restore", post(api::restore))
         .route("/api/rewind", post(api::rewind))
+        .route("/api/revert", post(api::revert))
         .route("/api/undo", post(api::undo))
         .fallback(page::not_found)
         .layer(axum::middleware::from_fn_with_state(access, guard::check))

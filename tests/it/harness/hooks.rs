@@ -58,3 +58,23 @@ pub fn claude_prompt_with(
 pub fn claude_prompt(env: &TestEnv, project: &Path, prompt: &str) {
     claude_prompt_with(env, project, "s1", prompt, json!({}));
 }
+
+/// A Claude Code `PostToolUse` of `tool` in session `session` in `project`: a `Write` or an
+/// `Edit` names its `file`, anything else runs a shell command.
+pub fn claude_tool(env: &TestEnv, project: &Path, session: &str, tool: &str, file: Option<&Path>) {
+    let input = match file {
+        Some(f) => json!({ "file_path": f, "content": "…" }),
+        None => json!({ "command": "sh -c …" }),
+    };
+    let payload = json!({ "session_id": session, "cwd": project,
+        "hook_event_name": "PostToolUse", "tool_name": tool, "tool_input": input,
+        "tool_use_id": format!("toolu_{tool}") });
+    hook_json(env, project, "claude-code", &payload);
+}
+
+/// A Claude Code `Stop` (the turn ended) in session `session` in `project`.
+pub fn claude_stop(env: &TestEnv, project: &Path, session: &str) {
+    let payload = json!({ "session_id": session, "cwd": project,
+        "hook_event_name": "Stop", "stop_hook_active": false });
+    hook_json(env, project, "claude-code", &payload);
+}

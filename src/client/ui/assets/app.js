@@ -297,7 +297,16 @@ function refilter(keepId) {
   const dialog = $("dialog").value;
   // A restore's undo point is shown with the restore (one row for one restore).
   const undoPoints = new Set(state.all.filter((c) => c.restore).map((c) => c.restore.undo));
-  state.shown = state.all.filter((c) => !undoPoints.has(c.id)
+  // A turn's steps and end are shown with its prompt, not as rows of their own.
+  state.steps = new Map();
+  for (const c of state.all) {
+    if (c.kind !== "step" && c.kind !== "turn-end") continue;
+    const turn = typeof c.turn === "string" ? c.turn : null;
+    if (!turn) continue;
+    if (!state.steps.has(turn)) state.steps.set(turn, []);
+    state.steps.get(turn).unshift(c);
+  }
+  state.shown = state.all.filter((c) => !undoPoints.has(c.id) && c.kind !== "step" && c.kind !== "turn-end"
     && (!dialog || c.dialog === dialog)
     && (!needle || `${c.label}\n${c.id}\n${(c.tags || []).join(" ")}`.toLowerCase().includes(needle)));
   if (keepId) state.cursor = state.shown.findIndex((c) => c.id === keepId);
@@ -382,8 +391,10 @@ async function openEntry(c) {
   const actions = el("div", "actions");
   actions.append(
     button("Restore files to this checkpoint…", "restore", () => planRestore(c), "primary"),
-    button(state.base ? "Stop comparing" : "Compare with another…", "compare", () => toggleCompare(c)),
   );
+  if (c.kind === "message") actions.append(button("Revert this turn…", "revert", () => planRevert(c, c), "primary"));
+  actions.append(button(state.base ? "Stop comparing" : "Compare with another…", "compare", () => toggleCompare(c)));
+  const steps = c.kind === "message" ? stepList(c) : null;
   const tabs = el("div", "tabs");
   const view = state.view || (c.kind === "message" ? "turn" : "own");
   const tab = (name, label) => {
@@ -400,7 +411,7 @@ async function openEntry(c) {
   const diff = el("div", "diff");
   diff.dataset.testid = "diff";
   diff.append(el("p", "muted", "Loading…"));
-  detail.replaceChildren(head, actions, plan, tabs, diff);
+  detail.replaceChildren(...[head, actions, plan, steps, tabs, diff].filter(Boolean));
 
   const shownLater = get("show", { project: state.project, id: c.id });
   shownLater.then((shown) => {
@@ -440,6 +451,32 @@ async function openEntry(c) {
   } catch (e) {
     if (state.open === c) diff.replaceChildren(el("p", "error", e.message));
   }
+}
+
+// A turn's steps, oldest first: each tool call that changed files (or a point: an answered
+// question, an approved plan) and the turn's end, to restore to or revert from.
+function stepList(c) {
+  const steps = (state.steps && state.steps.get(c.id)) || [];
+  if (!steps.length) return null;
+  const box = el("div", "steps");
+  box.dataset.testid = "steps";
+  box.append(el("h3", "", `Its steps (${steps.filter((s) => s.kind === "step").length})`));
+  const ol = el("ol", "");
+  for (const s of steps) {
+    const li = el("li", `step kind-${s.kind}`);
+    li.dataset.checkpoint = s.id;
+    const what = s.kind === "turn-end" ? "the turn ended" : `${s.tool || "a tool"}${(s.touched || []).length ? ` — ${(s.touched || []).map(shownPath).join(", ")}` : ""}`;
+    li.append(el("span", "what", `${s.step ? `${s.step}. ` : ""}${what}`), el("span", "muted", ` ${ago(s.created_at)} · ${counts(s)}`));
+    if (s.kind === "step") {
+      li.append(
+        button("Restore to here…", "restore-step", () => planRestore(s)),
+        button("Revert after this…", "revert-step", () => planRevert(s, c)),
+      );
+    }
+    ol.append(li);
+  }
+  box.append(ol);
+  return box;
 }
 
 function toggleCompare(c) {
@@ -628,6 +665,9 @@ async function planRestore(c) {
   box.append(...outcome(plan, true));
   const buttons = el("div", "actions");
   buttons.append(button("Restore these files", "confirm", () => confirmRestore(c, area), "primary danger"));
+  if (rewind && rewind.files === "reverted") {
+    box.append(el("p", "conversation", `Others changed files since this prompt: rewind takes back only this session's turns since it (${(rewind.reverted || []).length} file(s)) and keeps the rest (${(rewind.left_alone || []).length} file(s) others changed).`));
+  }
   if (rewind && rewind.conversation) {
     box.append(el("p", "conversation", `Rewind also forks the ${rewind.conversation.agent} conversation to just before this prompt: a new session (the original stays as it is).`));
     buttons.append(button("Rewind files and conversation", "rewind", () => confirmRewind(c, area), "primary"));
@@ -637,6 +677,61 @@ async function planRestore(c) {
   buttons.append(button("Cancel", "cancel", () => area.replaceChildren()));
   box.append(buttons);
   area.replaceChildren(box);
+}
+
+// What a revert took back, or with `planned` would take back, and what it left and why.
+function reverted(result, planned) {
+  const left = (result.refused || []).map((r) => `${shownPath(r.path)}: ${r.reason}`);
+  const kept = (result.left_alone || []).map((r) => `${shownPath(r.path)}: ${r.reason}`);
+  const skipped = (result.skipped || []).map((s) => `${shownPath(s.path)}: ${s.reason}`);
+  const parts = [
+    pathList(planned ? "to take back" : "taken back", "write", result.reverted || []),
+    pathList(planned ? "to leave as it is" : "left as it is", "skip", left.concat(skipped)),
+  ];
+  if (kept.length) parts.push(pathList("kept: others' work", "skip", kept));
+  return parts;
+}
+
+// Revert `c` (a prompt: its turn; a step: what its turn did after it), whose turn is `turn`.
+async function planRevert(c, turn) {
+  const area = document.querySelector(".plan-area");
+  area.replaceChildren(el("p", "muted", "Planning…"));
+  let plan;
+  try {
+    plan = await post("revert", { project: state.project, id: c.id, dry_run: true });
+  } catch (e) {
+    area.replaceChildren(el("p", "error", e.message));
+    return;
+  }
+  const box = el("div", "plan");
+  box.dataset.testid = "plan";
+  const what = c.kind === "step" ? `what the turn of “${title(turn)}” did after step ${c.step}` : `the turn of “${title(c)}”`;
+  box.append(el("h3", "", plan.reverted.length
+    ? `Reverting ${what} will take back ${plan.reverted.length} file(s) and leave ${plan.refused.length} as they are; every other session's files and your edits stay. Nothing has changed yet.`
+    : `The files hold none of ${what}'s changes. Nothing to take back.`));
+  box.append(...reverted(plan, true));
+  const buttons = el("div", "actions");
+  if (plan.reverted.length) buttons.append(button("Take back these changes", "confirm", () => confirmRevert(c, area), "primary danger"));
+  buttons.append(button("Cancel", "cancel", () => area.replaceChildren()));
+  box.append(buttons);
+  area.replaceChildren(box);
+}
+
+async function confirmRevert(c, area) {
+  area.replaceChildren(el("p", "muted", "Reverting…"));
+  let result;
+  try {
+    result = await post("revert", { project: state.project, id: c.id });
+  } catch (e) {
+    area.replaceChildren(el("p", "error", e.message));
+    return;
+  }
+  const box = el("div", "plan done");
+  box.dataset.testid = "reverted";
+  box.append(el("h3", "", `Took back ${result.reverted.length} file(s); left ${result.refused.length} as they are.`));
+  box.append(...reverted(result), undoButton(area));
+  area.replaceChildren(box);
+  refreshNewest(state.project);
 }
 
 function undoButton(area) {
@@ -673,7 +768,9 @@ async function confirmRewind(c, area) {
   }
   const box = el("div", "plan done");
   box.dataset.testid = "restored";
-  box.append(el("h3", "", `Rewound to just before “${title(c)}”: ${result.written.length} written, ${result.deleted.length} deleted, ${result.skipped.length} skipped.`));
+  box.append(el("h3", "", result.files === "reverted"
+    ? `Rewound this session to just before “${title(c)}”: its turns' changes taken back in ${result.reverted.length} file(s); what other sessions and you changed is kept.`
+    : `Rewound to just before “${title(c)}”: ${result.written.length} written, ${result.deleted.length} deleted, ${result.skipped.length} skipped.`));
   const fork = result.conversation;
   if (fork) {
     const said = fork.session_id
@@ -686,7 +783,7 @@ async function confirmRewind(c, area) {
   } else if (result.conversation_skipped) {
     box.append(el("p", "muted", `Only the files were rewound: ${result.conversation_skipped}`));
   }
-  box.append(...outcome(result), undoButton(area));
+  box.append(...(result.files === "reverted" ? reverted(result) : outcome(result)), undoButton(area));
   area.replaceChildren(box);
   refreshNewest(state.project);
 }
