@@ -13,6 +13,7 @@ use gix::bstr::ByteSlice;
 
 use super::{Opened, Result};
 use crate::model::{CheckpointId, Kind};
+use crate::protocol::turns::{By, ChangedBy, TurnPath, TurnPaths};
 use crate::store::checkpoint::parse_id;
 use crate::store::span::Change;
 use crate::store::treediff::diff_trees;
@@ -295,4 +296,61 @@ impl Spans {
     pub fn place(&self, id: CheckpointId) -> Option<usize> {
         self.cps.iter().position(|c| c.id == id)
     }
+}
+
+/// What `show` says of who changed what around checkpoint `c`: for a prompt, its turn path by
+/// path (with the changes no checkpoint holds yet to `now`, when its turn runs alone); and who
+/// made each change of its own span. At most `limit` of each.
+pub fn of_checkpoint(
+    o: &mut Opened,
+    c: &Checkpoint,
+    now: Option<gix::ObjectId>,
+    limit: usize,
+) -> Result<(Option<TurnPaths>, Vec<ChangedBy>)> {
+    if c.origin.is_some() || c.imported.is_some() {
+        return Ok((None, Vec::new()));
+    }
+    let spans = Spans::since(o, &c.created_at)?;
+    let Some(at) = spans.place(c.id) else {
+        return Ok((None, Vec::new()));
+    };
+    let mut changed_by = Vec::new();
+    for (how, path) in spans.changes(o, at)?.into_iter().take(limit) {
+        let (by, turns) = match spans.owner(at, &path) {
+            Owner::User => (By::User, Vec::new()),
+            Owner::Turn(t) => (By::Turn, vec![t]),
+            Owner::Ambiguous(ts) => (By::Ambiguous, ts),
+        };
+        changed_by.push(ChangedBy {
+            path,
+            change: how.letter().to_string(),
+            by,
+            turns,
+        });
+    }
+    if c.kind != Kind::Message {
+        return Ok((None, changed_by));
+    }
+    let mut work = spans.by_turn(o, at + 1)?.remove(&c.id).unwrap_or_default();
+    if let Some(now) = now {
+        let (running, pending) = o.pending(now)?;
+        if running.as_slice() == [c.id] {
+            for (how, path) in pending {
+                work.add(how, path, None);
+            }
+        }
+    }
+    let files = work
+        .paths
+        .iter()
+        .filter_map(|(path, how)| {
+            how.map(|how| TurnPath {
+                path: path.clone(),
+                change: how.letter().to_string(),
+            })
+        })
+        .take(limit)
+        .collect();
+    let ambiguous = work.ambiguous.into_iter().take(limit).collect();
+    Ok((Some(TurnPaths { files, ambiguous }), changed_by))
 }

@@ -148,7 +148,25 @@ pub fn list(p: &Project, o: &mut Opened, params: ListParams) -> Result<Vec<r::Ch
 /// The entries of each list `show` gives when the client names no bound.
 const SHOW_ENTRIES: usize = 10_000;
 
-pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown> {
+pub fn show(p: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown> {
+    let (mut shown, c) = show_stored(o, &params)?;
+    if params.max_entries == Some(0) {
+        return Ok(shown);
+    }
+    let now = match c.kind {
+        Kind::Message => Some(o.current_tree(p)?),
+        _ => None,
+    };
+    let limit = params.max_entries.unwrap_or(SHOW_ENTRIES);
+    (shown.turn_changes, shown.changed_by) = super::attribution::of_checkpoint(o, &c, now, limit)?;
+    Ok(shown)
+}
+
+/// What the store holds of one checkpoint, for `show`.
+fn show_stored(
+    o: &mut Opened,
+    params: &ShowParams,
+) -> Result<(r::Shown, crate::store::Checkpoint)> {
     let store = &o.store;
     let repo = store.repo();
     let mut c = store.resolve_in(&repo, &params.id, params.dialog.as_deref())?;
@@ -187,15 +205,18 @@ pub fn show(_: &Project, o: &mut Opened, params: ShowParams) -> Result<r::Shown>
         }
         false => (None, None),
     };
-    Ok(r::Shown {
-        checkpoint: c.into(),
+    let shown = r::Shown {
+        checkpoint: c.clone().into(),
         changes: changes.into_iter().map(Into::into).collect(),
         changes_total,
         parent_pruned,
         file_list,
         file_list_total,
         truncated,
-    })
+        turn_changes: None,
+        changed_by: Vec::new(),
+    };
+    Ok((shown, c))
 }
 
 /// The tree of `c`'s parent (`Some(None)`: it has none), or None when retention pruned it.

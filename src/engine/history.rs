@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryKind;
 
-use super::attribution::Spans;
+use super::attribution::{Owner, Spans};
 use super::{Error, Opened, Project, Result};
 use crate::model::{CheckpointId, Kind};
 use crate::protocol::methods::{BlameParams, LogParams};
@@ -251,20 +251,28 @@ pub fn blame(p: &Project, o: &mut Opened, params: BlameParams) -> Result<r::Blam
     }
     let text = String::from_utf8_lossy(&data);
     let mut lines = Vec::with_capacity(blamed.lines.len());
-    // Each prompt once, by its place in the walk.
+    let said = spans_say(o, now, walk, &blamed.lines, &path)?;
+    // Each prompt once.
     let mut prompts: Vec<r::BlamePrompt> = Vec::new();
-    let mut listed: HashMap<usize, usize> = HashMap::new();
+    let mut listed: HashMap<CheckpointId, usize> = HashMap::new();
     for (n, (line, first)) in text.lines().zip(&blamed.lines).enumerate() {
         // Seen first in walk[i]: written after walk[i + 1] was taken; never checkpointed:
         // written after walk[0].
-        let (origin, turn) = match first {
-            None => (r::LineOrigin::Prompt, turn_at[0]),
+        let by_walk = match first {
+            None => (r::LineOrigin::Prompt, turn_at[0].map(|t| walk[t].clone())),
             Some(i) if i + 1 >= walk.len() => (r::LineOrigin::BeforeFirstCheckpoint, None),
-            Some(i) => (r::LineOrigin::Prompt, turn_at[i + 1]),
+            Some(i) => (
+                r::LineOrigin::Prompt,
+                turn_at[i + 1].map(|t| walk[t].clone()),
+            ),
         };
-        let prompt = turn.map(|t| {
-            *listed.entry(t).or_insert_with(|| {
-                let c = &walk[t];
+        let (origin, turn) = match said.get(first) {
+            Some(Said::User) => (r::LineOrigin::User, None),
+            Some(Said::Turn(c)) => (r::LineOrigin::Prompt, Some(c.clone())),
+            None => by_walk,
+        };
+        let prompt = turn.map(|c| {
+            *listed.entry(c.id).or_insert_with(|| {
                 prompts.push(r::BlamePrompt {
                     checkpoint: c.id,
                     label: c.label.clone(),
@@ -292,4 +300,92 @@ pub fn blame(p: &Project, o: &mut Opened, params: BlameParams) -> Result<r::Blam
         prompts,
         lines,
     })
+}
+
+/// What the spans say of who wrote the lines first seen in a checkpoint of a blame's walk.
+enum Said {
+    /// Nobody's turn ran while the file changed there.
+    User,
+    /// One turn alone changed the file there (its prompt's checkpoint, of any dialog).
+    Turn(Checkpoint),
+}
+
+/// For each place a line was first seen (`Some(i)`: in `walk[i]`, so written after
+/// `walk[i + 1]`; None: after `walk[0]`, to the files now), who changed `path` there, where
+/// the spans tell it without doubt: every change of the path between the two checkpoints made
+/// by nobody's turn, or by one turn. Elsewhere the walk's rule stands (the prompt before).
+fn spans_say(
+    o: &mut Opened,
+    now: gix::ObjectId,
+    walk: &[Checkpoint],
+    firsts: &[Option<usize>],
+    path: &gix::bstr::BString,
+) -> Result<HashMap<Option<usize>, Said>> {
+    let mut out = HashMap::new();
+    let mut places: Vec<Option<usize>> = firsts
+        .iter()
+        .copied()
+        .filter(|f| f.is_none_or(|i| i + 1 < walk.len()))
+        .collect();
+    places.sort_unstable();
+    places.dedup();
+    let Some(oldest) = places.iter().map(|f| f.map_or(0, |i| i + 1)).max() else {
+        return Ok(out);
+    };
+    let spans = Spans::since(o, &walk[oldest].created_at)?;
+    let wanted = path.to_str_lossy();
+    let mut pending_owner = None;
+    if places.contains(&None) {
+        let (running, pending) = o.pending(now)?;
+        if pending.iter().any(|(_, p)| *p == wanted) {
+            pending_owner = Some(match running.as_slice() {
+                [] => Owner::User,
+                [one] => Owner::Turn(*one),
+                _ => Owner::Ambiguous(running.clone()),
+            });
+        }
+    }
+    // The spans that changed the path (one look at each).
+    let mut touched = Vec::new();
+    for at in 0..spans.cps.len() {
+        if spans.changes(o, at)?.iter().any(|(_, p)| *p == wanted) {
+            touched.push(at);
+        }
+    }
+    for place in places {
+        // The spans after the checkpoint the line was not in, up to the one it was in.
+        let (after, until) = match place {
+            Some(i) => (spans.place(walk[i + 1].id), spans.place(walk[i].id)),
+            None => (spans.place(walk[0].id), Some(spans.cps.len())),
+        };
+        let (Some(after), Some(until)) = (after, until) else {
+            continue;
+        };
+        let mut owners: Vec<Owner> = touched
+            .iter()
+            .filter(|&&at| at > after && at <= until)
+            .map(|&at| spans.owner(at, &wanted))
+            .collect();
+        if place.is_none() {
+            owners.extend(pending_owner.clone());
+        }
+        let said = match owners.split_first() {
+            Some((first, rest)) if rest.iter().all(|o| o == first) => match first {
+                Owner::User => Some(Said::User),
+                Owner::Turn(t) => {
+                    let repo = o.store.repo();
+                    o.store
+                        .checkpoint(&repo, t.object_id())
+                        .ok()
+                        .map(Said::Turn)
+                }
+                Owner::Ambiguous(_) => None,
+            },
+            _ => None,
+        };
+        if let Some(said) = said {
+            out.insert(place, said);
+        }
+    }
+    Ok(out)
 }

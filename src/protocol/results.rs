@@ -144,6 +144,9 @@ pub enum LineOrigin {
     BeforeFirstCheckpoint,
     /// Written after the first checkpoint, before any prompt (by a person, or a tool).
     BeforeFirstPrompt,
+    /// Written while no agent's turn was running (by the user, or a tool of theirs), as the
+    /// checkpoints' spans tell.
+    User,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -184,6 +187,13 @@ pub struct Shown {
     /// Whether a list was cut at `max_entries`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
+    /// A prompt's: what its turn changed, path by path (as `log` counts it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_changes: Option<super::turns::TurnPaths>,
+    /// Who made each change since the checkpoint the project recorded before this one (in any
+    /// dialog), where its span says.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_by: Vec<super::turns::ChangedBy>,
 }
 
 /// A file of a checkpoint's tree.

@@ -108,3 +108,42 @@ pub struct Reverted {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revert_checkpoint: Option<CheckpointId>,
 }
+
+/// Who made one change: a turn, the user (no turn was running, or a restore they asked for),
+/// or, when only the clock could tell, one of several turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum By {
+    Turn,
+    User,
+    Ambiguous,
+}
+
+/// One change of a checkpoint's span (what changed since the checkpoint the project recorded
+/// before it), and who made it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChangedBy {
+    pub path: String,
+    /// `A`, `M` or `D`.
+    pub change: String,
+    pub by: By,
+    /// The turn (its prompt's checkpoint), or the turns it could be, for `turn`/`ambiguous`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<CheckpointId>,
+}
+
+/// A prompt's turn, path by path, exactly: each path as the turn left it, and the paths it may
+/// share with another turn running at the same time.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TurnPaths {
+    pub files: Vec<TurnPath>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ambiguous: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnPath {
+    pub path: String,
+    /// `A`, `M` or `D`.
+    pub change: String,
+}

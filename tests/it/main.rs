@@ -55,4 +55,5 @@ mod ui_access;
 mod ui_turns;
 mod unrecorded;
 mod warm;
+mod who;
 mod worktrees;

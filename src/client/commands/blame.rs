@@ -49,6 +49,7 @@ pub fn blame(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
                 one_line(&p.label, 32)
             ),
             (LineOrigin::BeforeFirstPrompt, _) => "(before the first prompt)".into(),
+            (LineOrigin::User, _) => "(yours: written between agents' turns)".into(),
             _ => "(before the first checkpoint)".into(),
         };
         // One column for who, whatever the prompt's length (it is cut to 32 characters).

@@ -8,6 +8,7 @@ use crate::client::ClientError;
 use crate::protocol::methods::ShowParams;
 use crate::protocol::results::ChangeStatus;
 use crate::protocol::rpc;
+use crate::protocol::turns::By;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -110,6 +111,33 @@ pub fn run(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
                 "  … and {left} more (--limit 0 shows them all; or `ckpt diff {parent} {} --name-only`)",
                 c.id.short()
             );
+        }
+    }
+    if let Some(turn) = &shown.turn_changes {
+        outln!("its turn changed (exactly: not what other sessions or you did meanwhile)");
+        if turn.files.is_empty() && turn.ambiguous.is_empty() {
+            outln!("  nothing");
+        }
+        for f in &turn.files {
+            outln!("  {}  {}", f.change, one_path(&f.path));
+        }
+        for path in &turn.ambiguous {
+            outln!(
+                "  ?  {}  (ambiguous: another turn ran at the same time)",
+                one_path(path)
+            );
+        }
+    }
+    if shown.changed_by.iter().any(|ch| ch.by != By::User) {
+        outln!("who changed what since the checkpoint before it");
+        for ch in &shown.changed_by {
+            let turns: Vec<String> = ch.turns.iter().map(|t| t.short()).collect();
+            let who = match ch.by {
+                By::User => "you (no agent's turn was running)".to_string(),
+                By::Turn => format!("the turn of {}", turns.join("")),
+                By::Ambiguous => format!("one of the turns of {} (ambiguous)", turns.join(", ")),
+            };
+            outln!("  {}  {}  {who}", ch.change, one_path(&ch.path));
         }
     }
     if !c.skipped.is_empty() {
