@@ -268,7 +268,7 @@ pub fn blame(p: &Project, o: &mut Opened, params: BlameParams) -> Result<r::Blam
         };
         let (origin, turn) = match said.get(first) {
             Some(Said::User) => (r::LineOrigin::User, None),
-            Some(Said::Turn(c)) => (r::LineOrigin::Prompt, Some(c.clone())),
+            Some(Said::Turn(c)) => (r::LineOrigin::Prompt, Some((**c).clone())),
             None => by_walk,
         };
         let prompt = turn.map(|c| {
@@ -307,7 +307,7 @@ enum Said {
     /// Nobody's turn ran while the file changed there.
     User,
     /// One turn alone changed the file there (its prompt's checkpoint, of any dialog).
-    Turn(Checkpoint),
+    Turn(Box<Checkpoint>),
 }
 
 /// For each place a line was first seen (`Some(i)`: in `walk[i]`, so written after
@@ -377,7 +377,7 @@ fn spans_say(
                     o.store
                         .checkpoint(&repo, t.object_id())
                         .ok()
-                        .map(Said::Turn)
+                        .map(|c| Said::Turn(Box::new(c)))
                 }
                 Owner::Ambiguous(_) => None,
             },
