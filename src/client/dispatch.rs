@@ -109,7 +109,9 @@ pub(crate) fn run(cli: Cli) -> Result<i32, ClientError> {
             HookCommand::Uninstall { agent, user } => {
                 super::agents::install::uninstall(ctx, agent, user)
             }
-            HookCommand::Trust { agent, user } => super::agents::install::trust(ctx, agent, user),
+            HookCommand::Trust { agent, user } => {
+                super::agents::codex_hooks::trust(ctx, agent, user)
+            }
             HookCommand::Status => super::agents::install::status(ctx),
         },
         Command::Hook(HookArgs {

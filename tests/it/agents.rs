@@ -58,6 +58,13 @@ struct Agent {
     model: &'static str,
 }
 
+fn without_git(
+    mut t: std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    t.retain(|k, _| !k.starts_with(".git/"));
+    t
+}
+
 /// Installs the hook, has the real agent perform one turn (it writes a file, appends to one and
 /// deletes or renames another), checks that the checkpoint of the prompt was taken before those
 /// edits, then rewinds and checks the project is back exactly.
@@ -116,14 +123,43 @@ fn turn_is_checkpointed_and_rewound(
     let meta = &env.json(&["show", id])["meta"];
     assert!(meta["session_id"].is_string(), "{meta}");
     assert!(meta.get("prompt").is_none(), "{meta}");
+    // The agent's turn-end and after-tool hooks made the turn exact: it ended, its tool calls
+    // are steps, and it changed exactly what the agent did.
+    let log = env.json(&["log", "--steps"]);
+    let turn = log["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .unwrap_or_else(|| panic!("{log}"))
+        .clone();
+    println!("{}: {turn}", agent.hook);
+    assert!(
+        turn["turn"]["until"].is_string(),
+        "the turn has no end: {turn}"
+    );
+    let steps: Vec<&serde_json::Value> = turn["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "step")
+        .collect();
+    assert!(!steps.is_empty(), "no step: {turn}");
+    assert!(steps.iter().all(|s| s["tool"].is_string()), "{turn}");
+    assert!(turn["turn"]["added"].as_u64() >= Some(1), "{turn}");
+    assert!(turn["turn"]["deleted"].as_u64() >= Some(1), "{turn}");
+    // `ckpt revert` takes the turn back exactly, and `ckpt undo` puts it back.
+    let after = tree_state(&p);
+    let out = env.ckpt_in(&p, &["--json", "revert", "--yes", id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(without_git(tree_state(&p)), without_git(before.clone()));
+    let out = env.ckpt_in(&p, &["undo", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(tree_state(&p), after);
     // One command brings the project back exactly.
     let out = env.ckpt_in(&p, &["rewind", "-y"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains(&prompt), "{}", stderr(&out));
-    let without_git = |mut t: std::collections::BTreeMap<String, String>| {
-        t.retain(|k, _| !k.starts_with(".git/"));
-        t
-    };
     assert_eq!(without_git(tree_state(&p)), without_git(before));
     env.fsck();
 }

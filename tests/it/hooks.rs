@@ -574,7 +574,7 @@ fn concurrent_installs_all_succeed_and_keep_every_entry() {
         // One entry per event ckpt installs under: the prompt's, and the turn's end and
         // after-tool ones where ckpt reads them.
         let events = match row["agent"].as_str().unwrap() {
-            "claude-code" | "gemini" | "cursor" => 3,
+            "claude-code" | "gemini" | "cursor" | "codex" => 3,
             _ => 1,
         };
         assert_eq!(

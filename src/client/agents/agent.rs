@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Agent {
@@ -77,14 +77,14 @@ impl Agent {
     }
 
     /// Every hook event ckpt installs under: the prompt's ([`Agent::event`]), then the turn's
-    /// end and the after-tool one where ckpt reads them (Codex's and Copilot's wait for their
-    /// binaries to be tried here: their prompt hook alone is installed).
+    /// end and the after-tool one where ckpt reads them (Copilot's wait for its binary to be
+    /// tried here: its prompt hook alone is installed).
     pub fn events(self) -> &'static [&'static str] {
         match self {
             Agent::ClaudeCode => &["UserPromptSubmit", "Stop", "PostToolUse"],
             Agent::Gemini => &["BeforeAgent", "AfterAgent", "AfterTool"],
             Agent::Cursor => &["beforeSubmitPrompt", "stop", "afterFileEdit"],
-            Agent::Codex => &["UserPromptSubmit"],
+            Agent::Codex => &["UserPromptSubmit", "Stop", "PostToolUse"],
             Agent::Copilot => &["userPromptSubmitted"],
         }
     }
@@ -191,6 +191,32 @@ impl Agent {
     /// Cursor's and Copilot's files carry a format version.
     pub fn file_version(self) -> Option<u64> {
         matches!(self, Agent::Cursor | Agent::Copilot).then_some(1)
+    }
+
+    /// Whether `command` runs ckpt's hook for this agent (whatever ckpt binary it names).
+    pub fn is_ours(self, command: &str) -> bool {
+        let suffix = format!(" hook {}", self.name());
+        command.ends_with(&suffix) && {
+            let program = command[..command.len() - suffix.len()].trim_matches('\'');
+            Path::new(program).file_name().is_some_and(|n| n == "ckpt")
+        }
+    }
+
+    /// Where ckpt's handler is listed under `event` in the agent's `settings`: its entry's
+    /// place, its own place in the entry, and itself.
+    pub fn find_ours_in<'s>(
+        self,
+        settings: &'s Map<String, Value>,
+        event: &str,
+    ) -> Option<(usize, usize, &'s Value)> {
+        let list = settings.get("hooks")?.get(event)?.as_array()?;
+        list.iter().enumerate().find_map(|(g, entry)| {
+            let handlers = self.handlers_of(entry).into_iter().enumerate();
+            handlers
+                .filter(|(_, h)| self.command_of(h).is_some_and(|c| self.is_ours(&c)))
+                .map(|(i, h)| (g, i, h))
+                .next()
+        })
     }
 
     /// The handlers of an entry: Claude Code, Codex and Gemini group them under `hooks`;

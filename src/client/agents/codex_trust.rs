@@ -2,11 +2,12 @@
 //! trusted it in `/hooks`, which records, in `$CODEX_HOME/config.toml`,
 //!
 //! ```toml
-//! [hooks.state."<hooks.json path>:user_prompt_submit:<group>:<handler>"]
+//! [hooks.state."<hooks.json path>:<event>:<group>:<handler>"]
 //! trusted_hash = "sha256:<hex>"
 //! ```
 //!
-//! The hash covers the hook's normalised definition (event, type, command, timeout, async, status
+//! (`<event>`: `user_prompt_submit`, `stop`, `post_tool_use`, each trusted on its own). The hash
+//! covers the hook's normalised definition (event, type, command, timeout, async, status
 //! message) as compact JSON with sorted keys; a changed entry (another ckpt path, say) needs
 //! trusting again. A project's hooks load only in a project Codex trusts
 //! (`[projects."<dir>"] trust_level = "trusted"`). Checked against the real Codex binary: its
@@ -63,6 +64,8 @@ impl Trust {
 pub struct Handler<'a> {
     /// The `hooks.json` holding it (absolute, as Codex names it).
     pub file: &'a Path,
+    /// The event it is listed under, as `hooks.json` names it (`UserPromptSubmit`, ...).
+    pub event: &'a str,
     pub group: usize,
     pub index: usize,
     /// The handler object (`{"type": "command", "command": …, "timeout": …}`).
@@ -70,11 +73,24 @@ pub struct Handler<'a> {
 }
 
 impl Handler<'_> {
+    /// Codex's name of the handler's event in its state keys: `hooks.json`'s in snake case.
+    fn event_name(&self) -> String {
+        let mut out = String::new();
+        for (i, c) in self.event.chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        }
+        out
+    }
+
     /// Codex's key for this handler's state.
     pub fn key(&self) -> String {
         format!(
-            "{}:user_prompt_submit:{}:{}",
+            "{}:{}:{}:{}",
             self.file.display(),
+            self.event_name(),
             self.group,
             self.index
         )
@@ -98,7 +114,7 @@ impl Handler<'_> {
             handler["statusMessage"] = json!(message);
         }
         // Keys sorted at every level, compact, as Codex hashes it.
-        let identity = json!({ "event_name": "user_prompt_submit", "hooks": [handler] });
+        let identity = json!({ "event_name": self.event_name(), "hooks": [handler] });
         let text = serde_json::to_string(&sorted(identity)).expect("JSON values serialise");
         let digest = Sha256::digest(text.as_bytes());
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
@@ -198,7 +214,7 @@ pub fn grant(config: &str, handler: &Handler) -> Result<(Granted, String), Strin
                 text.push('\n');
             }
             text.push_str(&format!(
-                "\n# ckpt's prompt hook, trusted with `ckpt hook trust codex`\n\
+                "\n# ckpt's hook, trusted with `ckpt hook trust codex`\n\
                  [hooks.state.{key}]\ntrusted_hash = {hash}\n"
             ));
             text
@@ -234,6 +250,7 @@ mod tests {
     fn handler(value: &Value) -> Handler<'_> {
         Handler {
             file: Path::new("/tmp/cxh/proj/.codex/hooks.json"),
+            event: "UserPromptSubmit",
             group: 0,
             index: 0,
             value,

@@ -10,8 +10,7 @@ use super::agent::{project_root, Agent, ALL};
 use super::{codex_trust, gemini_trust};
 use crate::client::commands::json_text;
 use crate::client::commands::settings::{
-    edit_settings, edit_settings_in_place, home, lock_folder, read_settings, settings_target,
-    shell_word, write_text,
+    edit_settings, edit_settings_in_place, home, read_settings, shell_word, write_text,
 };
 use crate::client::commands::Ctx;
 use crate::client::mcp;
@@ -28,15 +27,6 @@ fn hook_command(agent: Agent) -> Result<String, ClientError> {
         .to_str()
         .ok_or_else(|| ClientError::Usage(format!("ckpt's path {} is not UTF-8", exe.display())))?;
     Ok(format!("{} hook {}", shell_word(exe), agent.name()))
-}
-
-/// Whether `command` runs ckpt's hook for `agent` (whatever ckpt binary it names).
-fn is_ours(agent: Agent, command: &str) -> bool {
-    let suffix = format!(" hook {}", agent.name());
-    command.ends_with(&suffix) && {
-        let program = command[..command.len() - suffix.len()].trim_matches('\'');
-        Path::new(program).file_name().is_some_and(|n| n == "ckpt")
-    }
 }
 
 /// The list of entries under `event`, created if absent.
@@ -61,12 +51,7 @@ fn entries<'s>(
 /// ckpt path) is replaced in place; whether anything changed.
 fn put_ours(agent: Agent, list: &mut Vec<Value>, command: &str) -> bool {
     let ours: Vec<usize> = (0..list.len())
-        .filter(|&i| {
-            agent
-                .commands_of(&list[i])
-                .iter()
-                .any(|c| is_ours(agent, c))
-        })
+        .filter(|&i| agent.commands_of(&list[i]).iter().any(|c| agent.is_ours(c)))
         .collect();
     let current = ours
         .first()
@@ -266,12 +251,7 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
                 continue;
             };
             let ours: Vec<usize> = (0..list.len())
-                .filter(|&i| {
-                    agent
-                        .commands_of(&list[i])
-                        .iter()
-                        .any(|c| is_ours(agent, c))
-                })
+                .filter(|&i| agent.commands_of(&list[i]).iter().any(|c| agent.is_ours(c)))
                 .collect();
             for &i in ours.iter().rev() {
                 text = json_text::remove_element(&text, &["hooks", event], i)?;
@@ -294,7 +274,7 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
                     .and_then(Value::as_array_mut)
                 {
                     let before = list.len();
-                    list.retain(|e| !agent.commands_of(e).iter().any(|c| is_ours(agent, c)));
+                    list.retain(|e| !agent.commands_of(e).iter().any(|c| agent.is_ours(c)));
                     removed += before - list.len();
                     if list.is_empty() && before > 0 {
                         if let Some(hooks) =
@@ -319,83 +299,6 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
         ),
     };
     ctx.out.value_or(&result, &text);
-    Ok(0)
-}
-
-/// `ckpt hook trust codex`: records in Codex's `config.toml` that ckpt's installed hook is
-/// trusted, as trusting it in Codex's `/hooks` does (see [`codex_trust::grant`]).
-pub fn trust(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
-    if agent != Agent::Codex {
-        return Err(ClientError::Usage(format!(
-            "only Codex asks to trust a hook before running it; {} runs ckpt's hook as installed",
-            agent.name()
-        )));
-    }
-    let home = home()?;
-    let root = project_root(&ctx.base);
-    let path = agent.settings_file(&root, &home, user);
-    let settings = read_settings(&path)?;
-    let Some((group, index, value)) = find_ours(agent, &settings) else {
-        return Err(ClientError::Usage(format!(
-            "no ckpt hook for codex in {}: run `ckpt hook install codex{}` first",
-            path.display(),
-            if user { " --user" } else { "" }
-        )));
-    };
-    let handler = codex_trust::Handler {
-        file: &path,
-        group,
-        index,
-        value,
-    };
-    let codex_home = codex_trust::codex_home(&home);
-    let config_path = codex_home.join("config.toml");
-    let io = |e: std::io::Error| {
-        ClientError::Usage(format!("cannot write {}: {e}", config_path.display()))
-    };
-    std::fs::create_dir_all(&codex_home).map_err(io)?;
-    let target = settings_target(&config_path)?;
-    let _lock = lock_folder(target.parent().unwrap_or(Path::new("/"))).map_err(io)?;
-    let text = match crate::fs::read_text(&target) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            return Err(ClientError::Usage(format!(
-                "cannot read {}: {e}",
-                target.display()
-            )))
-        }
-    };
-    let (granted, new) = codex_trust::grant(&text, &handler).map_err(|why| {
-        ClientError::Usage(format!(
-            "{}: {why}; nothing was changed (trust it in Codex's `/hooks` instead)",
-            target.display()
-        ))
-    })?;
-    if granted == codex_trust::Granted::Now {
-        write_text(&target, &new)?;
-    }
-    let config = codex_trust::read_config(&codex_home).map_err(ClientError::Usage)?;
-    let project = (!user).then_some(root.as_path());
-    let state = codex_trust::trust(&config, &handler, project);
-    let result = json!({
-        "agent": agent.name(), "file": target, "key": handler.key(), "hash": handler.hash(),
-        "changed": granted == codex_trust::Granted::Now, "codex_trust": state.code(),
-    });
-    if !ctx.out.json_or_quiet(&result) {
-        let verb = match granted {
-            codex_trust::Granted::Now => "trusted",
-            codex_trust::Granted::Already => "already trusted",
-        };
-        outln!(
-            "{verb}: ckpt's hook in {} ({})",
-            path.display(),
-            target.display()
-        );
-        if state == codex_trust::Trust::ProjectUntrusted {
-            outln!("{}", state.advice());
-        }
-    }
     Ok(0)
 }
 
@@ -432,23 +335,16 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
                             ),
                         };
                         if agent == Agent::Codex {
-                            let handler = codex_trust::Handler {
-                                file: &path,
-                                group,
-                                index,
-                                value: handler,
-                            };
-                            row["codex_key"] = json!(handler.key());
-                            row["codex_hash"] = json!(handler.hash());
-                            match &codex_config {
-                                Ok(config) => {
-                                    let project = (!user).then_some(root.as_path());
-                                    let trust = codex_trust::trust(config, &handler, project);
-                                    row["codex_trust"] = json!(trust.code());
-                                    state = format!("{state}; {}", trust.advice());
-                                }
-                                Err(e) => state = format!("{state}; {e}"),
-                            }
+                            let project = (!user).then_some(root.as_path());
+                            let said = super::codex_hooks::status_row(
+                                &path,
+                                &settings,
+                                (group, index, handler),
+                                codex_config.as_ref(),
+                                project,
+                                &mut row,
+                            );
+                            state = format!("{state}; {said}");
                         }
                         if agent == Agent::Gemini && !user {
                             let dir = gemini_trust::gemini_dir(&home);
@@ -505,7 +401,7 @@ fn turn_events_installed(agent: Agent, settings: &Map<String, Value>) -> Vec<&'s
                 .and_then(Value::as_array)
                 .is_some_and(|list| {
                     list.iter()
-                        .any(|e| agent.commands_of(e).iter().any(|c| is_ours(agent, c)))
+                        .any(|e| agent.commands_of(e).iter().any(|c| agent.is_ours(c)))
                 })
         })
         .collect()
@@ -514,14 +410,7 @@ fn turn_events_installed(agent: Agent, settings: &Map<String, Value>) -> Vec<&'s
 /// ckpt's entry in `settings`: its group's index in the event's list, its index in the group's
 /// `hooks` (0 for agents whose entries are flat), and the handler object.
 fn find_ours(agent: Agent, settings: &Map<String, Value>) -> Option<(usize, usize, &Value)> {
-    let list = settings.get("hooks")?.get(agent.event())?.as_array()?;
-    list.iter().enumerate().find_map(|(g, entry)| {
-        let handlers = agent.handlers_of(entry).into_iter().enumerate();
-        handlers
-            .filter(|(_, h)| agent.command_of(h).is_some_and(|c| is_ours(agent, &c)))
-            .map(|(i, h)| (g, i, h))
-            .next()
-    })
+    agent.find_ours_in(settings, agent.event())
 }
 
 #[cfg(test)]
@@ -530,10 +419,10 @@ mod tests {
 
     #[test]
     fn our_entries_are_recognised_whatever_the_path() {
-        assert!(is_ours(Agent::Gemini, "/usr/bin/ckpt hook gemini"));
-        assert!(is_ours(Agent::Gemini, "'/opt/my tools/ckpt' hook gemini"));
-        assert!(!is_ours(Agent::Gemini, "/usr/bin/ckpt hook codex"));
-        assert!(!is_ours(Agent::Gemini, "/usr/bin/notckpt hook gemini"));
+        assert!(Agent::Gemini.is_ours("/usr/bin/ckpt hook gemini"));
+        assert!(Agent::Gemini.is_ours("'/opt/my tools/ckpt' hook gemini"));
+        assert!(!Agent::Gemini.is_ours("/usr/bin/ckpt hook codex"));
+        assert!(!Agent::Gemini.is_ours("/usr/bin/notckpt hook gemini"));
         assert_eq!(shell_word("/a b/it's"), r"'/a b/it'\''s'");
     }
 }

@@ -5,6 +5,7 @@
 //! forked at a prompt ([`conversation`]).
 
 pub mod agent;
+pub mod codex_hooks;
 pub mod codex_trust;
 pub mod conversation;
 pub mod gemini_trust;

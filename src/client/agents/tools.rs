@@ -71,6 +71,47 @@ const PATH_KEYS: &[&str] = &[
     "filePath",
 ];
 
+/// Tools that apply a Codex patch (`*** Begin Patch` ...): they change the files it names.
+const PATCHES: &[&str] = &["apply_patch", "ApplyPatch"];
+
+/// The files a Codex patch in a tool's input names (added, updated, deleted, moved to): the
+/// input itself or its `command`, `input` or `patch`, as text or as a command's arguments.
+fn patched(input: &Value) -> Vec<PathBuf> {
+    let strings = |v: &Value| -> Vec<String> {
+        match v {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(items) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut texts = strings(input);
+    for key in ["command", "input", "patch", "cmd"] {
+        texts.extend(input.get(key).map(strings).unwrap_or_default());
+    }
+    let mut paths = Vec::new();
+    for line in texts.iter().flat_map(|t| t.lines()) {
+        let named = [
+            "*** Add File: ",
+            "*** Update File: ",
+            "*** Delete File: ",
+            "*** Move to: ",
+        ]
+        .iter()
+        .find_map(|head| line.strip_prefix(head));
+        if let Some(path) = named.map(str::trim).filter(|p| !p.is_empty()) {
+            let path = PathBuf::from(path);
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+    }
+    paths
+}
+
 /// Reads an after-tool hook's payload.
 pub fn tool_call(agent: Agent, payload: &Value) -> ToolCall {
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(String::from);
@@ -95,7 +136,11 @@ pub fn tool_call(agent: Agent, payload: &Value) -> ToolCall {
     }
     let tool = text(payload, "tool_name");
     let name = tool.as_deref().unwrap_or("");
-    let (paths, declared) = if EDITS.contains(&name) {
+    let (paths, declared) = if PATCHES.contains(&name) {
+        let paths = patched(&input);
+        let declared = !paths.is_empty();
+        (paths, declared)
+    } else if EDITS.contains(&name) {
         let paths = named(&input);
         let declared = !paths.is_empty();
         (paths, declared)
@@ -139,6 +184,26 @@ mod tests {
         // An edit tool that names no file cannot vouch for anything.
         let odd = json!({"tool_name": "Edit", "tool_input": {}});
         assert!(!tool_call(Agent::ClaudeCode, &odd).declared);
+
+        // A Codex patch names the files it adds, updates, deletes and moves to.
+        let patch =
+            "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-x\n+y\n*** Move to: src/b.rs\n\
+                     *** Delete File: old.rs\n*** End Patch\n";
+        let call = tool_call(
+            Agent::Codex,
+            &json!({"tool_name": "apply_patch", "tool_input": {"command": patch}}),
+        );
+        assert_eq!(
+            call.paths,
+            [
+                PathBuf::from("src/a.rs"),
+                PathBuf::from("src/b.rs"),
+                PathBuf::from("old.rs")
+            ]
+        );
+        assert!(call.declared);
+        let empty = json!({"tool_name": "apply_patch", "tool_input": {"command": "echo"}});
+        assert!(!tool_call(Agent::Codex, &empty).declared);
 
         let cursor = json!({"hook_event_name": "afterFileEdit", "file_path": "/p/b.rs"});
         let call = tool_call(Agent::Cursor, &cursor);
