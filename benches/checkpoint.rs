@@ -798,8 +798,13 @@ fn file_path(i: usize) -> String {
 
 /// Rewrites 10 files spread over the tree.
 fn touch_ten(root: &Path, files: usize, round: usize) {
-    for k in 0..10 {
-        let i = (k * (files / 10) + round * 7) % files;
+    touch(root, files, round, 10);
+}
+
+/// Rewrites `n` files spread over the tree (the same ones for the same `round`).
+fn touch(root: &Path, files: usize, round: usize, n: usize) {
+    for k in 0..n {
+        let i = (k * (files / n) + round * 7) % files;
         std::fs::write(root.join(file_path(i)), content(i, round)).unwrap();
     }
 }

@@ -1,8 +1,8 @@
 //! Exact turns: what an agent waits for at each tool call (`ckpt hook claude-code` with a
 //! `PostToolUse`, as a process: medians, and p99 beside the table), with nothing changed and
 //! with 10 files changed, against shadow git snapshotting at each tool call (what capturing every
-//! tool call costs there); and `ckpt revert` of a 10-file turn as a process, against `git diff
-//! | git apply -R` of the same turn on the same tree.
+//! tool call costs there); and `ckpt revert` of a 10-file and a 1,000-file turn as a process,
+//! against `git diff | git apply -R` of the same turn on the same tree.
 
 use std::path::Path;
 use std::process::Command;
@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::json;
 
 use super::{
-    client, hook, ms, run, shadow_snapshot, tail, time_settled, touch_ten, Args, Client, Row,
+    client, hook, ms, run, shadow_snapshot, tail, time_settled, touch, touch_ten, Args, Client, Row,
 };
 
 const SESSION: &str = "bench-turns";
@@ -83,43 +83,52 @@ pub fn cases(
     }
     hook(socket, &payload(root, "Stop", json!({})));
 
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let patch = root.parent().unwrap().join("turn.patch");
-    for n in 1..=args.op_runs {
-        prompt(socket, root, n);
-        let log = conn
-            .call_value(
-                "log",
-                json!({ "project": root, "dialog": SESSION, "limit": 1 }),
-            )
-            .unwrap();
-        let id = log[0]["id"].as_str().unwrap().to_string();
-        let before = shadow_snapshot(shadow, root);
-        *round += 1;
-        touch_ten(root, args.files, *round);
-        hook(socket, &tool(root, "Bash"));
-        hook(socket, &payload(root, "Stop", json!({})));
-        let after = shadow_snapshot(shadow, root);
-        ours.push(time_settled(|| {
-            run(client()
-                .args(["--no-spawn", "--quiet", "--socket"])
-                .arg(socket)
-                .args(["revert", "--yes", "--force", "-C"])
-                .arg(root)
-                .arg(&id))
-        }));
-        // The same turn on the same tree for git: its changes back, then taken back again.
-        touch_ten(root, args.files, *round);
-        theirs.push(time_settled(|| {
-            let diff =
-                super::output(super::git(shadow, root).args(["diff", "--binary", &before, &after]));
-            std::fs::write(&patch, diff + "\n").unwrap();
-            run(Command::new("git")
-                .current_dir(root)
-                .args(["apply", "-R"])
-                .arg(&patch));
-        }));
+    let mut turn = 0;
+    for size in [10, 1000] {
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 1..=args.op_runs {
+            turn += 1;
+            prompt(socket, root, turn);
+            let log = conn
+                .call_value(
+                    "log",
+                    json!({ "project": root, "dialog": SESSION, "limit": 1 }),
+                )
+                .unwrap();
+            let id = log[0]["id"].as_str().unwrap().to_string();
+            let before = shadow_snapshot(shadow, root);
+            *round += 1;
+            touch(root, args.files, *round, size);
+            hook(socket, &tool(root, "Bash"));
+            hook(socket, &payload(root, "Stop", json!({})));
+            let after = shadow_snapshot(shadow, root);
+            ours.push(time_settled(|| {
+                run(client()
+                    .args(["--no-spawn", "--quiet", "--socket"])
+                    .arg(socket)
+                    .args(["revert", "--yes", "--force", "-C"])
+                    .arg(root)
+                    .arg(&id))
+            }));
+            // The same turn on the same tree for git: its changes back, then taken back again.
+            touch(root, args.files, *round, size);
+            theirs.push(time_settled(|| {
+                let diff = super::output(
+                    super::git(shadow, root).args(["diff", "--binary", &before, &after]),
+                );
+                std::fs::write(&patch, diff + "\n").unwrap();
+                run(Command::new("git")
+                    .current_dir(root)
+                    .args(["apply", "-R"])
+                    .arg(&patch));
+            }));
+        }
+        let name = match size {
+            10 => "ckpt revert process, 10-file turn",
+            _ => "ckpt revert process, 1,000-file turn",
+        };
+        rows.push(Row::new(name, ours, theirs));
     }
-    rows.push(Row::new("ckpt revert process, 10-file turn", ours, theirs));
     (rows, notes)
 }

@@ -45,6 +45,7 @@ impl From<store::Checkpoint> for Checkpoint {
             turn: c.point.as_ref().map(|t| TurnField::Of(t.turn)),
             tool: c.point.as_ref().and_then(|t| t.tool.clone()),
             step: c.point.as_ref().and_then(|t| t.seq),
+            tool_use_id: c.point.as_ref().and_then(|t| t.tool_use_id.clone()),
             touched: c.point.map(|t| t.paths).unwrap_or_default(),
         }
     }

@@ -56,6 +56,10 @@ pub struct Checkpoint {
     /// For a `step`: the files its tool named.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub touched: Vec<String>,
+    /// For a `step`: the agent's id of its tool call (where a rewind to it forks the
+    /// conversation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
 }
 
 /// A checkpoint's `turn`: what a prompt's turn changed, or the turn a step belongs to.

@@ -135,3 +135,101 @@ fn claude_code_sessions_in_one_folder_revert_only_their_own_turns() {
     assert_eq!(tree_state(&p), before);
     env.fsck();
 }
+
+/// `ckpt rewind --to STEP` with the real Claude Code: the files as they were just after the
+/// step's tool call, and a forked session that, resumed, shows the model the turn up to that
+/// tool's result and not the later one's.
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn claude_code_rewinds_to_a_step_with_its_conversation() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    git_in_worktree(&p, &["init", "-q"]);
+    write(&p, "notes.txt", "notes\n");
+    write(&p, "gone.txt", "the shell deletes me\n");
+    let out = env.ckpt_in(&p, &["hook", "install", "claude-code"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = env.home.join("model.log");
+    let (mut server, port) = model("anthropic.py", &p, &log);
+    let session = claude_turn(&env, &p, port, "write:a.txt delete:gone.txt");
+    let turn = env.json_in(&p, &["log", "--steps", "--dialog", &session])["prompts"][0].clone();
+    let write_step = turn["steps"][0].clone();
+    assert_eq!(write_step["tool"], "Write", "{turn}");
+    assert!(write_step["tool_use_id"].is_string(), "{turn}");
+    let at_step = env.ls_tree(write_step["id"].as_str().unwrap());
+
+    let out = env.ckpt_in(
+        &p,
+        &[
+            "--json",
+            "rewind",
+            "--yes",
+            "--to",
+            write_step["id"].as_str().unwrap(),
+        ],
+    );
+    let r: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{} {}", stdout(&out), stderr(&out)));
+    assert_eq!(out.status.code(), Some(0), "{r}");
+    // The files: a.txt as the Write left it, the shell's edits undone.
+    assert!(p.join("a.txt").exists());
+    assert_eq!(std::fs::read_to_string(p.join("notes.txt")).unwrap(), "notes\n");
+    assert!(p.join("gone.txt").exists());
+    let mut now: Vec<String> = tree_state(&p)
+        .into_keys()
+        .filter(|k| !k.starts_with(".git/") && !k.starts_with(".claude/"))
+        .collect();
+    now.sort();
+    let mut expected: Vec<String> = at_step
+        .iter()
+        .filter(|f| !f.starts_with(".claude/"))
+        .cloned()
+        .collect();
+    expected.sort();
+    assert_eq!(now, expected);
+    // The conversation: a new session ending with the Write's result.
+    let fork = r["conversation"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not forked: {r}"))
+        .to_string();
+    assert_ne!(fork, session);
+    let path = r["conversation"]["path"].as_str().unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.contains(write_step["tool_use_id"].as_str().unwrap()),
+        "{last}"
+    );
+
+    // Resumed, the model is shown the Write's result and not the shell's.
+    std::fs::write(&log, "").unwrap();
+    let mut cmd = Command::new(agent_bin("claude", "claude"));
+    env.env(&mut cmd);
+    let out = cmd
+        .current_dir(&p)
+        .stdin(Stdio::null())
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("ANTHROPIC_API_KEY", "sk-ant-offline")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .args(["--output-format", "json", "--permission-mode", "acceptEdits"])
+        .args(["--allowedTools", "Bash", "--resume", &fork, "-p", "go on"])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let shown = std::fs::read_to_string(&log).unwrap();
+    let first: Value = shown
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["tools"].as_u64() > Some(0))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert_eq!(
+        first["tool_results"].as_array().map(Vec::len),
+        Some(1),
+        "{first}"
+    );
+    assert!(first["user_texts"].to_string().contains("write:a.txt"), "{first}");
+    env.fsck();
+}

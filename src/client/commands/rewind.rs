@@ -12,16 +12,21 @@ use crate::client::output::one_line;
 use crate::client::ClientError;
 use crate::model::Kind;
 use crate::protocol::methods::{NoteParams, RestoreParams, ShowParams};
-use crate::protocol::results::{Checkpoint, Restored};
+use crate::protocol::results::{Checkpoint, Restored, TurnField};
 use crate::protocol::rpc;
 use crate::protocol::turns::{RevertParams, Reverted};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How many prompts back (1: undo the last turn; a number of up to 3 digits), or the
-    /// checkpoint to rewind to (an id or prefix, a tag, `@~N`, `#SEQ`).
+    /// checkpoint to rewind to (an id or prefix, a tag, `@~N`, `#SEQ`; a step: to just after
+    /// its tool call).
     #[arg(default_value = "1", value_name = "N|CHECKPOINT")]
     pub target: String,
+    /// A step to rewind to: the files as they were just after its tool call, and the
+    /// conversation forked to just after the tool's result (Claude Code).
+    #[arg(long, value_name = "STEP", conflicts_with = "target")]
+    pub to: Option<String>,
     /// The dialog (agent session) to rewind; default: the one with the newest prompt.
     #[arg(long, value_name = "D")]
     pub dialog: Option<String>,
@@ -96,6 +101,34 @@ pub fn select(
     Ok((shown, list))
 }
 
+/// Where `c` (a prompt of `prompts`, newest first, or a step of one of their turns: just after
+/// its tool's result) is in its agent's session.
+fn fork_point_of(ctx: &Ctx, c: &Checkpoint, prompts: &[Checkpoint]) -> Result<Point, CannotFork> {
+    let (Kind::Step, Some(TurnField::Of(turn))) = (c.kind, &c.turn) else {
+        return point_of(c, prompts);
+    };
+    let tool = c
+        .tool_use_id
+        .clone()
+        .ok_or_else(|| CannotFork("the agent sent no id for that step's tool call".into()))?;
+    let params = ShowParams {
+        project: ctx.project(),
+        id: turn.to_string(),
+        files: false,
+        dialog: None,
+        max_entries: Some(0),
+        counts: false,
+    };
+    let prompt = ctx
+        .connect()
+        .and_then(|mut conn| conn.call::<rpc::Show>(&params))
+        .map_err(|e| CannotFork(format!("the step's prompt cannot be read: {e}")))?
+        .checkpoint;
+    let mut point = point_of(&prompt, prompts)?;
+    point.after_tool = Some(tool);
+    Ok(point)
+}
+
 /// Where `c` (a prompt of `prompts`, newest first) is in its agent's session.
 pub fn point_of(c: &Checkpoint, prompts: &[Checkpoint]) -> Result<Point, CannotFork> {
     if c.kind != Kind::Message {
@@ -132,10 +165,14 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         (_, true) => Mode::Conversation,
         _ => Mode::Both,
     };
-    let (target, prompts) = select(ctx, &args.target, args.dialog.clone())?;
+    let (target, prompts) = select(
+        ctx,
+        args.to.as_deref().unwrap_or(&args.target),
+        args.dialog.clone(),
+    )?;
     let fork_point = match mode {
         Mode::Code => None,
-        _ => Some(point_of(&target, &prompts)),
+        _ => Some(fork_point_of(ctx, &target, &prompts)),
     };
     let planned = fork_point.as_ref().map(|p| {
         p.clone()
@@ -154,7 +191,14 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         }
     };
     if !ctx.out.json {
-        eprintln!("rewinding past: {}", one_line(&target.label, 100));
+        match target.kind {
+            Kind::Step => eprintln!(
+                "rewinding to just after step {} ({})",
+                target.step.unwrap_or(0),
+                one_line(&target.label, 100)
+            ),
+            _ => eprintln!("rewinding past: {}", one_line(&target.label, 100)),
+        }
     }
     let Confirm { yes, dry_run } = args.confirm;
     let files = match mode {
@@ -225,7 +269,10 @@ pub fn rewind(ctx: &Ctx, args: Args) -> Result<i32, ClientError> {
         None => {}
     }
     if let Some(f) = &forked {
-        say_forked(f, dry_run);
+        match target.kind {
+            Kind::Step => say_forked_at_step(f, dry_run),
+            _ => say_forked(f, dry_run),
+        }
     }
     Ok(status)
 }
@@ -325,6 +372,22 @@ fn would_fork(fork: Fork) -> Forked {
         resume: vec![],
         prompt: fork.prompt,
         path: None,
+    }
+}
+
+/// Tells a person where the conversation forked at a step is and how to go on with it.
+fn say_forked_at_step(f: &Forked, dry_run: bool) {
+    let place = "just after that tool's result";
+    match (&f.session_id, dry_run) {
+        (_, true) => outln!("would fork the {} conversation to {place}", f.agent),
+        (Some(id), false) => {
+            outln!(
+                "conversation forked to {place}: {} session {id}",
+                f.agent
+            );
+            outln!("continue it with:  {}", f.resume.join(" "));
+        }
+        (None, false) => outln!("no conversation to fork"),
     }
 }
 

@@ -76,16 +76,56 @@ fn find(point: &Point, lines: &[(usize, &str)]) -> Result<(usize, Value), Cannot
     )))
 }
 
-/// The new session: the conversation before the prompt, or none when the prompt was the first.
+/// The record after the prompt (at `at`) that holds the result of tool call `id`: its index
+/// among `lines` and its uuid.
+fn tool_result(
+    point: &Point,
+    lines: &[(usize, &str)],
+    at: usize,
+    id: &str,
+) -> Result<(usize, String), CannotFork> {
+    for (i, (number, line)) in lines.iter().enumerate().skip(at + 1) {
+        if !line.contains(id) {
+            continue;
+        }
+        let record = object(AGENT, *number, line)?;
+        let holds = record
+            .get("message")
+            .and_then(|m| m.get("content"))
+            .and_then(Value::as_array)
+            .is_some_and(|parts| {
+                parts.iter().any(|p| {
+                    p.get("type").and_then(Value::as_str) == Some("tool_result")
+                        && p.get("tool_use_id").and_then(Value::as_str) == Some(id)
+                })
+            });
+        if holds && record.get("type").and_then(Value::as_str) == Some("user") {
+            if let Some(uuid) = record.get("uuid").and_then(Value::as_str) {
+                return Ok((i, uuid.to_string()));
+            }
+        }
+    }
+    Err(CannotFork(format!(
+        "the result of tool call {} is not in the Claude Code session {}",
+        quote(id),
+        point.transcript.display()
+    )))
+}
+
+/// The new session: the conversation before the prompt (or, for a step, up to just after its
+/// tool's result), or none when the prompt was the first.
 pub fn fork(point: &Point, text: &str, place: &Place) -> Result<Option<NewSession>, CannotFork> {
     let lines: Vec<(usize, &str)> = jsonl::lines(text).collect();
     let (at, prompt) = find(point, &lines)?;
-    let Some(mut parent) = prompt
-        .get("parentUuid")
-        .and_then(Value::as_str)
-        .map(String::from)
-    else {
-        return Ok(None);
+    let (at, mut parent) = match &point.after_tool {
+        Some(id) => {
+            let (end, uuid) = tool_result(point, &lines, at, id)?;
+            (end + 1, uuid)
+        }
+        None => match prompt.get("parentUuid").and_then(Value::as_str) {
+            Some(parent) => (at, parent.to_string()),
+            None => return Ok(None),
+        },
     };
     // Every message before the prompt, by uuid.
     let mut records = Vec::with_capacity(at);

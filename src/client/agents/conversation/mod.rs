@@ -71,6 +71,7 @@ impl Point {
             message_id: c.message_id.map(String::from),
             hook_time: text("timestamp").and_then(|t| t.parse().ok()),
             occurrence: c.occurrence,
+            after_tool: None,
         })
     }
 
@@ -181,6 +182,12 @@ pub fn plan(point: &Point, place: &Place) -> Result<Fork, CannotFork> {
 /// [`plan`] of a session file found already.
 fn plan_located(point: &Point, place: &Place, located: place::Located) -> Result<Fork, CannotFork> {
     let text = jsonl::read(point.agent, &located)?;
+    if point.after_tool.is_some() && point.agent != Agent::ClaudeCode {
+        return Err(CannotFork(format!(
+            "ckpt forks a conversation to a step in Claude Code sessions only, not {}'s",
+            point.agent.name()
+        )));
+    }
     let session = match point.agent {
         Agent::ClaudeCode => claude::fork(point, &text, place)?,
         Agent::Codex => codex::fork(point, &text, place)?,
