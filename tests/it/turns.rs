@@ -371,3 +371,31 @@ fn rewind_with_one_session_and_nobody_else_restores_the_whole_tree() {
     assert_eq!(read(&env, "x.txt"), None);
     env.fsck();
 }
+
+/// Copilot CLI's own events (as its binary sends them: no event name, camelCase fields): a
+/// prompt, a `create` tool call and the turn's end make an exact turn with one step.
+#[test]
+fn copilots_own_events_make_an_exact_turn() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "keep.txt", "k\n");
+    env.watch();
+    let hook = |payload: Value| {
+        crate::harness::hook_json(&env, &p, "copilot", &payload);
+    };
+    hook(json!({"sessionId": "cp-1", "timestamp": 1, "cwd": p, "prompt": "make hello"}));
+    write(&p, "hello.txt", "hello\n");
+    hook(json!({"sessionId": "cp-1", "timestamp": 2, "cwd": p, "toolName": "create",
+        "toolArgs": {"path": p.join("hello.txt"), "file_text": "hello\n"},
+        "toolResult": {"resultType": "success"}}));
+    hook(json!({"sessionId": "cp-1", "timestamp": 3, "cwd": p, "stopReason": "end_turn",
+        "stop_hook_active": false}));
+    let log = env.json(&["log", "--steps", "--dialog", "cp-1"]);
+    let turn = &log["prompts"][0];
+    assert_eq!(log["prompts"].as_array().unwrap().len(), 1, "{log}");
+    assert_eq!(turn["label"], "make hello");
+    assert!(turn["turn"]["until"].is_string(), "{turn}");
+    assert_eq!(turn["steps"][0]["tool"], "create", "{turn}");
+    assert_eq!(turn["steps"][0]["touched"], json!(["hello.txt"]), "{turn}");
+    assert_eq!(turn["turn"]["added"], 1, "{turn}");
+}

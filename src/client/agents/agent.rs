@@ -77,25 +77,30 @@ impl Agent {
     }
 
     /// Every hook event ckpt installs under: the prompt's ([`Agent::event`]), then the turn's
-    /// end and the after-tool one where ckpt reads them (Copilot's wait for its binary to be
-    /// tried here: its prompt hook alone is installed).
+    /// end and the after-tool one.
     pub fn events(self) -> &'static [&'static str] {
         match self {
             Agent::ClaudeCode => &["UserPromptSubmit", "Stop", "PostToolUse"],
             Agent::Gemini => &["BeforeAgent", "AfterAgent", "AfterTool"],
             Agent::Cursor => &["beforeSubmitPrompt", "stop", "afterFileEdit"],
             Agent::Codex => &["UserPromptSubmit", "Stop", "PostToolUse"],
-            Agent::Copilot => &["userPromptSubmitted"],
+            Agent::Copilot => &["userPromptSubmitted", "agentStop", "postToolUse"],
         }
     }
 
     /// What a hook call is, from the event the payload names (a payload naming none is a
     /// prompt's: how the agents without names send it).
     pub fn moment(self, payload: &Value) -> Moment {
+        // Copilot's own (camelCase) events name none: their fields tell them apart.
+        let unnamed = match (self, payload.get("toolName"), payload.get("stopReason")) {
+            (Agent::Copilot, Some(_), _) => "postToolUse",
+            (Agent::Copilot, None, Some(_)) => "agentStop",
+            _ => self.event(),
+        };
         let event = payload
             .get("hook_event_name")
             .and_then(Value::as_str)
-            .unwrap_or(self.event());
+            .unwrap_or(unnamed);
         match event {
             "Stop" | "AfterAgent" | "stop" | "agentStop" => Moment::End,
             "PostToolUse" | "AfterTool" | "afterFileEdit" | "postToolUse" => Moment::Step,
@@ -263,4 +268,28 @@ pub fn project_root(cwd: &Path) -> PathBuf {
         .find(|dir| dir.join(".git").exists())
         .unwrap_or(&cwd)
         .to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Copilot's own events name none: the prompt, the turn's end and a tool call are told
+    /// apart by their fields (as its binary sends them); its Claude-style ones by their name.
+    #[test]
+    fn copilots_events_are_told_apart_by_their_fields() {
+        let c = Agent::Copilot;
+        let prompt = json!({"sessionId": "s", "timestamp": 1, "cwd": "/p", "prompt": "A"});
+        let stop = json!({"sessionId": "s", "cwd": "/p", "stopReason": "end_turn",
+            "transcriptPath": "/h/.copilot/session-state/s/events.jsonl"});
+        let tool = json!({"sessionId": "s", "cwd": "/p", "toolName": "create",
+            "toolArgs": {"path": "/p/a"}});
+        assert_eq!(c.moment(&prompt), Moment::Prompt);
+        assert_eq!(c.moment(&stop), Moment::End);
+        assert_eq!(c.moment(&tool), Moment::Step);
+        let named = json!({"hook_event_name": "Stop", "session_id": "s"});
+        assert_eq!(c.moment(&named), Moment::End);
+        // Other agents' prompts are never read as Copilot's fields.
+        assert_eq!(Agent::ClaudeCode.moment(&tool), Moment::Prompt);
+    }
 }

@@ -32,6 +32,8 @@ const EDITS: &[&str] = &[
     "write_file",
     "replace",
     "edit",
+    // Copilot CLI (`edit` as Gemini's)
+    "create",
 ];
 
 /// Tools that change no file.
@@ -56,6 +58,8 @@ const READS: &[&str] = &[
     "web_fetch",
     "save_memory",
     "write_todos",
+    // Copilot CLI
+    "view",
 ];
 
 /// Tools after which the turn is worth coming back to even when no file changed: an answered
@@ -115,7 +119,12 @@ fn patched(input: &Value) -> Vec<PathBuf> {
 /// Reads an after-tool hook's payload.
 pub fn tool_call(agent: Agent, payload: &Value) -> ToolCall {
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(String::from);
-    let input = payload.get("tool_input").cloned().unwrap_or(Value::Null);
+    // Copilot's own events: `toolName` and `toolArgs` (its Claude-style ones, as Claude Code's).
+    let input = payload
+        .get("tool_input")
+        .or_else(|| payload.get("toolArgs"))
+        .cloned()
+        .unwrap_or(Value::Null);
     let named = |v: &Value| -> Vec<PathBuf> {
         PATH_KEYS
             .iter()
@@ -134,7 +143,7 @@ pub fn tool_call(agent: Agent, payload: &Value) -> ToolCall {
             tool_use_id: text(payload, "generation_id"),
         };
     }
-    let tool = text(payload, "tool_name");
+    let tool = text(payload, "tool_name").or_else(|| text(payload, "toolName"));
     let name = tool.as_deref().unwrap_or("");
     let (paths, declared) = if PATCHES.contains(&name) {
         let paths = patched(&input);
@@ -204,6 +213,16 @@ mod tests {
         assert!(call.declared);
         let empty = json!({"tool_name": "apply_patch", "tool_input": {"command": "echo"}});
         assert!(!tool_call(Agent::Codex, &empty).declared);
+
+        // Copilot's own payloads, as its binary sends them.
+        let create = json!({"sessionId": "s", "cwd": "/p", "toolName": "create",
+            "toolArgs": {"path": "/p/hello.txt", "file_text": "hi\n"}});
+        let call = tool_call(Agent::Copilot, &create);
+        assert_eq!(call.tool.as_deref(), Some("create"));
+        assert_eq!(call.paths, [PathBuf::from("/p/hello.txt")]);
+        assert!(call.declared);
+        let bash = json!({"sessionId": "s", "toolName": "bash", "toolArgs": {"command": "x"}});
+        assert!(!tool_call(Agent::Copilot, &bash).declared);
 
         let cursor = json!({"hook_event_name": "afterFileEdit", "file_path": "/p/b.rs"});
         let call = tool_call(Agent::Cursor, &cursor);
