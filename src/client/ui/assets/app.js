@@ -311,7 +311,8 @@ function refilter(keepId) {
     && (!needle || `${c.label}\n${c.id}\n${(c.tags || []).join(" ")}`.toLowerCase().includes(needle)));
   if (keepId) state.cursor = state.shown.findIndex((c) => c.id === keepId);
   if (state.cursor >= state.shown.length) state.cursor = state.shown.length - 1;
-  $("count").textContent = `${state.shown.length} of ${state.all.length} checkpoints`;
+  const entries = state.all.filter((c) => c.kind !== "step" && c.kind !== "turn-end").length;
+  $("count").textContent = `${state.shown.length} of ${entries} checkpoints`;
   $("rows").style.height = `${state.shown.length * ROW}px`;
   renderRows();
 }
