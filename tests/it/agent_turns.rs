@@ -173,7 +173,10 @@ fn claude_code_rewinds_to_a_step_with_its_conversation() {
     assert_eq!(out.status.code(), Some(0), "{r}");
     // The files: a.txt as the Write left it, the shell's edits undone.
     assert!(p.join("a.txt").exists());
-    assert_eq!(std::fs::read_to_string(p.join("notes.txt")).unwrap(), "notes\n");
+    assert_eq!(
+        std::fs::read_to_string(p.join("notes.txt")).unwrap(),
+        "notes\n"
+    );
     assert!(p.join("gone.txt").exists());
     let mut now: Vec<String> = tree_state(&p)
         .into_keys()
@@ -212,7 +215,12 @@ fn claude_code_rewinds_to_a_step_with_its_conversation() {
         .env("ANTHROPIC_API_KEY", "sk-ant-offline")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .args(["--output-format", "json", "--permission-mode", "acceptEdits"])
+        .args([
+            "--output-format",
+            "json",
+            "--permission-mode",
+            "acceptEdits",
+        ])
         .args(["--allowedTools", "Bash", "--resume", &fork, "-p", "go on"])
         .output()
         .unwrap();
@@ -230,6 +238,9 @@ fn claude_code_rewinds_to_a_step_with_its_conversation() {
         Some(1),
         "{first}"
     );
-    assert!(first["user_texts"].to_string().contains("write:a.txt"), "{first}");
+    assert!(
+        first["user_texts"].to_string().contains("write:a.txt"),
+        "{first}"
+    );
     env.fsck();
 }

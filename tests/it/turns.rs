@@ -385,11 +385,15 @@ fn copilots_own_events_make_an_exact_turn() {
     };
     hook(json!({"sessionId": "cp-1", "timestamp": 1, "cwd": p, "prompt": "make hello"}));
     write(&p, "hello.txt", "hello\n");
-    hook(json!({"sessionId": "cp-1", "timestamp": 2, "cwd": p, "toolName": "create",
+    hook(
+        json!({"sessionId": "cp-1", "timestamp": 2, "cwd": p, "toolName": "create",
         "toolArgs": {"path": p.join("hello.txt"), "file_text": "hello\n"},
-        "toolResult": {"resultType": "success"}}));
-    hook(json!({"sessionId": "cp-1", "timestamp": 3, "cwd": p, "stopReason": "end_turn",
-        "stop_hook_active": false}));
+        "toolResult": {"resultType": "success"}}),
+    );
+    hook(
+        json!({"sessionId": "cp-1", "timestamp": 3, "cwd": p, "stopReason": "end_turn",
+        "stop_hook_active": false}),
+    );
     let log = env.json(&["log", "--steps", "--dialog", "cp-1"]);
     let turn = &log["prompts"][0];
     assert_eq!(log["prompts"].as_array().unwrap().len(), 1, "{log}");

@@ -50,6 +50,24 @@ fn the_page_reverts_one_sessions_turn_after_a_plan_and_bad_ids_get_clear_errors(
     assert_eq!(kinds, ["turn-end", "step", "step"], "{list}");
     assert_eq!(of_a[2]["tool"], "Write");
 
+    // A prompt's own turn, compared with the files now: A's files only, not B's nor the
+    // user's; the whole difference without `turn`.
+    let diff = |turn: bool| {
+        let reply = ui.get(&format!(
+            "/api/diff?{}&from={a}&turn={turn}",
+            project_query(&p)
+        ));
+        let files: Vec<String> = reply.json()["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap().to_string())
+            .collect();
+        files
+    };
+    assert_eq!(diff(true), ["a.txt", "shared.txt"]);
+    assert_eq!(diff(false), ["a.txt", "b.txt", "shared.txt"]);
+
     let before = tree_state(&p);
     let plan = ui
         .post(

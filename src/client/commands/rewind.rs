@@ -381,10 +381,7 @@ fn say_forked_at_step(f: &Forked, dry_run: bool) {
     match (&f.session_id, dry_run) {
         (_, true) => outln!("would fork the {} conversation to {place}", f.agent),
         (Some(id), false) => {
-            outln!(
-                "conversation forked to {place}: {} session {id}",
-                f.agent
-            );
+            outln!("conversation forked to {place}: {} session {id}", f.agent);
             outln!("continue it with:  {}", f.resume.join(" "));
         }
         (None, false) => outln!("no conversation to fork"),

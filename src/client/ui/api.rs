@@ -23,6 +23,7 @@ use crate::client::ClientError;
 use crate::protocol::methods::{
     DiffParams, ListParams, NoParams, RestoreParams, ShowParams, SubscribeParams, UndoParams,
 };
+use crate::protocol::results as r;
 use crate::protocol::rpc;
 use crate::protocol::turns::RevertParams;
 
@@ -58,6 +59,10 @@ pub struct DiffQuery {
     /// The patch's text from this byte on (a page of it, no file list); absent: the file list
     /// with line counts, no patch.
     offset: Option<u64>,
+    /// `from` is a prompt: only the paths its own turn changed (as `ckpt log` counts it), not
+    /// what other sessions or the user changed meanwhile.
+    #[serde(default)]
+    turn: bool,
 }
 
 #[derive(Deserialize)]
@@ -132,18 +137,51 @@ pub async fn show(State(ui): State<Arc<Ui>>, Query(q): Query<ShowQuery>) -> Resp
 pub async fn diff(State(ui): State<Arc<Ui>>, Query(q): Query<DiffQuery>) -> Response {
     let page = q.offset;
     daemon(ui, move |conn| {
-        conn.call::<rpc::Diff>(&DiffParams {
+        let mut paths = Vec::new();
+        if q.turn {
+            let shown = conn.call::<rpc::Show>(&ShowParams {
+                project: q.project.clone(),
+                id: q.from.clone(),
+                files: false,
+                dialog: None,
+                max_entries: Some(10_000),
+                counts: false,
+            })?;
+            // A prompt from before ckpt kept turns: the whole difference, as before.
+            let turn = shown.turn_changes;
+            let known = turn.is_some();
+            let turn = turn.unwrap_or_default();
+            let own = turn.files.into_iter().map(|f| f.path).chain(turn.ambiguous);
+            paths = own.map(|p| q.project.join(p)).collect();
+            if known && paths.is_empty() {
+                // The turn changed nothing: nothing to compare (an empty list means every path).
+                return Ok(serde_json::to_value(r::Diffed {
+                    diff: r::DiffResult {
+                        files: Vec::new(),
+                        patch: page.map(|_| String::new()),
+                        files_total: Some(0),
+                        next_offset: None,
+                        truncated: false,
+                    },
+                    from: shown.checkpoint.id,
+                    to: None,
+                })
+                .unwrap_or_default());
+            }
+        }
+        let diffed = conn.call::<rpc::Diff>(&DiffParams {
             project: q.project,
             from: q.from,
             to: q.to,
-            paths: Vec::new(),
+            paths,
             patch: page.is_some(),
             counts: page.is_none(),
             dialog: None,
             max_files: Some(if page.is_some() { 0 } else { PAGE_FILES }),
             offset: page.unwrap_or(0),
             max_bytes: Some(PAGE_PATCH_BYTES),
-        })
+        })?;
+        Ok(serde_json::to_value(diffed).unwrap_or_default())
     })
     .await
 }

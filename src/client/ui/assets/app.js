@@ -444,11 +444,13 @@ async function openEntry(c) {
       from = c.parent; to = c.id;
       caption = "Changes since the previous checkpoint";
     }
+    // A prompt's turn: only the files its own turn changed (as `ckpt log` counts it).
+    const turn = !state.base && view === "turn" && c.kind === "message";
     // The file list first (the first screen, however big the change), then the text by pages.
-    const result = await get("diff", { project: state.project, from, to });
+    const result = await get("diff", { project: state.project, from, to, turn });
     if (state.open !== c) return;
     renderDiff(diff, caption, result);
-    loadPatch(diff, c, { from, to });
+    loadPatch(diff, c, { from, to, turn });
   } catch (e) {
     if (state.open === c) diff.replaceChildren(el("p", "error", e.message));
   }
@@ -525,7 +527,7 @@ async function loadPatch(target, c, range, offset = 0, text = "") {
   if (!sections) return;
   let page;
   try {
-    page = await get("diff", { project: state.project, from: range.from, to: range.to, offset });
+    page = await get("diff", { project: state.project, from: range.from, to: range.to, turn: range.turn, offset });
   } catch (e) {
     if (state.open === c) sections.append(el("p", "error", e.message));
     return;
