@@ -39,6 +39,7 @@ mod reload;
 mod restore;
 mod restore_races;
 mod retention;
+mod revert_edges;
 mod roundtrip;
 mod security;
 mod servers;
