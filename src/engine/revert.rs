@@ -196,7 +196,7 @@ pub fn revert(p: &Project, o: &mut Opened, params: RevertParams) -> Result<Rever
                     why = why.or(w);
                 }
                 if let Some(why) = why {
-                    refused.insert(path.clone(), why);
+                    refused.entry(path.clone()).or_insert(why);
                 }
                 if state != start {
                     result.push((path.clone(), state));
@@ -308,14 +308,14 @@ fn plan(
                         .filter(|t| !ours.contains(t))
                         .map(|t| t.short().to_string())
                         .collect();
-                    refused.insert(
-                        path,
+                    refused.entry(path).or_insert_with(|| {
                         format!(
                             "ambiguous: changed while the turn of {} was running too, and \
-                             nothing tells which turn did it (`--force` takes it back)",
+                             nothing tells which turn did it; left as it is (`--force` takes \
+                             it back)",
                             others.join(", ")
-                        ),
-                    );
+                        )
+                    });
                 }
                 owner => {
                     let kind = spans.cps.get(at).map(|c| c.kind);
@@ -324,9 +324,8 @@ fn plan(
             }
         }
     }
-    for path in refused.keys() {
-        todo.remove(path);
-    }
+    // A path with an ambiguous change keeps that change (it is in no `todo` place); the turns'
+    // own changes of it still go back, hunk by hunk.
     Ok((todo, refused, others))
 }
 

@@ -9,7 +9,7 @@ Usage: python3 anthropic.py PROJECT_DIR LOG_FILE   (prints the port, then serves
 
 import json
 
-from standin import PROJECT, log, serve, turn_script
+from standin import PROJECT, gate, log, serve, turn_script
 
 
 def blocks(message):
@@ -85,6 +85,7 @@ def reply_for(body):
         return [{"type": "tool_use", "id": f"toolu_write_{len(body['messages'])}", "name": "Write",
                  "input": {"file_path": PROJECT + "/" + written, "content": content}}], "tool_use"
     if step == 1:
+        gate(prompt)
         return [{"type": "tool_use", "id": f"toolu_bash_{len(body['messages'])}", "name": "Bash",
                  "input": {"command": command, "description": "edit files"}}], "tool_use"
     return [{"type": "text", "text": "Done."}], "end_turn"

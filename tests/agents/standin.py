@@ -4,12 +4,15 @@ answers POSTs with whatever the stand-in's `answer(path, body)` returns, and the
 Each turn the stand-ins play is the same: write a file, then run a shell command that appends to
 `notes.txt` and removes a file. The user's prompt may name them: `write:NAME` (default
 `written-by-agent.txt`) and `delete:NAME` (default `old.txt`); the written file holds the prompt,
-so a second turn changes it.
+so a second turn changes it. `wait:NAME` holds the turn after its write until a file NAME
+exists beside the log (see `gate`), so that a test can run another session's turn in between.
 """
 
 import json
+import os
 import re
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PROJECT, LOG = sys.argv[1], sys.argv[2]
@@ -32,6 +35,19 @@ def turn_script(prompt):
     content = "the agent wrote this\n" + (prompt or "") + "\n"
     command = f"printf 'shell was here\\n' >> notes.txt && unlink {deleted}"
     return written, content, command
+
+
+def gate(prompt):
+    """With `wait:NAME` in the prompt: says so in NAME.waiting beside the log, then waits (at most
+    120 s) until NAME exists there."""
+    name = directive(prompt, "wait", None)
+    if name is None:
+        return
+    folder = os.path.dirname(os.path.abspath(LOG))
+    open(os.path.join(folder, name + ".waiting"), "w").close()
+    deadline = time.monotonic() + 120
+    while not os.path.exists(os.path.join(folder, name)) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def serve(answer, get_body="{}"):

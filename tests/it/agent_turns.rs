@@ -4,19 +4,20 @@
 //! byte-identical. Ignored by default (it needs the agents); `.ci/run` runs it.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::agents::{agent_bin, git_in_worktree, model};
 use crate::harness::*;
 
-/// One headless Claude Code turn on `prompt` (a new session); its session id.
-fn claude_turn(env: &TestEnv, p: &Path, port: u16, prompt: &str) -> String {
+/// Claude Code headless in `p` against the stand-in model on `port`, writes and the shell
+/// allowed; the caller adds the prompt.
+fn claude(env: &TestEnv, p: &Path, port: u16) -> Command {
     let mut cmd = Command::new(agent_bin("claude", "claude"));
     env.env(&mut cmd);
-    let out = cmd
-        .current_dir(p)
+    cmd.current_dir(p)
         .stdin(Stdio::null())
         .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
         .env("ANTHROPIC_API_KEY", "sk-ant-offline")
@@ -28,12 +29,20 @@ fn claude_turn(env: &TestEnv, p: &Path, port: u16, prompt: &str) -> String {
             "--permission-mode",
             "acceptEdits",
         ])
-        .args(["--allowedTools", "Bash", "-p", prompt])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+        .args(["--allowedTools", "Bash"]);
+    cmd
+}
+
+/// The session id of a finished headless turn.
+fn session_of(out: &Output) -> String {
+    assert!(out.status.success(), "{}\n{}", stdout(out), stderr(out));
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     result["session_id"].as_str().unwrap().to_string()
+}
+
+/// One headless Claude Code turn on `prompt` (a new session); its session id.
+fn claude_turn(env: &TestEnv, p: &Path, port: u16, prompt: &str) -> String {
+    session_of(&claude(env, p, port).args(["-p", prompt]).output().unwrap())
 }
 
 #[test]
@@ -136,6 +145,148 @@ fn claude_code_sessions_in_one_folder_revert_only_their_own_turns() {
     env.fsck();
 }
 
+/// Waits (at most 120 s) until `path` exists, failing early when `child` ended first.
+fn wait_for(path: &Path, child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !path.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "the turn ended first");
+        assert!(Instant::now() < deadline, "{} never came", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Two Claude Code sessions whose turns overlap: B's whole turn runs between A's Write and A's
+/// shell. The Write tools name their files, so each session's write is its own; B's shell ran
+/// while A's turn was running too, so what it changed is ambiguous: refused unless forced.
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn claude_code_sessions_whose_turns_overlap_are_told_apart_by_their_tools() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    git_in_worktree(&p, &["init", "-q"]);
+    write(&p, "notes.txt", "notes\n");
+    write(&p, "gone-a.txt", "A deletes me\n");
+    write(&p, "gone-b.txt", "B deletes me\n");
+    let out = env.ckpt_in(&p, &["hook", "install", "claude-code"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = env.home.join("model.log");
+    let (mut server, port) = model("anthropic.py", &p, &log);
+    let mut a = claude(&env, &p, port)
+        .args(["-p", "A: write:a.txt delete:gone-a.txt wait:gate"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A has written a.txt and waits for its next model answer: B takes a whole turn.
+    wait_for(&env.home.join("gate.waiting"), &mut a);
+    let b = claude_turn(&env, &p, port, "B: write:b.txt delete:gone-b.txt");
+    std::fs::write(env.home.join("gate"), "").unwrap();
+    let a = session_of(&a.wait_with_output().unwrap());
+    let _ = server.kill();
+    let _ = server.wait();
+
+    let log = env.json_in(&p, &["log", "--steps"])["prompts"].clone();
+    let prompt_of = |session: &str| {
+        log.as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["dialog"] == session)
+            .unwrap_or_else(|| panic!("no prompt of {session}: {log}"))
+            .clone()
+    };
+    let (ta, tb) = (prompt_of(&a), prompt_of(&b));
+    for t in [&ta, &tb] {
+        let tools: Vec<&str> = t["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["tool"].as_str().unwrap_or("end"))
+            .collect();
+        assert_eq!(tools, ["Write", "Bash", "end"], "{t}");
+    }
+    // B's prompt came in the middle of A's turn.
+    let at = |v: &Value| v["created_at"].as_str().unwrap().to_string();
+    assert!(at(&ta["steps"][0]) < at(&tb), "{ta} {tb}");
+    assert!(at(&tb["steps"][2]) < at(&ta["steps"][1]), "{ta} {tb}");
+    // What each turn changed, as `log` counts it: all of A's; B's write, not its shell's
+    // (ambiguous, so neither turn's).
+    let counts = |t: &Value| {
+        let c = &t["turn"];
+        (
+            c["added"].clone(),
+            c["modified"].clone(),
+            c["deleted"].clone(),
+        )
+    };
+    assert_eq!(counts(&ta), (json!(1), json!(1), json!(1)), "{ta}");
+    assert_eq!(counts(&tb), (json!(1), json!(0), json!(0)), "{tb}");
+
+    let before = tree_state(&p);
+    let revert = |id: &str, force: bool| {
+        let mut args = vec!["--json", "revert", "--yes", id];
+        if force {
+            args.push("--force");
+        }
+        let out = env.ckpt_in(&p, &args);
+        let r: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{} {}", stdout(&out), stderr(&out)));
+        (out.status.code(), r)
+    };
+    let notes = || std::fs::read_to_string(p.join("notes.txt")).unwrap();
+    let refused = |r: &Value| -> Vec<String> {
+        r["refused"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // A's shell ran after B's turn ended: it is A's, and goes back with A's write. B's shell ran
+    // while A's turn ran too: what it changed could be A's, so it is named and left.
+    let (code, r) = revert(ta["id"].as_str().unwrap(), false);
+    assert_eq!(code, Some(2), "{r}");
+    assert_eq!(
+        r["reverted"],
+        json!(["a.txt", "gone-a.txt", "notes.txt"]),
+        "{r}"
+    );
+    assert_eq!(refused(&r), ["gone-b.txt", "notes.txt"], "{r}");
+    assert!(r["refused"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains(&tb["id"].as_str().unwrap()[..12]));
+    assert!(p.join("b.txt").exists() && !p.join("gone-b.txt").exists());
+    assert_eq!(notes(), "notes\nshell was here\n");
+    env.json_in(&p, &["undo", "--yes"]);
+    assert_eq!(tree_state(&p), before);
+
+    // B's Write is B's; its shell's changes could be A's too: named, left, then forced.
+    let (code, r) = revert(tb["id"].as_str().unwrap(), false);
+    assert_eq!(code, Some(2), "{r}");
+    assert_eq!(r["reverted"], json!(["b.txt"]), "{r}");
+    assert_eq!(refused(&r), ["gone-b.txt", "notes.txt"], "{r}");
+    assert!(r["refused"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains(&ta["id"].as_str().unwrap()[..12]));
+    assert!(!p.join("gone-b.txt").exists() && p.join("a.txt").exists());
+    assert_eq!(notes(), "notes\nshell was here\nshell was here\n");
+    env.json_in(&p, &["undo", "--yes"]);
+    assert_eq!(tree_state(&p), before);
+    let (code, r) = revert(tb["id"].as_str().unwrap(), true);
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(
+        r["reverted"],
+        json!(["b.txt", "gone-b.txt", "notes.txt"]),
+        "{r}"
+    );
+    assert_eq!(notes(), "notes\nshell was here\n");
+    assert!(p.join("a.txt").exists() && !p.join("gone-a.txt").exists());
+    env.json_in(&p, &["undo", "--yes"]);
+    assert_eq!(tree_state(&p), before);
+    env.fsck();
+}
+
 /// `ckpt rewind --to STEP` with the real Claude Code: the files as they were just after the
 /// step's tool call, and a forked session that, resumed, shows the model the turn up to that
 /// tool's result and not the later one's.
@@ -206,22 +357,8 @@ fn claude_code_rewinds_to_a_step_with_its_conversation() {
 
     // Resumed, the model is shown the Write's result and not the shell's.
     std::fs::write(&log, "").unwrap();
-    let mut cmd = Command::new(agent_bin("claude", "claude"));
-    env.env(&mut cmd);
-    let out = cmd
-        .current_dir(&p)
-        .stdin(Stdio::null())
-        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
-        .env("ANTHROPIC_API_KEY", "sk-ant-offline")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .args([
-            "--output-format",
-            "json",
-            "--permission-mode",
-            "acceptEdits",
-        ])
-        .args(["--allowedTools", "Bash", "--resume", &fork, "-p", "go on"])
+    let out = claude(&env, &p, port)
+        .args(["--resume", &fork, "-p", "go on"])
         .output()
         .unwrap();
     let _ = server.kill();
