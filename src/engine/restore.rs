@@ -410,22 +410,19 @@ fn refuse_unmatched_paths(o: &Opened, target: &Checkpoint, paths: &[BString]) ->
     let tree = repo
         .find_tree(parse_id(&target.tree)?)
         .map_err(|e| StoreError::git("reading a tree", e))?;
-    let index = o.index.files();
     let unmatched: Vec<String> = paths
         .iter()
         .filter(|p| {
-            let in_target = tree
-                .lookup_entry_by_path(gix::bstr::ByteSlice::to_path_lossy(p.as_slice()))
-                .ok()
-                .flatten()
-                .is_some();
-            let in_tree = index.contains_key(*p)
-                || index
-                    .range::<BString, _>((*p).clone()..)
-                    .next()
-                    .is_some_and(|(k, _)| k.starts_with(p) && k.get(p.len()) == Some(&b'/'));
-            let on_disk = std::fs::symlink_metadata(rel_to_abs(o.filter.root(), p)).is_ok();
-            !(in_target || in_tree || on_disk)
+            // Cheapest first: the index in memory, then the target's trees, then the disk.
+            let in_tree = o.index.holds(gix::bstr::ByteSlice::as_bstr(p.as_slice()));
+            let in_target = || {
+                tree.lookup_entry_by_path(gix::bstr::ByteSlice::to_path_lossy(p.as_slice()))
+                    .ok()
+                    .flatten()
+                    .is_some()
+            };
+            let on_disk = || std::fs::symlink_metadata(rel_to_abs(o.filter.root(), p)).is_ok();
+            !(in_tree || in_target() || on_disk())
         })
         .map(|p| p.to_string())
         .collect();

@@ -10,7 +10,7 @@ use gix::ObjectId;
 
 use super::baseline::Baseline;
 use super::name::Name;
-use super::node::{node_at, node_in, visit_files, DirNode, IndexEntry};
+use super::node::{has_files, node_at, node_in, visit_files, DirNode, IndexEntry};
 use super::progress::Progress;
 use crate::filter::{split_parent, RulesCache};
 use crate::fs::{now_ns, Stat};
@@ -234,6 +234,11 @@ impl FileIndex {
         self.node(parent)?.files.get(name)
     }
 
+    /// Whether the index holds `path`: a file there, or a folder with a file below it.
+    pub fn holds(&self, path: &BStr) -> bool {
+        self.get(path).is_some() || self.node(path).is_some_and(has_files)
+    }
+
     /// Calls `f` with every file and its entry (folder by folder), collecting nothing.
     pub fn for_each_file(&self, mut f: impl FnMut(&BStr, &IndexEntry)) {
         visit_files(&self.root, &mut BString::default(), &mut f);
@@ -274,4 +279,26 @@ pub const INDEX_REF: &str = "refs/ckpt/index";
 /// Where the stat cache of a store lives.
 pub fn stat_cache_path(store_dir: &Path) -> PathBuf {
     store_dir.join("ckpt-index")
+}
+
+#[cfg(test)]
+mod tests {
+    use gix::bstr::ByteSlice;
+
+    use crate::index::testing::read_once;
+
+    #[test]
+    fn holds_a_file_and_a_folder_with_files_below_not_a_name_that_only_starts_alike() {
+        let (_dir, _store, _filter, index) = read_once(&[("sub/b.txt", "b"), ("a.txt", "a")]);
+        for (path, held) in [
+            ("a.txt", true),
+            ("sub", true),
+            ("sub/b.txt", true),
+            ("su", false),
+            ("sub/b", false),
+            ("nothing", false),
+        ] {
+            assert_eq!(index.holds(path.as_bytes().as_bstr()), held, "{path}");
+        }
+    }
 }

@@ -85,6 +85,11 @@ pub(super) fn node_in<'a>(root: &'a DirNode, path: &BStr) -> Option<&'a DirNode>
     Some(node)
 }
 
+/// Whether any file lies below `node`.
+pub(super) fn has_files(node: &DirNode) -> bool {
+    !node.files.is_empty() || node.dirs.values().any(has_files)
+}
+
 /// Calls `f` with every file below `node` (whose path is `path`) and its entry, without
 /// collecting them.
 pub(super) fn visit_files(
