@@ -17,6 +17,8 @@ install() {
 install claude @anthropic-ai/claude-code 2.1.328 claude
 install gemini @google/gemini-cli 0.61.0 gemini
 install codex @openai/codex 0.169.0 codex
+install copilot @github/copilot 1.0.102 copilot
 "$dest/claude/node_modules/.bin/claude" --version
 "$dest/gemini/node_modules/.bin/gemini" --version
 "$dest/codex/node_modules/.bin/codex" --version
+"$dest/copilot/node_modules/.bin/copilot" --version

@@ -1,0 +1,101 @@
+"""A scripted stand-in for the OpenAI Chat Completions API (streamed or not), so that the real
+GitHub Copilot CLI runs whole turns offline with a custom provider: a turn's first call gets a
+`create` tool call, the next a `bash` tool call, then a final text (see `standin.turn_script`).
+Calls without those tools get a short text. Each request's user texts are logged.
+
+Usage: python3 completions.py PROJECT_DIR LOG_FILE   (prints the port, then serves)
+"""
+
+import json
+
+from standin import PROJECT, gate, log, serve, turn_script
+
+
+def text_of(content):
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def current_turn(body):
+    """The prompt of the turn under way and how many tool results came after it."""
+    prompt, results = "", 0
+    for message in body.get("messages", []):
+        if message.get("role") == "tool":
+            results += 1
+        elif message.get("role") == "user":
+            prompt, results = text_of(message.get("content")), 0
+    return prompt, results
+
+
+def tool_names(body):
+    return {t.get("function", {}).get("name") for t in body.get("tools", []) or []}
+
+
+def schema(body, name):
+    for t in body.get("tools", []) or []:
+        if t.get("function", {}).get("name") == name:
+            return t["function"].get("parameters", {})
+    return {}
+
+
+def reply_for(body):
+    """(assistant message, finish reason)."""
+    names = tool_names(body)
+    prompt, step = current_turn(body)
+    if "create" not in names or "bash" not in names:
+        return {"role": "assistant", "content": "ok"}, "stop"
+    written, content, command = turn_script(prompt)
+    n = len(body.get("messages", []))
+    if step == 0:
+        call = ("create", {"path": PROJECT + "/" + written, "file_text": content})
+    elif step == 1:
+        gate(prompt)
+        arguments = {"command": command, "description": "edit files"}
+        # Whatever else the shell tool requires, with the first value its schema allows.
+        props = schema(body, "bash").get("properties", {})
+        for key in schema(body, "bash").get("required", []):
+            if key not in arguments:
+                spec = props.get(key, {})
+                arguments[key] = (spec.get("enum") or [None])[0] if "enum" in spec else {
+                    "boolean": False, "integer": 30, "number": 30}.get(spec.get("type"), "")
+        call = ("bash", arguments)
+    else:
+        return {"role": "assistant", "content": "Done."}, "stop"
+    tool_call = {"id": f"call_{call[0]}_{n}", "type": "function",
+                 "function": {"name": call[0], "arguments": json.dumps(call[1])}}
+    return {"role": "assistant", "content": None, "tool_calls": [tool_call]}, "tool_calls"
+
+
+def chunks(message, finish):
+    base = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": 0,
+            "model": "fake-model"}
+    delta = {"role": "assistant"}
+    if message.get("content"):
+        delta["content"] = message["content"]
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [dict(c, index=i) for i, c in enumerate(message["tool_calls"])]
+    events = [dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}]),
+              dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}],
+                   usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})]
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+
+
+def answer(path, body):
+    message, finish = reply_for(body)
+    log({"path": path, "stream": bool(body.get("stream")), "tools": sorted(filter(None, tool_names(body))),
+         "reply": [c["function"]["name"] for c in message.get("tool_calls") or []] or ["text"],
+         "user_texts": [text_of(m.get("content")) for m in body.get("messages", [])
+                        if m.get("role") == "user"],
+         "bash_schema": schema(body, "bash")})
+    if body.get("stream"):
+        return "text/event-stream", chunks(message, finish)
+    return "application/json", json.dumps({
+        "id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": "fake-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+
+
+serve(answer, get_body=json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
