@@ -199,6 +199,13 @@ impl Spans {
             .map(|c| c.dialog.as_str())
     }
 
+    /// Whether the turn of `prompt` reported a step or its end among these checkpoints: one that
+    /// did not may come from an agent whose hooks record prompts only, and counts as running
+    /// until its dialog's next prompt or [`super::running::TURN_IDLE`] without a word.
+    pub fn reports(&self, prompt: CheckpointId) -> bool {
+        self.events.contains_key(&prompt)
+    }
+
     /// Who changed `path` in the span ending at `cps[at]`.
     pub fn owner(&self, at: usize, path: &str) -> Owner {
         let running = match (self.cps.get(at), &self.pending) {

@@ -308,11 +308,20 @@ fn plan(
                         .filter(|t| !ours.contains(t))
                         .map(|t| t.short().to_string())
                         .collect();
+                    let silent = ts.iter().any(|t| !ours.contains(t) && !spans.reports(*t));
+                    let hint = match silent {
+                        true => {
+                            " (a session that reported no step or turn end counts as \
+                                 running until its next prompt, at most an hour: `ckpt hook \
+                                 status` tells whether its agent's hooks record turn ends)"
+                        }
+                        false => "",
+                    };
                     refused.entry(path).or_insert_with(|| {
                         format!(
                             "ambiguous: changed while the turn of {} was running too, and \
                              nothing tells which turn did it; left as it is (`--force` takes \
-                             it back)",
+                             it back){hint}",
                             others.join(", ")
                         )
                     });

@@ -149,6 +149,7 @@ fn a_shell_in_both_turns_at_once_is_ambiguous_and_refused_unless_forced() {
     write(&p, "out.txt", "who wrote me?\n");
     tool(&env, "A", "Bash", None);
     tool(&env, "B", "Bash", None);
+    stop(&env, "B");
     let (code, r) = revert(&env, &[&a]);
     assert_eq!(code, 2, "{r}");
     assert_eq!(r["reverted"], json!([]));
@@ -160,11 +161,38 @@ fn a_shell_in_both_turns_at_once_is_ambiguous_and_refused_unless_forced() {
             .contains("ambiguous"),
         "{r}"
     );
+    // B reported its turn's end: nothing to say about its hooks.
+    assert!(!r["refused"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("hook status"));
     assert!(r["undo_checkpoint"].is_null());
     assert_eq!(read(&env, "out.txt").unwrap(), "who wrote me?\n");
     let (code, r) = revert(&env, &["--force", &a]);
     assert_eq!((code, r["reverted"].clone()), (0, json!(["out.txt"])));
     assert_eq!(read(&env, "out.txt"), None);
+}
+
+/// A session whose hooks record prompts only (no step, no turn end) keeps its turn open: a shell
+/// change in another turn is ambiguous with it, and the refusal says where to look.
+#[test]
+fn a_session_that_reports_no_turn_end_is_named_as_such_when_it_makes_a_change_ambiguous() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    env.watch();
+    prompt(&env, "silent", "an agent with prompt hooks only");
+    let a = prompt(&env, "A", "run a script");
+    write(&p, "out.txt", "who wrote me?\n");
+    tool(&env, "A", "Bash", None);
+    stop(&env, "A");
+    let (code, r) = revert(&env, &[&a]);
+    assert_eq!(code, 2, "{r}");
+    let why = r["refused"][0]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("ambiguous") && why.contains("ckpt hook status"),
+        "{r}"
+    );
+    assert_eq!(read(&env, "out.txt").unwrap(), "who wrote me?\n");
 }
 
 #[test]
