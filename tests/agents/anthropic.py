@@ -1,6 +1,7 @@
 """A scripted stand-in for the Anthropic Messages API, so that the real Claude Code binary can
 run whole turns offline: a turn's first model call gets a `Write` tool call, the next a `Bash`
-tool call, then a final text (see `standin.turn_script`). Calls without tools (titles, summaries)
+tool call (with `then:NAME` in the prompt, a third: a `Write` of NAME), then a final text (see
+`standin.turn_script`). Calls without tools (titles, summaries)
 get a short text. Each request's user texts are logged (`user_texts`), so a test sees what the
 model was shown.
 
@@ -9,7 +10,7 @@ Usage: python3 anthropic.py PROJECT_DIR LOG_FILE   (prints the port, then serves
 
 import json
 
-from standin import PROJECT, gate, log, serve, turn_script
+from standin import PROJECT, directive, gate, log, serve, turn_script
 
 
 def blocks(message):
@@ -88,6 +89,11 @@ def reply_for(body):
         gate(prompt)
         return [{"type": "tool_use", "id": f"toolu_bash_{len(body['messages'])}", "name": "Bash",
                  "input": {"command": command, "description": "edit files"}}], "tool_use"
+    third = directive(prompt, "then", None)
+    if step == 2 and third:
+        return [{"type": "tool_use", "id": f"toolu_write_{len(body['messages'])}", "name": "Write",
+                 "input": {"file_path": PROJECT + "/" + third, "content": "the third tool\n"}}], \
+            "tool_use"
     return [{"type": "text", "text": "Done."}], "end_turn"
 
 

@@ -302,8 +302,18 @@ fn claude_code_rewinds_to_a_step_with_its_conversation() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let log = env.home.join("model.log");
     let (mut server, port) = model("anthropic.py", &p, &log);
-    let session = claude_turn(&env, &p, port, "write:a.txt delete:gone.txt");
+    // Three tool calls: Write, Bash, Write.
+    let session = claude_turn(&env, &p, port, "write:a.txt delete:gone.txt then:c.txt");
     let turn = env.json_in(&p, &["log", "--steps", "--dialog", &session])["prompts"][0].clone();
+    let tools: Vec<&str> = turn["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["tool"].as_str().unwrap_or("end"))
+        .collect();
+    assert_eq!(tools, ["Write", "Bash", "Write", "end"], "{turn}");
+    assert_eq!(turn["steps"][2]["touched"], json!(["c.txt"]), "{turn}");
+    assert!(p.join("c.txt").exists());
     let write_step = turn["steps"][0].clone();
     assert_eq!(write_step["tool"], "Write", "{turn}");
     assert!(write_step["tool_use_id"].is_string(), "{turn}");
@@ -322,8 +332,8 @@ fn claude_code_rewinds_to_a_step_with_its_conversation() {
     let r: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("{} {}", stdout(&out), stderr(&out)));
     assert_eq!(out.status.code(), Some(0), "{r}");
-    // The files: a.txt as the Write left it, the shell's edits undone.
-    assert!(p.join("a.txt").exists());
+    // The files: a.txt as the Write left it, the shell's edits and the third tool's undone.
+    assert!(p.join("a.txt").exists() && !p.join("c.txt").exists());
     assert_eq!(
         std::fs::read_to_string(p.join("notes.txt")).unwrap(),
         "notes\n"
