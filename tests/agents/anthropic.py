@@ -10,7 +10,7 @@ Usage: python3 anthropic.py PROJECT_DIR LOG_FILE   (prints the port, then serves
 
 import json
 
-from standin import PROJECT, directive, gate, log, serve, turn_script
+from standin import PROJECT, gate, log, serve, third, turn_script
 
 
 def blocks(message):
@@ -89,11 +89,10 @@ def reply_for(body):
         gate(prompt)
         return [{"type": "tool_use", "id": f"toolu_bash_{len(body['messages'])}", "name": "Bash",
                  "input": {"command": command, "description": "edit files"}}], "tool_use"
-    third = directive(prompt, "then", None)
-    if step == 2 and third:
+    if step == 2 and third(prompt):
+        name, text = third(prompt)
         return [{"type": "tool_use", "id": f"toolu_write_{len(body['messages'])}", "name": "Write",
-                 "input": {"file_path": PROJECT + "/" + third, "content": "the third tool\n"}}], \
-            "tool_use"
+                 "input": {"file_path": PROJECT + "/" + name, "content": text}}], "tool_use"
     return [{"type": "text", "text": "Done."}], "end_turn"
 
 

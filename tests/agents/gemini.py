@@ -1,6 +1,7 @@
 """A scripted stand-in for the Gemini API (`generateContent` and `streamGenerateContent`), so
 that the real Gemini CLI runs whole turns offline: a turn's first call gets a `write_file`
-function call, the next a `run_shell_command` call, then a final text (see
+function call, the next a `run_shell_command` call (with `then:NAME`, a third: a `write_file`),
+then a final text (see
 `standin.turn_script`). A request that asks for JSON matching a schema (the CLI's model router)
 gets a value built from that schema. Each request's user texts are logged (`user_texts`), so a
 test sees what the model was shown.
@@ -10,7 +11,7 @@ Usage: python3 gemini.py PROJECT_DIR LOG_FILE   (prints the port, then serves)
 
 import json
 
-from standin import PROJECT, log, serve, turn_script
+from standin import PROJECT, log, serve, third, turn_script
 
 
 def from_schema(schema):
@@ -90,6 +91,10 @@ def turn_parts(body):
     if step == 1:
         return [{"functionCall": {"name": "run_shell_command", "args": {
             "command": command, "description": "edit files"}}}]
+    if step == 2 and third(prompt):
+        name, text = third(prompt)
+        return [{"functionCall": {"name": "write_file", "args": {
+            "file_path": PROJECT + "/" + name, "content": text}}}]
     return [{"text": "Done."}]
 
 

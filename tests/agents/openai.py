@@ -1,6 +1,7 @@
 """A scripted stand-in for the OpenAI Responses API (streamed), so that the real Codex CLI runs
 whole turns offline: a turn's first call gets an `exec_command` function call that writes, edits
-and deletes files (see `standin.turn_script`), the next a final message. Each request's user
+and deletes files (see `standin.turn_script`; with `then:NAME`, three calls: the write, the
+edits, a write of NAME), the next a final message. Each request's user
 texts are logged (`user_texts`), so a test sees what the model was shown.
 
 Usage: python3 openai.py PROJECT_DIR LOG_FILE   (prints the port, then serves)
@@ -9,7 +10,7 @@ Usage: python3 openai.py PROJECT_DIR LOG_FILE   (prints the port, then serves)
 import json
 import shlex
 
-from standin import PROJECT, log, serve, turn_script
+from standin import PROJECT, log, serve, third, turn_script
 
 
 def user_texts(body):
@@ -60,11 +61,18 @@ def item_for(body):
                     "arguments": json.dumps({"limit": 10, "prompts_only": True})}
         return {"type": "message", "role": "assistant", "id": "msg_1",
                 "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}
-    if outputs == 0 and (None, "exec_command") in tools:
+    if (None, "exec_command") in tools:
         written, content, command = turn_script(prompt)
-        command = f"printf %s {shlex.quote(content)} > {written} && {command}"
-        return {"type": "function_call", "id": "fc_1", "call_id": f"call_{len(body['input'])}",
-                "name": "exec_command", "arguments": json.dumps({"cmd": command, "workdir": PROJECT})}
+        write = f"printf %s {shlex.quote(content)} > {written}"
+        # One call that writes and edits; with `then:NAME`, three: the write, the edits, NAME.
+        calls = [f"{write} && {command}"]
+        if third(prompt):
+            name, text = third(prompt)
+            calls = [write, command, f"printf %s {shlex.quote(text)} > {name}"]
+        if outputs < len(calls):
+            return {"type": "function_call", "id": f"fc_{outputs}",
+                    "call_id": f"call_{len(body['input'])}", "name": "exec_command",
+                    "arguments": json.dumps({"cmd": calls[outputs], "workdir": PROJECT})}
     return {"type": "message", "role": "assistant", "id": "msg_1",
             "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}
 

@@ -4,7 +4,8 @@ answers POSTs with whatever the stand-in's `answer(path, body)` returns, and the
 Each turn the stand-ins play is the same: write a file, then run a shell command that appends to
 `notes.txt` and removes a file. The user's prompt may name them: `write:NAME` (default
 `written-by-agent.txt`) and `delete:NAME` (default `old.txt`); the written file holds the prompt,
-so a second turn changes it. `wait:NAME` holds the turn after its write until a file NAME
+so a second turn changes it. `then:NAME` adds a third tool call that writes NAME (see `third`).
+`wait:NAME` holds the turn after its write until a file NAME
 exists beside the log (see `gate`), so that a test can run another session's turn in between.
 """
 
@@ -35,6 +36,13 @@ def turn_script(prompt):
     content = "the agent wrote this\n" + (prompt or "") + "\n"
     command = f"printf 'shell was here\\n' >> notes.txt && unlink {deleted}"
     return written, content, command
+
+
+def third(prompt):
+    """With `then:NAME` in the prompt: (NAME, its content) for a third tool call, after the
+    shell; else None."""
+    name = directive(prompt, "then", None)
+    return (name, "the third tool\n") if name else None
 
 
 def gate(prompt):

@@ -83,7 +83,10 @@ fn turn_is_checkpointed_and_rewound(
     let before = tree_state(&p);
     let log = env.home.join("model.log");
     let (mut server, port) = model(agent.model, &p, &log);
-    let prompt = format!("{}: write a file and run a command", agent.hook);
+    let prompt = format!(
+        "{}: write a file, run a command, then:third.txt",
+        agent.hook
+    );
     let mut cmd = Command::new(&binary);
     env.env(&mut cmd);
     cmd.current_dir(&p).stdin(Stdio::null());
@@ -99,9 +102,10 @@ fn turn_is_checkpointed_and_rewound(
         stdout(&out),
         stderr(&out)
     );
-    // The agent acted: it wrote a file, and its shell command edited and removed others.
+    // The agent acted: it wrote a file, its shell command edited and removed others, and it
+    // wrote one more.
     assert!(
-        p.join("written-by-agent.txt").is_file(),
+        p.join("written-by-agent.txt").is_file() && p.join("third.txt").is_file(),
         "model: {model_log}"
     );
     assert!(!p.join("old.txt").exists(), "model: {model_log}");
@@ -144,7 +148,8 @@ fn turn_is_checkpointed_and_rewound(
         .iter()
         .filter(|s| s["kind"] == "step")
         .collect();
-    assert!(!steps.is_empty(), "no step: {turn}");
+    // Three tool calls, three steps.
+    assert_eq!(steps.len(), 3, "{turn}");
     assert!(steps.iter().all(|s| s["tool"].is_string()), "{turn}");
     assert!(turn["turn"]["added"].as_u64() >= Some(1), "{turn}");
     assert!(turn["turn"]["deleted"].as_u64() >= Some(1), "{turn}");
@@ -153,6 +158,29 @@ fn turn_is_checkpointed_and_rewound(
     let out = env.ckpt_in(&p, &["--json", "revert", "--yes", id]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert_eq!(without_git(tree_state(&p)), without_git(before.clone()));
+    let out = env.ckpt_in(&p, &["undo", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(tree_state(&p), after);
+    // A restore to the first step is exact: the agent's first file, not its shell's edits nor
+    // the third tool's file; undone, the turn's end is back.
+    let first = steps[0]["id"].as_str().unwrap();
+    let out = env.ckpt_in(&p, &["restore", "--yes", first]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The agents' own settings (the hook) are ckpt's wiring, kept out of checkpoints.
+    let theirs = |f: &String| {
+        [".claude/", ".gemini/", ".codex/"]
+            .iter()
+            .any(|d| f.starts_with(d))
+    };
+    let mut now: Vec<String> = without_git(tree_state(&p)).into_keys().collect();
+    now.retain(|f| !theirs(f));
+    now.sort();
+    let mut at_step = env.ls_tree(first);
+    at_step.retain(|f| !theirs(f));
+    at_step.sort();
+    assert_eq!(now, at_step);
+    assert!(p.join("written-by-agent.txt").is_file() && p.join("old.txt").is_file());
+    assert!(!p.join("third.txt").exists());
     let out = env.ckpt_in(&p, &["undo", "--yes"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(tree_state(&p), after);
