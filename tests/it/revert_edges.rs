@@ -1,6 +1,7 @@
 //! `ckpt revert` at its edges, through the real daemon: a symlink, a file deleted or renamed
 //! since, a binary file unchanged since, a file created again; and the ids it cannot take (a step
-//! whose turn was pruned, a turn brought in from a bundle): a clear error, nothing changed.
+//! whose turn was pruned, a turn brought in from a bundle): a clear error, nothing changed; and
+//! retention, which prunes a turn's steps with it and never counts them against `keep`.
 
 use std::path::Path;
 
@@ -208,5 +209,54 @@ fn a_step_of_a_pruned_turn_and_a_turn_from_a_bundle_are_refused_and_nothing_chan
     );
     assert_eq!(tree_state(&other), state);
     env.assert_serving();
+    env.fsck();
+}
+
+#[test]
+fn steps_go_with_their_turn_and_never_push_prompts_out_of_keep() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    env.watch();
+    let mut prompts = Vec::new();
+    for n in 1..=4 {
+        prompts.push(prompt(&env, "S", &format!("turn {n}")));
+        for k in 1..=3 {
+            let rel = format!("t{n}-{k}.txt");
+            write(&p, &rel, "x\n");
+            claude_tool(&env, &p, "S", "Write", Some(&p.join(&rel)));
+        }
+        claude_stop(&env, &p, "S");
+    }
+    // Sixteen points in the dialog, four of them prompts: keeping two keeps two turns whole.
+    let pruned = env.json(&["prune", "--keep", "2", "--dialog", "S"]);
+    let gone: Vec<&str> = pruned["pruned"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i.as_str().unwrap())
+        .collect();
+    assert!(gone.contains(&prompts[1].as_str()), "{pruned}");
+    let log = env.json(&["log", "--steps", "--dialog", "S"])["prompts"].clone();
+    let kept: Vec<(&str, usize)> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["id"].as_str().unwrap(),
+                t["steps"].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect();
+    for newest in &prompts[2..] {
+        assert!(kept.contains(&(newest.as_str(), 4)), "{log}");
+    }
+    // No step of a pruned turn is left behind.
+    let listed = env.json(&["list", "--steps", "--dialog", "S"]);
+    for c in listed.as_array().unwrap() {
+        if let Some(turn) = c["turn"].as_str() {
+            assert!(!gone.contains(&turn), "{c}");
+        }
+    }
     env.fsck();
 }
