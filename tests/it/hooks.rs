@@ -398,6 +398,26 @@ fn install_merges_into_the_agents_settings_and_uninstall_removes_only_its_own() 
         assert!(v.pointer(probe).is_some(), "{agent}: {v}");
     }
     assert!(stdout(&env.ckpt_in(&p, &["hook", "install", "codex"])).contains("already"));
+    // Copilot CLI's folder hooks need folder trust, its user hooks none: status says which.
+    let rows = env.json_in(&p, &["hook", "status"]);
+    let copilot = |scope: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["agent"] == "copilot" && r["scope"] == scope)
+            .cloned()
+            .unwrap()
+    };
+    let folder = copilot("project");
+    assert_eq!(folder["copilot_trust"], "folder", "{folder}");
+    assert!(
+        folder["state"].as_str().unwrap().contains("--trust-folder"),
+        "{folder}"
+    );
+    assert!(
+        copilot("user").get("copilot_trust").is_none(),
+        "not installed there"
+    );
     // A file that is not JSON is refused and left as it is.
     let broken = p.join(".gemini/settings.json");
     std::fs::write(&broken, "{ not json").unwrap();

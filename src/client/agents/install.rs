@@ -147,6 +147,9 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result
     if agent == Agent::Gemini && !user {
         outln!("Gemini CLI runs project hooks only in a trusted folder.");
     }
+    if agent == Agent::Copilot && !user {
+        outln!("{COPILOT_FOLDER_TRUST}.");
+    }
     Ok(0)
 }
 
@@ -302,6 +305,11 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
     Ok(0)
 }
 
+/// What a folder's Copilot CLI hooks need, as Copilot CLI 1.0.102 behaves.
+const COPILOT_FOLDER_TRUST: &str = "Copilot runs a folder's hooks only in a trusted folder \
+     (`copilot --trust-folder` trusts it for one new `-p` session, and cannot be combined with \
+     `--resume`); `ckpt hook install copilot --user` needs no trust";
+
 pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
     let home = home()?;
     let codex_config = codex_trust::read_config(&codex_trust::codex_home(&home));
@@ -345,6 +353,13 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
                                 &mut row,
                             );
                             state = format!("{state}; {said}");
+                        }
+                        if agent == Agent::Copilot {
+                            row["copilot_trust"] =
+                                json!(if user { "none needed" } else { "folder" });
+                            if !user {
+                                state = format!("{state}; {COPILOT_FOLDER_TRUST}");
+                            }
                         }
                         if agent == Agent::Gemini && !user {
                             let dir = gemini_trust::gemini_dir(&home);
