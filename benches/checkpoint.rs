@@ -803,10 +803,14 @@ fn touch_ten(root: &Path, files: usize, round: usize) {
 
 /// Rewrites `n` files spread over the tree (the same ones for the same `round`).
 fn touch(root: &Path, files: usize, round: usize, n: usize) {
-    for k in 0..n {
-        let i = (k * (files / n) + round * 7) % files;
+    for i in touched(files, round, n) {
         std::fs::write(root.join(file_path(i)), content(i, round)).unwrap();
     }
+}
+
+/// The files [`touch`] rewrites.
+fn touched(files: usize, round: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |k| (k * (files / n) + round * 7) % files)
 }
 
 fn git(shadow: &Path, root: &Path) -> Command {

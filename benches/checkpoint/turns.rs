@@ -2,15 +2,22 @@
 //! `PostToolUse`, as a process: medians, and p99 beside the table), with nothing changed and
 //! with 10 files changed, against shadow git snapshotting at each tool call (what capturing every
 //! tool call costs there); and `ckpt revert` of a 10-file and a 1,000-file turn as a process,
-//! against `git diff | git apply -R` of the same turn on the same tree.
+//! against `git diff | git apply -R` of the same turn on the same tree. Under the table: the
+//! disk's floor for the 1,000-file revert, the same files replaced the way a restore must
+//! (a new file, its data flushed, renamed over the old one, the folders flushed) and nothing
+//! else, so that the revert's time can be read against what its writes alone cost here.
 
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::json;
 
 use super::{
-    client, hook, ms, run, shadow_snapshot, tail, time_settled, touch, touch_ten, Args, Client, Row,
+    client, file_path, hook, median, ms, run, shadow_snapshot, tail, time_settled, touch,
+    touch_ten, touched, Args, Client, Row,
 };
 
 const SESSION: &str = "bench-turns";
@@ -86,7 +93,7 @@ pub fn cases(
     let patch = root.parent().unwrap().join("turn.patch");
     let mut turn = 0;
     for size in [10, 1000] {
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        let (mut ours, mut theirs, mut floor) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 1..=args.op_runs {
             turn += 1;
             prompt(socket, root, turn);
@@ -123,6 +130,22 @@ pub fn cases(
                     .args(["apply", "-R"])
                     .arg(&patch));
             }));
+            if size == 1000 {
+                let paths: Vec<PathBuf> = touched(args.files, *round, size)
+                    .map(|i| root.join(file_path(i)))
+                    .collect();
+                floor.push(time_settled(|| replace_atomically(&paths)));
+            }
+        }
+        if !floor.is_empty() {
+            let ours = median(ours.clone());
+            let floor = median(floor);
+            notes.push(format!(
+                "1,000-file revert against its writes alone (new file, fdatasync, rename, \
+                 folders flushed; 8 threads): {:.0} ms, the revert {:.1}× that",
+                ms(floor),
+                ours.as_secs_f64() / floor.as_secs_f64().max(1e-9)
+            ));
         }
         let name = match size {
             10 => "ckpt revert process, 10-file turn",
@@ -131,4 +154,37 @@ pub fn cases(
         rows.push(Row::new(name, ours, theirs));
     }
     (rows, notes)
+}
+
+/// Replaces each of `paths` with a copy of itself the way a restore must: a new file beside it,
+/// its data flushed, renamed over it; then each folder flushed. Eight threads, as the daemon's
+/// flushers. Read before the clock starts, so only the writes are timed.
+fn replace_atomically(paths: &[PathBuf]) -> Duration {
+    let contents: Vec<Vec<u8>> = paths.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let start = std::time::Instant::now();
+    let files: Vec<(&PathBuf, &Vec<u8>)> = paths.iter().zip(&contents).collect();
+    on_eight_threads(&files, |(path, bytes)| {
+        let tmp = path.with_extension("ckpt-floor");
+        let mut file = std::fs::File::create_new(&tmp).unwrap();
+        file.write_all(bytes).unwrap();
+        file.sync_data().unwrap();
+        std::fs::rename(&tmp, path).unwrap();
+    });
+    let folders: BTreeSet<&Path> = paths.iter().filter_map(|p| p.parent()).collect();
+    let folders: Vec<&Path> = folders.into_iter().collect();
+    on_eight_threads(&folders, |folder| {
+        std::fs::File::open(folder).unwrap().sync_all().unwrap();
+    });
+    start.elapsed()
+}
+
+/// Runs `f` on each of `items`, split over eight threads.
+fn on_eight_threads<T: Sync>(items: &[T], f: impl Fn(&T) + Sync) {
+    let chunk = items.len().div_ceil(8).max(1);
+    std::thread::scope(|scope| {
+        for items in items.chunks(chunk) {
+            let f = &f;
+            scope.spawn(move || items.iter().for_each(f));
+        }
+    });
 }
