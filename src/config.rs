@@ -76,6 +76,7 @@ pub const BUILT_IN_EXCLUSIONS: &[&str] = &[
     "**/.cursor/hooks.json",
     "**/.cursor/mcp.json",
     "**/.github/hooks/ckpt.json",
+    "**/.qwen/settings.json",
 ];
 
 #[derive(Debug, Clone, Deserialize, Default)]

@@ -1,7 +1,9 @@
 """A scripted stand-in for the OpenAI Chat Completions API (streamed or not), so that the real
-GitHub Copilot CLI runs whole turns offline with a custom provider: a turn's first call gets a
-`create` tool call, the next a `bash` tool call, then a final text (see `standin.turn_script`).
-Calls without those tools get a short text. Each request's user texts are logged.
+GitHub Copilot CLI and Qwen Code run whole turns offline with a custom provider: a turn's first
+call gets a write tool call (Copilot's `create`, Qwen's `write_file`), the next a shell tool call
+(`bash`, `run_shell_command`), then a final text (see `standin.turn_script`). Calls without
+those tools, and Qwen's memory-extraction side requests, get a short text. Each request's user
+texts are logged.
 
 Usage: python3 completions.py PROJECT_DIR LOG_FILE   (prints the port, then serves)
 """
@@ -41,27 +43,40 @@ def schema(body, name):
     return {}
 
 
+# Each agent's write tool (its path and content fields) and shell tool.
+WRITES = {"create": ("path", "file_text"), "write_file": ("file_path", "content")}
+SHELLS = ["bash", "run_shell_command"]
+
+
+def system_text(body):
+    return "".join(text_of(m.get("content")) for m in body.get("messages", [])
+                   if m.get("role") == "system")
+
+
 def reply_for(body):
     """(assistant message, finish reason)."""
     names = tool_names(body)
     prompt, step = current_turn(body)
-    if "create" not in names or "bash" not in names:
+    write = next((w for w in WRITES if w in names), None)
+    shell = next((s for s in SHELLS if s in names), None)
+    if write is None or shell is None or "memory extraction" in system_text(body):
         return {"role": "assistant", "content": "ok"}, "stop"
     written, content, command = turn_script(prompt)
     n = len(body.get("messages", []))
     if step == 0:
-        call = ("create", {"path": PROJECT + "/" + written, "file_text": content})
+        path_key, content_key = WRITES[write]
+        call = (write, {path_key: PROJECT + "/" + written, content_key: content})
     elif step == 1:
         gate(prompt)
         arguments = {"command": command, "description": "edit files"}
         # Whatever else the shell tool requires, with the first value its schema allows.
-        props = schema(body, "bash").get("properties", {})
-        for key in schema(body, "bash").get("required", []):
+        props = schema(body, shell).get("properties", {})
+        for key in schema(body, shell).get("required", []):
             if key not in arguments:
                 spec = props.get(key, {})
                 arguments[key] = (spec.get("enum") or [None])[0] if "enum" in spec else {
                     "boolean": False, "integer": 30, "number": 30}.get(spec.get("type"), "")
-        call = ("bash", arguments)
+        call = (shell, arguments)
     else:
         return {"role": "assistant", "content": "Done."}, "stop"
     tool_call = {"id": f"call_{call[0]}_{n}", "type": "function",

@@ -18,7 +18,9 @@ install claude @anthropic-ai/claude-code 2.1.328 claude
 install gemini @google/gemini-cli 0.61.0 gemini
 install codex @openai/codex 0.169.0 codex
 install copilot @github/copilot 1.0.102 copilot
+install qwen @qwen-code/qwen-code 0.24.4 qwen
 "$dest/claude/node_modules/.bin/claude" --version
 "$dest/gemini/node_modules/.bin/gemini" --version
 "$dest/codex/node_modules/.bin/codex" --version
 "$dest/copilot/node_modules/.bin/copilot" --version
+"$dest/qwen/node_modules/.bin/qwen" --version

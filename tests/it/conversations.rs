@@ -17,6 +17,7 @@ pub(crate) enum Which {
     Claude,
     Codex,
     Gemini,
+    Qwen,
 }
 
 /// One agent, driven headless against its stand-in.
@@ -36,6 +37,7 @@ impl<'a> Driver<'a> {
             Which::Claude => ("claude-code", "claude", "claude", "anthropic.py"),
             Which::Codex => ("codex", "codex", "codex", "openai.py"),
             Which::Gemini => ("gemini", "gemini", "gemini", "gemini.py"),
+            Which::Qwen => ("qwen", "qwen", "qwen", "completions.py"),
         };
         let bin = agent_bin(package, bin);
         let out = env.ckpt_in(project, &["hook", "install", hook]);
@@ -71,7 +73,7 @@ impl<'a> Driver<'a> {
                 let file = env.home.join("home/.gemini/trustedFolders.json");
                 std::fs::write(file, trusted.to_string()).unwrap();
             }
-            Which::Claude => {}
+            Which::Claude | Which::Qwen => {}
         }
         Driver {
             which,
@@ -124,6 +126,26 @@ impl<'a> Driver<'a> {
                     cmd.args(["--resume", id]);
                 }
                 gemini_offline(&mut cmd, self.port);
+                cmd.arg(prompt);
+            }
+            Which::Qwen => {
+                cmd.env(
+                    "OPENAI_BASE_URL",
+                    format!("http://127.0.0.1:{}/v1", self.port),
+                )
+                .env("OPENAI_API_KEY", "sk-offline")
+                .env("OPENAI_MODEL", "fake-model")
+                .env("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1")
+                .args([
+                    "--auth-type",
+                    "openai",
+                    "--yolo",
+                    "--output-format",
+                    "json",
+                ]);
+                if let Some(id) = session {
+                    cmd.args(["--resume", id]);
+                }
                 cmd.arg(prompt);
             }
         }
@@ -240,6 +262,7 @@ fn files(dir: &Path) -> BTreeMap<String, String> {
                 ".claude/settings.local.json",
                 ".codex/hooks.json",
                 ".gemini/settings.json",
+                ".qwen/settings.json",
             ]
             .contains(&k.as_str())
     });
@@ -275,6 +298,32 @@ fn rewinds_code_and_conversation(which: Which) {
     agent.turn(&p, b, Some(&session));
     assert!(p.join("b.txt").exists() && !p.join("gone.txt").exists());
     let b_checkpoint = prompt(&env, &p, b);
+    // One checkpoint per prompt (Qwen Code's hook fires again before each model call).
+    let list = env.json_in(&p, &["list", "--all-sessions"]);
+    let messages = list.as_array().unwrap().iter();
+    let labels: Vec<&Value> = messages
+        .filter(|c| c["kind"] == "message")
+        .map(|c| &c["label"])
+        .collect();
+    assert_eq!(labels, [b, a], "{list}");
+    if which == Which::Qwen {
+        // Its turns are exact: a step per tool call, then the turn's end.
+        let log = env.json_in(&p, &["log", "--steps"]);
+        for turn in log["prompts"].as_array().unwrap() {
+            let steps: Vec<(&Value, &Value)> = turn["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| (&s["kind"], &s["tool"]))
+                .collect();
+            let want = [
+                (&Value::from("step"), &Value::from("write_file")),
+                (&Value::from("step"), &Value::from("run_shell_command")),
+                (&Value::from("turn-end"), &Value::Null),
+            ];
+            assert_eq!(steps, want, "{turn}");
+        }
+    }
     assert_eq!(
         b_checkpoint["dialog"],
         session.as_str(),
@@ -343,6 +392,12 @@ fn codex_conversation_is_rewound_with_the_code() {
 #[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
 fn gemini_cli_conversation_is_rewound_with_the_code() {
     rewinds_code_and_conversation(Which::Gemini);
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn qwen_code_conversation_is_rewound_with_the_code() {
+    rewinds_code_and_conversation(Which::Qwen);
 }
 
 /// `ckpt fork` of B's checkpoint into a worktree: the files as before B, the user's repository

@@ -10,12 +10,13 @@ use serde_json::{json, Value};
 
 use crate::harness::*;
 
-const AGENTS: [(&str, &str); 5] = [
+const AGENTS: [(&str, &str); 6] = [
     ("claude-code", ""),
     ("gemini", ""),
     ("codex", ""),
     ("cursor", "{\"continue\":true}\n"),
     ("copilot", ""),
+    ("qwen", ""),
 ];
 
 fn fixture(agent: &str, project: &Path) -> String {
@@ -72,7 +73,13 @@ fn every_agent_payload_records_its_prompt_and_prints_what_the_agent_expects() {
         // The raw hook input, minus the prompt and its id, is the checkpoint's client metadata.
         let shown = env.json(&["show", c["id"].as_str().unwrap()]);
         let mut meta = payload.clone();
-        for key in ["prompt", "prompt_id", "turn_id", "generation_id"] {
+        for key in [
+            "prompt",
+            "submitted_prompt",
+            "prompt_id",
+            "turn_id",
+            "generation_id",
+        ] {
             meta.as_object_mut().unwrap().remove(key);
         }
         // Which agent sent it too: a rewind finds the prompt in that agent's session.
@@ -390,6 +397,11 @@ fn install_merges_into_the_agents_settings_and_uninstall_removes_only_its_own() 
             ".github/hooks/ckpt.json",
             "/hooks/userPromptSubmitted/0/timeoutSec",
         ),
+        (
+            "qwen",
+            ".qwen/settings.json",
+            "/hooks/PostToolUse/0/hooks/0/timeout",
+        ),
     ] {
         let out = env.ckpt_in(&p, &["hook", "install", agent]);
         assert_eq!(out.status.code(), Some(0), "{agent}: {}", stderr(&out));
@@ -418,6 +430,27 @@ fn install_merges_into_the_agents_settings_and_uninstall_removes_only_its_own() 
         copilot("user").get("copilot_trust").is_none(),
         "not installed there"
     );
+    // Qwen Code runs a folder's hooks unless its folder trust is on and the folder untrusted.
+    let qwen = |rows: &Value| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["agent"] == "qwen" && r["scope"] == "project")
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(qwen(&rows)["qwen_folder_trust"], "off", "{rows}");
+    let qwen_home = env.home.join("home/.qwen");
+    std::fs::create_dir_all(&qwen_home).unwrap();
+    let on = r#"{"security": {"folderTrust": {"enabled": true}}}"#;
+    std::fs::write(qwen_home.join("settings.json"), on).unwrap();
+    let rows = env.json_in(&p, &["hook", "status"]);
+    assert_eq!(qwen(&rows)["qwen_folder_trust"], "untrusted", "{rows}");
+    assert!(qwen(&rows)["state"].as_str().unwrap().contains("skips"));
+    let trusted = serde_json::json!({ p.to_str().unwrap(): "TRUST_FOLDER" });
+    std::fs::write(qwen_home.join("trustedFolders.json"), trusted.to_string()).unwrap();
+    let rows = env.json_in(&p, &["hook", "status"]);
+    assert_eq!(qwen(&rows)["qwen_folder_trust"], "trusted", "{rows}");
     // A file that is not JSON is refused and left as it is.
     let broken = p.join(".gemini/settings.json");
     std::fs::write(&broken, "{ not json").unwrap();
@@ -562,7 +595,7 @@ fn concurrent_installs_all_succeed_and_keep_every_entry() {
     let user_hook = json!({"hooks": {"UserPromptSubmit": [
         {"hooks": [{"type": "command", "command": "echo mine"}]}]}, "theme": "dark"});
     write(&p, ".claude/settings.local.json", &user_hook.to_string());
-    let runs: Vec<std::thread::JoinHandle<Output>> = (0..30)
+    let runs: Vec<std::thread::JoinHandle<Output>> = (0..AGENTS.len() * 6)
         .map(|i| {
             let agent = AGENTS[i % AGENTS.len()].0;
             let home = env.home.clone();
@@ -572,7 +605,8 @@ fn concurrent_installs_all_succeed_and_keep_every_entry() {
                 env_for(&home, &mut cmd);
                 cmd.current_dir(&p)
                     .args(["--no-spawn", "hook", "install", agent]);
-                if i % 2 == 1 {
+                // Each agent installed three times in each scope.
+                if (i / AGENTS.len()) % 2 == 1 {
                     cmd.arg("--user");
                 }
                 cmd.output().unwrap()

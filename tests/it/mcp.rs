@@ -215,7 +215,7 @@ fn mcp_install_writes_each_agents_configuration() {
             .output()
             .unwrap()
     };
-    for agent in ["claude-code", "codex", "gemini", "cursor"] {
+    for agent in ["claude-code", "codex", "gemini", "cursor", "qwen"] {
         let out = ckpt(&["--json", "mcp", "install", agent]);
         assert_eq!(out.status.code(), Some(0), "{agent}: {}", stderr(&out));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -507,4 +507,61 @@ fn the_sdk_reverts_one_turn_only_when_allowed_and_confirmed() {
         "from A\n"
     );
     env.fsck();
+}
+
+/// `ckpt mcp install qwen` with the real Qwen Code offline: it starts ckpt's server from the
+/// project's `.qwen/settings.json` (beside ckpt's hooks there), reports it connected and offers
+/// its tools.
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn qwen_code_connects_to_ckpts_mcp_server() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "one\n");
+    env.watch();
+    for args in [["hook", "install", "qwen"], ["mcp", "install", "qwen"]] {
+        let out = env.ckpt_in(&p, &args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let log = env.home.join("model.log");
+    let (mut server, port) = crate::agents::model("completions.py", &p, &log);
+    let mut cmd = Command::new(crate::agents::agent_bin("qwen", "qwen"));
+    env.env(&mut cmd);
+    let out = cmd
+        .current_dir(&p)
+        .stdin(Stdio::null())
+        .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
+        .env("OPENAI_API_KEY", "sk-offline")
+        .env("OPENAI_MODEL", "fake-model")
+        .env("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1")
+        .args(["--auth-type", "openai", "--yolo", "--output-format", "json"])
+        .arg("turn M write:m.txt delete:a.txt")
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let events: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let init = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "system" && e["subtype"] == "init")
+        .unwrap_or_else(|| panic!("no init: {events}"));
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "ckpt", "status": "connected"}]),
+        "{init}"
+    );
+    let tools = init["tools"].to_string();
+    assert!(tools.contains("mcp__ckpt__diff"), "{tools}");
+    // The hook beside it in the same file still records the prompt.
+    let list = env.json_in(&p, &["list", "--all-sessions"]);
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["label"] == "turn M write:m.txt delete:a.txt"),
+        "{list}"
+    );
 }

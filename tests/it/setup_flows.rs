@@ -31,7 +31,14 @@ fn a_restore_never_switches_recording_off() {
     write(&p, ".gemini/settings.json", "{\"theme\": \"dark\"}\n");
     env.watch();
     let before = env.checkpoint("before the install");
-    for agent in ["claude-code", "codex", "gemini", "cursor", "copilot"] {
+    for agent in [
+        "claude-code",
+        "codex",
+        "gemini",
+        "cursor",
+        "copilot",
+        "qwen",
+    ] {
         let out = env.ckpt_in(&p, &["hook", "install", agent]);
         assert_eq!(out.status.code(), Some(0), "{agent}: {}", stderr(&out));
         assert!(
@@ -49,6 +56,7 @@ fn a_restore_never_switches_recording_off() {
         ".cursor/hooks.json",
         ".cursor/mcp.json",
         ".github/hooks/ckpt.json",
+        ".qwen/settings.json",
     ];
     let wiring = |p: &std::path::Path| -> Vec<String> {
         installed

@@ -17,14 +17,17 @@ pub enum Agent {
     Cursor,
     /// GitHub Copilot CLI (`userPromptSubmitted`).
     Copilot,
+    /// Qwen Code (`UserPromptSubmit`, Claude Code's dialect).
+    Qwen,
 }
 
-pub const ALL: [Agent; 5] = [
+pub const ALL: [Agent; 6] = [
     Agent::ClaudeCode,
     Agent::Gemini,
     Agent::Codex,
     Agent::Cursor,
     Agent::Copilot,
+    Agent::Qwen,
 ];
 
 /// Which moment of a turn a hook call reports.
@@ -58,6 +61,7 @@ impl Agent {
             Agent::Codex => "codex",
             Agent::Cursor => "cursor",
             Agent::Copilot => "copilot",
+            Agent::Qwen => "qwen",
         }
     }
 
@@ -69,7 +73,7 @@ impl Agent {
     /// The hook event ckpt installs under.
     pub fn event(self) -> &'static str {
         match self {
-            Agent::ClaudeCode | Agent::Codex => "UserPromptSubmit",
+            Agent::ClaudeCode | Agent::Codex | Agent::Qwen => "UserPromptSubmit",
             Agent::Gemini => "BeforeAgent",
             Agent::Cursor => "beforeSubmitPrompt",
             Agent::Copilot => "userPromptSubmitted",
@@ -80,7 +84,7 @@ impl Agent {
     /// end and the after-tool one.
     pub fn events(self) -> &'static [&'static str] {
         match self {
-            Agent::ClaudeCode => &["UserPromptSubmit", "Stop", "PostToolUse"],
+            Agent::ClaudeCode | Agent::Qwen => &["UserPromptSubmit", "Stop", "PostToolUse"],
             Agent::Gemini => &["BeforeAgent", "AfterAgent", "AfterTool"],
             Agent::Cursor => &["beforeSubmitPrompt", "stop", "afterFileEdit"],
             Agent::Codex => &["UserPromptSubmit", "Stop", "PostToolUse"],
@@ -89,8 +93,16 @@ impl Agent {
     }
 
     /// What a hook call is, from the event the payload names (a payload naming none is a
-    /// prompt's: how the agents without names send it).
+    /// prompt's: how the agents without names send it). Qwen Code sends `UserPromptSubmit`
+    /// before every model call of a turn; only the first carries `submitted_prompt`, the
+    /// others (after each tool's result) are not prompts.
     pub fn moment(self, payload: &Value) -> Moment {
+        if self == Agent::Qwen
+            && payload.get("hook_event_name").and_then(Value::as_str) == Some("UserPromptSubmit")
+            && payload.get("submitted_prompt").is_none()
+        {
+            return Moment::Other;
+        }
         // Copilot's own (camelCase) events name none: their fields tell them apart.
         let unnamed = match (self, payload.get("toolName"), payload.get("stopReason")) {
             (Agent::Copilot, Some(_), _) => "postToolUse",
@@ -111,9 +123,9 @@ impl Agent {
         }
     }
 
-    /// Exactly what the hook prints on stdout, whatever happened: Claude Code and Codex add
-    /// plain stdout to the model's context, Gemini wants JSON or nothing, Cursor must be told
-    /// to continue, Copilot ignores it.
+    /// Exactly what the hook prints on stdout, whatever happened: Claude Code, Codex and Qwen
+    /// Code add plain stdout to the model's context, Gemini wants JSON or nothing, Cursor must
+    /// be told to continue, Copilot ignores it.
     pub fn stdout(self, moment: Moment) -> &'static str {
         match (self, moment) {
             (Agent::Cursor, Moment::Prompt) => "{\"continue\":true}\n",
@@ -125,7 +137,7 @@ impl Agent {
     /// id), for the agents that send one.
     pub fn message_id_key(self) -> Option<&'static str> {
         match self {
-            Agent::ClaudeCode => Some("prompt_id"),
+            Agent::ClaudeCode | Agent::Qwen => Some("prompt_id"),
             Agent::Codex => Some("turn_id"),
             Agent::Cursor => Some("generation_id"),
             Agent::Gemini | Agent::Copilot => None,
@@ -147,7 +159,7 @@ impl Agent {
             _ => text("cwd"),
         };
         let session = match self {
-            Agent::ClaudeCode | Agent::Gemini | Agent::Codex => text("session_id"),
+            Agent::ClaudeCode | Agent::Gemini | Agent::Codex | Agent::Qwen => text("session_id"),
             Agent::Cursor => text("conversation_id"),
             Agent::Copilot => text("sessionId").or_else(|| text("session_id")),
         };
@@ -156,7 +168,10 @@ impl Agent {
             cwd: cwd.map(PathBuf::from),
             session,
             message_id,
-            prompt: text("prompt").unwrap_or_default(),
+            // Qwen Code's `prompt` is the text as typed; `submitted_prompt` what was sent.
+            prompt: text("submitted_prompt")
+                .or_else(|| text("prompt"))
+                .unwrap_or_default(),
         }
     }
 
@@ -174,13 +189,15 @@ impl Agent {
             (Agent::Cursor, true) => home.join(".cursor/hooks.json"),
             (Agent::Copilot, false) => project.join(".github/hooks/ckpt.json"),
             (Agent::Copilot, true) => home.join(".copilot/hooks/ckpt.json"),
+            (Agent::Qwen, false) => project.join(".qwen/settings.json"),
+            (Agent::Qwen, true) => home.join(".qwen/settings.json"),
         }
     }
 
     /// The entry that runs `command`, in the agent's shape, with a short timeout.
     pub fn entry(self, command: &str) -> Value {
         match self {
-            Agent::ClaudeCode | Agent::Codex => json!({
+            Agent::ClaudeCode | Agent::Codex | Agent::Qwen => json!({
                 "hooks": [{ "type": "command", "command": command, "timeout": HOOK_TIMEOUT_S }]
             }),
             Agent::Gemini => json!({
@@ -228,7 +245,7 @@ impl Agent {
     /// Cursor's and Copilot's entries are handlers themselves.
     pub fn handlers_of(self, entry: &Value) -> Vec<&Value> {
         match self {
-            Agent::ClaudeCode | Agent::Codex | Agent::Gemini => entry
+            Agent::ClaudeCode | Agent::Codex | Agent::Gemini | Agent::Qwen => entry
                 .get("hooks")
                 .and_then(Value::as_array)
                 .map(|hooks| hooks.iter().collect())
@@ -291,5 +308,23 @@ mod tests {
         assert_eq!(c.moment(&named), Moment::End);
         // Other agents' prompts are never read as Copilot's fields.
         assert_eq!(Agent::ClaudeCode.moment(&tool), Moment::Prompt);
+    }
+
+    /// Qwen Code's prompt hook fires again before each model call after a tool's result,
+    /// with an empty `prompt` and no `submitted_prompt` (as its binary sends them): only the
+    /// first is the prompt.
+    #[test]
+    fn qwens_continuations_are_not_prompts() {
+        let q = Agent::Qwen;
+        let first = json!({"session_id": "s", "cwd": "/p", "hook_event_name": "UserPromptSubmit",
+            "prompt_id": "s########0", "prompt": "Prompt A", "submitted_prompt": "Prompt A"});
+        let again = json!({"session_id": "s", "cwd": "/p", "hook_event_name": "UserPromptSubmit",
+            "prompt_id": "s########0", "prompt": ""});
+        assert_eq!(q.moment(&first), Moment::Prompt);
+        assert_eq!(q.moment(&again), Moment::Other);
+        assert_eq!(q.parse(&first).prompt, "Prompt A");
+        assert_eq!(q.parse(&first).message_id.as_deref(), Some("s########0"));
+        // Claude Code sends no `submitted_prompt`: its prompts stay prompts.
+        assert_eq!(Agent::ClaudeCode.moment(&again), Moment::Prompt);
     }
 }

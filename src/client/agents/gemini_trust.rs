@@ -4,6 +4,10 @@
 //! `gemini --skip-trust` trusts the session only after the settings are read, so it never
 //! runs a project's hooks (tried with the pinned Gemini CLI, `tests/it/agents.rs`); a user-level
 //! hook (`ckpt hook install gemini --user`) runs everywhere.
+//!
+//! Qwen Code keeps the same file in `~/.qwen`, but reads it only when its folder trust is on
+//! (`security.folderTrust.enabled` in the user's `~/.qwen/settings.json`, off by default):
+//! then an untrusted folder's hooks are skipped without a word (tried with the pinned Qwen Code).
 
 use std::path::{Path, PathBuf};
 
@@ -80,6 +84,34 @@ pub fn folder_trust(gemini_dir: &Path, folder: &Path) -> FolderTrust {
     }
 }
 
+/// What Qwen Code decides for `folder`: None while its folder trust is off (every folder's
+/// hooks run).
+pub fn qwen_folder_trust(home: &Path, folder: &Path) -> Option<FolderTrust> {
+    let dir = home.join(".qwen");
+    let settings = crate::fs::read_small(&dir.join("settings.json"), 1 << 20)
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+    let enabled = settings
+        .as_ref()
+        .and_then(|s| s.pointer("/security/folderTrust/enabled"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    enabled.then(|| folder_trust(&dir, folder))
+}
+
+/// What `hook status` says of Qwen Code's trust for a project's hooks: its code and advice.
+pub fn qwen_advice(trust: Option<FolderTrust>) -> (&'static str, &'static str) {
+    match trust {
+        None => ("off", "Qwen Code's folder trust is off: project hooks run"),
+        Some(FolderTrust::Trusted) => ("trusted", "folder trusted in Qwen Code"),
+        Some(_) => (
+            "untrusted",
+            "Qwen Code's folder trust is on and this folder is not trusted: it skips the \
+             project's hooks (trust the folder in Qwen Code, or `--user` installs one that runs \
+             everywhere)",
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +134,23 @@ mod tests {
             folder_trust(Path::new("/nowhere"), Path::new("/w")),
             FolderTrust::Undecided
         );
+    }
+
+    #[test]
+    fn qwen_reads_its_trust_file_only_when_folder_trust_is_on() {
+        let home = tempfile::tempdir().unwrap();
+        let qwen = home.path().join(".qwen");
+        std::fs::create_dir_all(&qwen).unwrap();
+        let rules = serde_json::json!({ "/w": "TRUST_FOLDER" });
+        std::fs::write(qwen.join("trustedFolders.json"), rules.to_string()).unwrap();
+        assert_eq!(qwen_folder_trust(home.path(), Path::new("/q")), None);
+        let on = serde_json::json!({ "security": { "folderTrust": { "enabled": true } } });
+        std::fs::write(qwen.join("settings.json"), on.to_string()).unwrap();
+        assert_eq!(
+            qwen_folder_trust(home.path(), Path::new("/w/app")),
+            Some(FolderTrust::Trusted)
+        );
+        let untrusted = qwen_folder_trust(home.path(), Path::new("/q"));
+        assert_eq!(qwen_advice(untrusted).0, "untrusted");
     }
 }

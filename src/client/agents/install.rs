@@ -150,6 +150,10 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result
     if agent == Agent::Copilot && !user {
         outln!("{COPILOT_FOLDER_TRUST}.");
     }
+    if agent == Agent::Qwen && !user {
+        let trust = gemini_trust::qwen_folder_trust(&home()?, &root);
+        outln!("{}.", gemini_trust::qwen_advice(trust).1);
+    }
     Ok(0)
 }
 
@@ -361,6 +365,12 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
                                 state = format!("{state}; {COPILOT_FOLDER_TRUST}");
                             }
                         }
+                        if agent == Agent::Qwen && !user {
+                            let trust = gemini_trust::qwen_folder_trust(&home, &root);
+                            let (code, advice) = gemini_trust::qwen_advice(trust);
+                            row["qwen_folder_trust"] = json!(code);
+                            state = format!("{state}; {advice}");
+                        }
                         if agent == Agent::Gemini && !user {
                             let dir = gemini_trust::gemini_dir(&home);
                             let trust = gemini_trust::folder_trust(&dir, &root);
@@ -381,6 +391,7 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
         Agent::Codex,
         Agent::Gemini,
         Agent::Cursor,
+        Agent::Qwen,
     ] {
         let file = mcp::install::config_file(agent, &root, &home)?;
         let state = match mcp::install::installed(agent, &root, &home) {

@@ -60,6 +60,10 @@ const READS: &[&str] = &[
     "write_todos",
     // Copilot CLI
     "view",
+    // Qwen Code
+    "grep_search",
+    "todo_write",
+    "web_search",
 ];
 
 /// Tools after which the turn is worth coming back to even when no file changed: an answered

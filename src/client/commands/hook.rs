@@ -183,7 +183,9 @@ fn record(
     // Which agent sent it is kept too: a rewind finds the prompt in that agent's session.
     let mut meta = payload;
     if let Value::Object(map) = &mut meta {
+        // Qwen Code sends the prompt twice (`submitted_prompt` too).
         map.remove("prompt");
+        map.remove("submitted_prompt");
         if let (Some(key), Some(_)) = (agent.message_id_key(), &message_id) {
             map.remove(key);
         }

@@ -8,6 +8,7 @@
 //! | Codex | `$CODEX_HOME/config.toml` | `[mcp_servers.ckpt]` `command`, `args`, and `env` with the `XDG_*` variables set (Codex passes a server few of its own) |
 //! | Gemini CLI | the project's `.gemini/settings.json` | `mcpServers.ckpt = {command, args}` |
 //! | Cursor | the project's `.cursor/mcp.json` | `mcpServers.ckpt = {command, args}` |
+//! | Qwen Code | the project's `.qwen/settings.json` | `mcpServers.ckpt = {command, args}` |
 //!
 //! The agents start the server in the folder they work in, which is the project it serves.
 
@@ -39,9 +40,10 @@ pub fn config_file(agent: Agent, root: &Path, home: &Path) -> Result<PathBuf, Cl
         Agent::Codex => codex_home(home).join("config.toml"),
         Agent::Gemini => root.join(".gemini/settings.json"),
         Agent::Cursor => root.join(".cursor/mcp.json"),
+        Agent::Qwen => root.join(".qwen/settings.json"),
         Agent::Copilot => {
             return Err(ClientError::Usage(
-                "ckpt mcp install: Claude Code, Codex, Gemini CLI or Cursor".into(),
+                "ckpt mcp install: Claude Code, Codex, Gemini CLI, Cursor or Qwen Code".into(),
             ))
         }
     })

@@ -128,6 +128,8 @@ pub(super) fn resume_command(agent: Agent, id: Option<&str>) -> Vec<String> {
         (Agent::ClaudeCode, Some(_)) => &["claude", "--resume"],
         (Agent::Codex, Some(_)) => &["codex", "resume"],
         (Agent::Gemini, Some(_)) => &["gemini", "--resume"],
+        (Agent::Qwen, Some(_)) => &["qwen", "--resume"],
+        (Agent::Qwen, None) => &["qwen"],
         (Agent::ClaudeCode, None) => &["claude"],
         (Agent::Codex, None) => &["codex"],
         _ => &["gemini"],

@@ -10,7 +10,7 @@
 //!
 //! A fork is a **new** session in the agent's own format and folder, with a new id, that the
 //! agent resumes like any of its own (`claude --resume ID`, `codex resume ID`, `gemini --resume
-//! ID`). The agent's files are never edited: the fork is written under a temporary name beside
+//! ID`, `qwen --resume ID`). The agent's files are never edited: the fork is written under a temporary name beside
 //! them and renamed into place (never over a file), so an agent listing its sessions sees the
 //! whole fork or nothing. Each agent's reader checks the shape it relies on, line by line, and
 //! refuses anything else with [`CannotFork`] before anything is written.
@@ -23,6 +23,7 @@ mod ids;
 mod jsonl;
 mod place;
 mod point;
+mod qwen;
 #[cfg(test)]
 mod robustness;
 
@@ -49,9 +50,13 @@ impl Point {
         let meta = c.meta.ok_or_else(not_hook)?;
         let text = |key: &str| meta.get(key).and_then(Value::as_str);
         let agent = agent_of(meta).ok_or_else(not_hook)?;
-        if !matches!(agent, Agent::ClaudeCode | Agent::Codex | Agent::Gemini) {
+        if !matches!(
+            agent,
+            Agent::ClaudeCode | Agent::Codex | Agent::Gemini | Agent::Qwen
+        ) {
             return Err(CannotFork(format!(
-                "ckpt cannot fork {} conversations (Claude Code, Codex and Gemini CLI only)",
+                "ckpt cannot fork {} conversations (Claude Code, Codex, Gemini CLI and Qwen \
+                 Code only)",
                 agent.name()
             )));
         }
@@ -93,6 +98,7 @@ impl Point {
         let at = match self.agent {
             Agent::ClaudeCode => claude::locate(self, text).map(|(at, _)| at),
             Agent::Codex => codex::locate(self, text),
+            Agent::Qwen => qwen::locate(self, text),
             _ => gemini::locate(self, text),
         }?;
         match first_bad {
@@ -191,6 +197,7 @@ fn plan_located(point: &Point, place: &Place, located: place::Located) -> Result
     let session = match point.agent {
         Agent::ClaudeCode => claude::fork(point, &text, place)?,
         Agent::Codex => codex::fork(point, &text, place)?,
+        Agent::Qwen => qwen::fork(point, &text, place)?,
         _ => gemini::fork(point, &text, place)?,
     };
     Ok(Fork {

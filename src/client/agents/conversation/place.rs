@@ -1,7 +1,7 @@
 //! Where an agent keeps its sessions, and reading and writing there without being led
 //! elsewhere. A prompt's checkpoint names its session file (the hook's `transcript_path`), but
 //! that name is only trusted inside the agent's own folder of sessions (Claude Code's
-//! `projects/`, Codex's `sessions/`, Gemini CLI's `tmp/`, found as the agent finds them), in the
+//! `projects/`, Codex's `sessions/`, Gemini CLI's `tmp/`, Qwen Code's `projects/`, found as the agent finds them), in the
 //! shape the agent gives it; below that folder every component is opened without following a
 //! symlink, so a session file or a date folder swapped for a link cannot lead a read or a fork
 //! out of it.
@@ -27,6 +27,7 @@ pub fn sessions_root(agent: Agent) -> Option<PathBuf> {
             .join("projects"),
         Agent::Codex => codex_trust::codex_home(&home).join("sessions"),
         Agent::Gemini => gemini_trust::gemini_dir(&home).join("tmp"),
+        Agent::Qwen => home.join(".qwen/projects"),
         _ => return None,
     })
 }
@@ -87,6 +88,7 @@ impl Located {
         let fits = match agent {
             Agent::ClaudeCode => names.len() == 2 && stem == id,
             Agent::Codex => names.len() == 4 && stem.starts_with("rollout-") && stem.ends_with(id),
+            Agent::Qwen => names.len() == 3 && names[1] == "chats" && stem == id,
             _ => {
                 names.len() == 3
                     && names[1] == "chats"
