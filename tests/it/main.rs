@@ -23,6 +23,7 @@ mod exclusions;
 mod faults;
 mod forget_and_options;
 mod fork_places;
+mod generic_hook;
 mod hooks;
 mod house;
 mod human_output;

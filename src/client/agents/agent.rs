@@ -19,8 +19,12 @@ pub enum Agent {
     Copilot,
     /// Qwen Code (`UserPromptSubmit`, Claude Code's dialect).
     Qwen,
+    /// Any other agent that speaks Claude Code's dialect (`UserPromptSubmit`, `Stop`,
+    /// `PostToolUse`): it has no settings file ckpt knows, its hook runs `ckpt hook generic`.
+    Generic,
 }
 
+/// The agents whose settings `ckpt hook install` writes (every one but [`Agent::Generic`]).
 pub const ALL: [Agent; 6] = [
     Agent::ClaudeCode,
     Agent::Gemini,
@@ -62,18 +66,21 @@ impl Agent {
             Agent::Cursor => "cursor",
             Agent::Copilot => "copilot",
             Agent::Qwen => "qwen",
+            Agent::Generic => "generic",
         }
     }
 
     /// The agent named `name` (as [`Agent::name`] spells it).
     pub fn from_name(name: &str) -> Option<Agent> {
-        ALL.into_iter().find(|a| a.name() == name)
+        ALL.into_iter()
+            .chain([Agent::Generic])
+            .find(|a| a.name() == name)
     }
 
     /// The hook event ckpt installs under.
     pub fn event(self) -> &'static str {
         match self {
-            Agent::ClaudeCode | Agent::Codex | Agent::Qwen => "UserPromptSubmit",
+            Agent::ClaudeCode | Agent::Codex | Agent::Qwen | Agent::Generic => "UserPromptSubmit",
             Agent::Gemini => "BeforeAgent",
             Agent::Cursor => "beforeSubmitPrompt",
             Agent::Copilot => "userPromptSubmitted",
@@ -84,7 +91,9 @@ impl Agent {
     /// end and the after-tool one.
     pub fn events(self) -> &'static [&'static str] {
         match self {
-            Agent::ClaudeCode | Agent::Qwen => &["UserPromptSubmit", "Stop", "PostToolUse"],
+            Agent::ClaudeCode | Agent::Qwen | Agent::Generic => {
+                &["UserPromptSubmit", "Stop", "PostToolUse"]
+            }
             Agent::Gemini => &["BeforeAgent", "AfterAgent", "AfterTool"],
             Agent::Cursor => &["beforeSubmitPrompt", "stop", "afterFileEdit"],
             Agent::Codex => &["UserPromptSubmit", "Stop", "PostToolUse"],
@@ -97,9 +106,10 @@ impl Agent {
     /// before every model call of a turn; only the first carries `submitted_prompt`, the
     /// others (after each tool's result) are not prompts.
     pub fn moment(self, payload: &Value) -> Moment {
-        if self == Agent::Qwen
+        if matches!(self, Agent::Qwen | Agent::Generic)
             && payload.get("hook_event_name").and_then(Value::as_str) == Some("UserPromptSubmit")
             && payload.get("submitted_prompt").is_none()
+            && (self == Agent::Qwen || payload.get("prompt").and_then(Value::as_str) == Some(""))
         {
             return Moment::Other;
         }
@@ -137,7 +147,7 @@ impl Agent {
     /// id), for the agents that send one.
     pub fn message_id_key(self) -> Option<&'static str> {
         match self {
-            Agent::ClaudeCode | Agent::Qwen => Some("prompt_id"),
+            Agent::ClaudeCode | Agent::Qwen | Agent::Generic => Some("prompt_id"),
             Agent::Codex => Some("turn_id"),
             Agent::Cursor => Some("generation_id"),
             Agent::Gemini | Agent::Copilot => None,
@@ -160,6 +170,7 @@ impl Agent {
         };
         let session = match self {
             Agent::ClaudeCode | Agent::Gemini | Agent::Codex | Agent::Qwen => text("session_id"),
+            Agent::Generic => text("session_id").or_else(|| text("sessionId")),
             Agent::Cursor => text("conversation_id"),
             Agent::Copilot => text("sessionId").or_else(|| text("session_id")),
         };
@@ -191,13 +202,15 @@ impl Agent {
             (Agent::Copilot, true) => home.join(".copilot/hooks/ckpt.json"),
             (Agent::Qwen, false) => project.join(".qwen/settings.json"),
             (Agent::Qwen, true) => home.join(".qwen/settings.json"),
+            // Never written: `hook install generic` is refused before (see `install`).
+            (Agent::Generic, _) => project.join(".ckpt-generic-hook.json"),
         }
     }
 
     /// The entry that runs `command`, in the agent's shape, with a short timeout.
     pub fn entry(self, command: &str) -> Value {
         match self {
-            Agent::ClaudeCode | Agent::Codex | Agent::Qwen => json!({
+            Agent::ClaudeCode | Agent::Codex | Agent::Qwen | Agent::Generic => json!({
                 "hooks": [{ "type": "command", "command": command, "timeout": HOOK_TIMEOUT_S }]
             }),
             Agent::Gemini => json!({
@@ -245,11 +258,13 @@ impl Agent {
     /// Cursor's and Copilot's entries are handlers themselves.
     pub fn handlers_of(self, entry: &Value) -> Vec<&Value> {
         match self {
-            Agent::ClaudeCode | Agent::Codex | Agent::Gemini | Agent::Qwen => entry
-                .get("hooks")
-                .and_then(Value::as_array)
-                .map(|hooks| hooks.iter().collect())
-                .unwrap_or_default(),
+            Agent::ClaudeCode | Agent::Codex | Agent::Gemini | Agent::Qwen | Agent::Generic => {
+                entry
+                    .get("hooks")
+                    .and_then(Value::as_array)
+                    .map(|hooks| hooks.iter().collect())
+                    .unwrap_or_default()
+            }
             Agent::Cursor | Agent::Copilot => vec![entry],
         }
     }

@@ -68,6 +68,7 @@ fn put_ours(agent: Agent, list: &mut Vec<Value>, command: &str) -> bool {
 }
 
 pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result<i32, ClientError> {
+    refuse_generic(agent, "install")?;
     // The project as the hook will record it: the top of the work tree, from any folder in it.
     let root = project_root(&ctx.base);
     let path = agent.settings_file(&root, &home()?, user);
@@ -157,6 +158,18 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result
     Ok(0)
 }
 
+/// `generic` names no agent whose settings ckpt knows: its hook is wired by hand.
+fn refuse_generic(agent: Agent, verb: &str) -> Result<(), ClientError> {
+    match agent {
+        Agent::Generic => Err(ClientError::Usage(format!(
+            "ckpt hook {verb} generic: ckpt does not know that agent's settings; make its \
+             prompt, turn-end and after-tool hooks run `ckpt hook generic` (JSON on stdin, \
+             Claude Code's fields: see the README's \"Any other agent\")"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Whether git would list `file` (in the work tree at `root`) as untracked: not ignored, not
 /// tracked. False where git cannot tell (no repository, no git).
 fn shown_by_git(root: &Path, file: &Path) -> bool {
@@ -243,6 +256,7 @@ pub fn installed_for(root: &Path) -> Vec<String> {
 }
 
 pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError> {
+    refuse_generic(agent, "uninstall")?;
     let path = agent.settings_file(&project_root(&ctx.base), &home()?, user);
     let mut removed = 0;
     // The entries taken out of the text itself, the rest of the user's file byte for byte.

@@ -158,6 +158,9 @@ fn read_input(agent: Agent) -> Result<(Value, agents::Prompt), String> {
         .map_err(|e| format!("cannot read the hook's input: {e}"))?;
     let payload: Value = serde_json::from_slice(&payload)
         .map_err(|e| format!("the hook's input is not JSON: {e}"))?;
+    if !payload.is_object() {
+        return Err("the hook's input is not a JSON object".into());
+    }
     let prompt = agent.parse(&payload);
     Ok((payload, prompt))
 }
