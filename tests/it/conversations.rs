@@ -18,6 +18,7 @@ pub(crate) enum Which {
     Codex,
     Gemini,
     Qwen,
+    Copilot,
 }
 
 /// One agent, driven headless against its stand-in.
@@ -38,9 +39,16 @@ impl<'a> Driver<'a> {
             Which::Codex => ("codex", "codex", "codex", "openai.py"),
             Which::Gemini => ("gemini", "gemini", "gemini", "gemini.py"),
             Which::Qwen => ("qwen", "qwen", "qwen", "completions.py"),
+            Which::Copilot => ("copilot", "copilot", "copilot", "completions.py"),
         };
         let bin = agent_bin(package, bin);
-        let out = env.ckpt_in(project, &["hook", "install", hook]);
+        // Copilot CLI runs a folder's hooks only under `--trust-folder`, which it refuses with
+        // `--resume`: the user's hooks run in resumed sessions too.
+        let scope: &[&str] = match which {
+            Which::Copilot => &["--user"],
+            _ => &[],
+        };
+        let out = env.ckpt_in(project, &[&["hook", "install", hook], scope].concat());
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let log = env.home.join(format!("model-{hook}.log"));
         let (server, port) = model(script, project, &log);
@@ -73,7 +81,7 @@ impl<'a> Driver<'a> {
                 let file = env.home.join("home/.gemini/trustedFolders.json");
                 std::fs::write(file, trusted.to_string()).unwrap();
             }
-            Which::Claude | Which::Qwen => {}
+            Which::Claude | Which::Qwen | Which::Copilot => {}
         }
         Driver {
             which,
@@ -148,6 +156,21 @@ impl<'a> Driver<'a> {
                 }
                 cmd.arg(prompt);
             }
+            Which::Copilot => {
+                cmd.env("COPILOT_OFFLINE", "true")
+                    .env(
+                        "COPILOT_PROVIDER_BASE_URL",
+                        format!("http://127.0.0.1:{}/v1", self.port),
+                    )
+                    .env("COPILOT_PROVIDER_API_KEY", "sk-offline")
+                    .env("COPILOT_MODEL", "fake-model")
+                    .env("COPILOT_AUTO_UPDATE", "false")
+                    .args(["--allow-all-tools", "--output-format", "json"]);
+                if let Some(id) = session {
+                    cmd.args(["--resume", id]);
+                }
+                cmd.args(["-p", prompt]);
+            }
         }
         let out = cmd.output().unwrap();
         assert!(
@@ -167,7 +190,7 @@ impl<'a> Driver<'a> {
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|e| {
                 let reply = e["reply"].to_string();
-                ["Write", "write_file", "exec_command"]
+                ["Write", "write_file", "exec_command", "create"]
                     .iter()
                     .any(|t| reply.contains(t))
             })
@@ -306,7 +329,11 @@ fn rewinds_code_and_conversation(which: Which) {
         .map(|c| &c["label"])
         .collect();
     assert_eq!(labels, [b, a], "{list}");
-    if which == Which::Qwen {
+    if let Some((write, shell)) = match which {
+        Which::Qwen => Some(("write_file", "run_shell_command")),
+        Which::Copilot => Some(("create", "bash")),
+        _ => None,
+    } {
         // Its turns are exact: a step per tool call, then the turn's end.
         let log = env.json_in(&p, &["log", "--steps"]);
         for turn in log["prompts"].as_array().unwrap() {
@@ -317,8 +344,8 @@ fn rewinds_code_and_conversation(which: Which) {
                 .map(|s| (&s["kind"], &s["tool"]))
                 .collect();
             let want = [
-                (&Value::from("step"), &Value::from("write_file")),
-                (&Value::from("step"), &Value::from("run_shell_command")),
+                (&Value::from("step"), &Value::from(write)),
+                (&Value::from("step"), &Value::from(shell)),
                 (&Value::from("turn-end"), &Value::Null),
             ];
             assert_eq!(steps, want, "{turn}");
@@ -330,7 +357,15 @@ fn rewinds_code_and_conversation(which: Which) {
         "B resumed A's session"
     );
     let shown = env.json_in(&p, &["show", b_checkpoint["id"].as_str().unwrap()]);
-    let transcript = PathBuf::from(shown["meta"]["transcript_path"].as_str().unwrap());
+    // Copilot CLI's prompt hook names no transcript: its session folder's `events.jsonl`.
+    let transcript = match shown["meta"]["transcript_path"].as_str() {
+        Some(path) => PathBuf::from(path),
+        None => env
+            .home
+            .join("home/.copilot/session-state")
+            .join(&session)
+            .join("events.jsonl"),
+    };
     let original = std::fs::read(&transcript).unwrap();
     // ckpt log says both prompts' conversations can be rewound.
     let log = env.json_in(&p, &["log"]);
@@ -398,6 +433,12 @@ fn gemini_cli_conversation_is_rewound_with_the_code() {
 #[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
 fn qwen_code_conversation_is_rewound_with_the_code() {
     rewinds_code_and_conversation(Which::Qwen);
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn copilot_cli_conversation_is_rewound_with_the_code() {
+    rewinds_code_and_conversation(Which::Copilot);
 }
 
 /// `ckpt fork` of B's checkpoint into a worktree: the files as before B, the user's repository

@@ -36,6 +36,9 @@ pub(super) struct NewSession {
     pub(super) folder: PathBuf,
     pub(super) file_name: String,
     pub(super) bytes: Vec<u8>,
+    /// Other files of the session, with it in a folder of its own (`folder`, new: Copilot
+    /// CLI's session folders); empty where the session is one file in a shared folder.
+    pub(super) beside: Vec<(String, Vec<u8>)>,
 }
 
 /// A written fork, as `rewind` and `fork` report it.
@@ -69,10 +72,16 @@ impl Fork {
                     .folder
                     .strip_prefix(&self.root)
                     .map_err(|_| cannot(&"it is not in the agent's folder of sessions"))?;
-                Some(
-                    place::write_new(&self.root, below, &s.file_name, &s.bytes)
-                        .map_err(|e| cannot(&e))?,
-                )
+                let written = match s.beside.is_empty() {
+                    true => place::write_new(&self.root, below, &s.file_name, &s.bytes),
+                    false => {
+                        let mut files = vec![(s.file_name.as_str(), s.bytes.as_slice())];
+                        files.extend(s.beside.iter().map(|(n, b)| (n.as_str(), b.as_slice())));
+                        place::write_new_folder(&self.root, below, &files)
+                            .map(|folder| folder.join(&s.file_name))
+                    }
+                };
+                Some(written.map_err(|e| cannot(&e))?)
             }
             None => None,
         };
@@ -130,6 +139,8 @@ pub(super) fn resume_command(agent: Agent, id: Option<&str>) -> Vec<String> {
         (Agent::Gemini, Some(_)) => &["gemini", "--resume"],
         (Agent::Qwen, Some(_)) => &["qwen", "--resume"],
         (Agent::Qwen, None) => &["qwen"],
+        (Agent::Copilot, Some(_)) => &["copilot", "--resume"],
+        (Agent::Copilot, None) => &["copilot"],
         (Agent::ClaudeCode, None) => &["claude"],
         (Agent::Codex, None) => &["codex"],
         _ => &["gemini"],

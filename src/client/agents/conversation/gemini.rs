@@ -145,5 +145,6 @@ pub fn fork(point: &Point, text: &str, place: &Place) -> Result<Option<NewSessio
         id,
         folder,
         bytes,
+        beside: Vec::new(),
     }))
 }

@@ -41,6 +41,28 @@ pub fn read(agent: Agent, located: &super::place::Located) -> Result<String, Can
     String::from_utf8(data).map_err(|_| CannotFork::format(agent, "not UTF-8 text"))
 }
 
+/// A small file beside the session file, in its folder (Copilot CLI's `workspace.yaml`), opened
+/// the same way.
+pub fn read_beside(
+    agent: Agent,
+    located: &super::place::Located,
+    name: &str,
+) -> Result<String, CannotFork> {
+    let rel = located.rel.with_file_name(name);
+    let cannot = |why: String| {
+        CannotFork(format!(
+            "cannot read the {} session's {name}: {why}",
+            agent.name()
+        ))
+    };
+    let file = super::place::open(&located.root, &rel).map_err(|e| cannot(e.to_string()))?;
+    let mut data = Vec::new();
+    file.take(1 << 20)
+        .read_to_end(&mut data)
+        .map_err(|e| cannot(e.to_string()))?;
+    String::from_utf8(data).map_err(|_| cannot("not UTF-8 text".into()))
+}
+
 /// What may have deleted a session the user did not: Gemini CLI deletes sessions itself.
 fn gone_why(agent: Agent) -> &'static str {
     match agent {

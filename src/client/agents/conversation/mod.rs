@@ -10,13 +10,14 @@
 //!
 //! A fork is a **new** session in the agent's own format and folder, with a new id, that the
 //! agent resumes like any of its own (`claude --resume ID`, `codex resume ID`, `gemini --resume
-//! ID`, `qwen --resume ID`). The agent's files are never edited: the fork is written under a temporary name beside
+//! ID`, `qwen --resume ID`, `copilot --resume ID`). The agent's files are never edited: the fork is written under a temporary name beside
 //! them and renamed into place (never over a file), so an agent listing its sessions sees the
 //! whole fork or nothing. Each agent's reader checks the shape it relies on, line by line, and
 //! refuses anything else with [`CannotFork`] before anything is written.
 
 mod claude;
 mod codex;
+mod copilot;
 mod fork;
 mod gemini;
 mod ids;
@@ -52,18 +53,21 @@ impl Point {
         let agent = agent_of(meta).ok_or_else(not_hook)?;
         if !matches!(
             agent,
-            Agent::ClaudeCode | Agent::Codex | Agent::Gemini | Agent::Qwen
+            Agent::ClaudeCode | Agent::Codex | Agent::Gemini | Agent::Qwen | Agent::Copilot
         ) {
             return Err(CannotFork(format!(
-                "ckpt cannot fork {} conversations (Claude Code, Codex, Gemini CLI and Qwen \
-                 Code only)",
+                "ckpt cannot fork {} conversations (Claude Code, Codex, Gemini CLI, Qwen Code \
+                 and Copilot CLI only)",
                 agent.name()
             )));
         }
+        // Copilot CLI's own events spell their fields in camelCase.
         let session = text("session_id")
+            .or_else(|| text("sessionId"))
             .filter(|s| !s.is_empty())
             .ok_or_else(|| CannotFork(format!("the {} hook sent no session id", agent.name())))?;
         let transcript = text("transcript_path")
+            .or_else(|| text("transcriptPath"))
             .filter(|p| Path::new(p).is_absolute())
             .map(PathBuf::from)
             .or_else(|| known_transcript(agent, session, text("cwd")))
@@ -74,7 +78,14 @@ impl Point {
             transcript,
             prompt: c.label.to_string(),
             message_id: c.message_id.map(String::from),
-            hook_time: text("timestamp").and_then(|t| t.parse().ok()),
+            // A time, or (Copilot CLI's) milliseconds since 1970.
+            hook_time: match meta.get("timestamp") {
+                Some(Value::String(t)) => t.parse().ok(),
+                Some(Value::Number(ms)) => ms
+                    .as_i64()
+                    .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok()),
+                _ => None,
+            },
             occurrence: c.occurrence,
             after_tool: None,
         })
@@ -99,6 +110,7 @@ impl Point {
             Agent::ClaudeCode => claude::locate(self, text).map(|(at, _)| at),
             Agent::Codex => codex::locate(self, text),
             Agent::Qwen => qwen::locate(self, text),
+            Agent::Copilot => copilot::locate(self, text),
             _ => gemini::locate(self, text),
         }?;
         match first_bad {
@@ -160,6 +172,7 @@ fn known_transcript(agent: Agent, id: &str, cwd: Option<&str>) -> Option<PathBuf
                 })
             })?
         }
+        Agent::Copilot => place::sessions_root(agent)?.join(id).join("events.jsonl"),
         _ => return None,
     };
     std::fs::symlink_metadata(&found).is_ok().then_some(found)
@@ -198,6 +211,10 @@ fn plan_located(point: &Point, place: &Place, located: place::Located) -> Result
         Agent::ClaudeCode => claude::fork(point, &text, place)?,
         Agent::Codex => codex::fork(point, &text, place)?,
         Agent::Qwen => qwen::fork(point, &text, place)?,
+        Agent::Copilot => {
+            let workspace = jsonl::read_beside(point.agent, &located, "workspace.yaml")?;
+            copilot::fork(point, &text, &workspace, place)?
+        }
         _ => gemini::fork(point, &text, place)?,
     };
     Ok(Fork {

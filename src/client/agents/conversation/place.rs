@@ -1,7 +1,7 @@
 //! Where an agent keeps its sessions, and reading and writing there without being led
 //! elsewhere. A prompt's checkpoint names its session file (the hook's `transcript_path`), but
 //! that name is only trusted inside the agent's own folder of sessions (Claude Code's
-//! `projects/`, Codex's `sessions/`, Gemini CLI's `tmp/`, Qwen Code's `projects/`, found as the agent finds them), in the
+//! `projects/`, Codex's `sessions/`, Gemini CLI's `tmp/`, Qwen Code's `projects/`, Copilot CLI's `session-state/`, found as the agent finds them), in the
 //! shape the agent gives it; below that folder every component is opened without following a
 //! symlink, so a session file or a date folder swapped for a link cannot lead a read or a fork
 //! out of it.
@@ -28,6 +28,7 @@ pub fn sessions_root(agent: Agent) -> Option<PathBuf> {
         Agent::Codex => codex_trust::codex_home(&home).join("sessions"),
         Agent::Gemini => gemini_trust::gemini_dir(&home).join("tmp"),
         Agent::Qwen => home.join(".qwen/projects"),
+        Agent::Copilot => home.join(".copilot/session-state"),
         _ => return None,
     })
 }
@@ -89,6 +90,7 @@ impl Located {
             Agent::ClaudeCode => names.len() == 2 && stem == id,
             Agent::Codex => names.len() == 4 && stem.starts_with("rollout-") && stem.ends_with(id),
             Agent::Qwen => names.len() == 3 && names[1] == "chats" && stem == id,
+            Agent::Copilot => names.len() == 2 && names[0] == id && stem == "events",
             _ => {
                 names.len() == 3
                     && names[1] == "chats"
@@ -144,6 +146,72 @@ pub fn write_new(root: &Path, folder: &Path, name: &str, bytes: &[u8]) -> std::i
         let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), rustix::fs::AtFlags::empty());
     }
     written.map(|()| root.join(folder).join(name))
+}
+
+/// Creates the folder `root/folder` holding `files`: the folders above it made or opened
+/// without following a symlink, the files written and flushed in a folder under a temporary
+/// name (which no agent lists), then that folder renamed into place without replacing anything
+/// (an agent listing its sessions sees the whole session or none). A failure leaves nothing.
+pub fn write_new_folder(
+    root: &Path,
+    folder: &Path,
+    files: &[(&str, &[u8])],
+) -> std::io::Result<PathBuf> {
+    let name = folder
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| std::io::Error::other("a folder that is not a plain name"))?;
+    let parent = folder.parent().unwrap_or(Path::new(""));
+    let mut dir = crate::fs::open_dir(root)?;
+    for component in parent.components() {
+        let Component::Normal(part) = component else {
+            return Err(std::io::Error::other("a folder that is not a plain name"));
+        };
+        match rustix::fs::mkdirat(&dir, part, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        dir = rustix::fs::openat(&dir, part, flags, Mode::empty())?;
+    }
+    let tmp = format!(".ckpt-fork-{}-{name}.tmp", std::process::id());
+    rustix::fs::mkdirat(&dir, tmp.as_str(), Mode::from_raw_mode(0o700))?;
+    let written = (|| -> std::io::Result<()> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let inner = rustix::fs::openat(&dir, tmp.as_str(), flags, Mode::empty())?;
+        for (file, bytes) in files {
+            let tmp_file = format!(".{file}.tmp");
+            write_in(&inner, &tmp_file, file, bytes)?;
+        }
+        rustix::fs::renameat_with(
+            &dir,
+            tmp.as_str(),
+            &dir,
+            name,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )?;
+        Ok(rustix::fs::fsync(&dir)?)
+    })();
+    if written.is_err() {
+        // Only what this call wrote: the temporary folder and the files in it.
+        if let Ok(inner) = rustix::fs::openat(
+            &dir,
+            tmp.as_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            for (file, _) in files {
+                let _ = rustix::fs::unlinkat(&inner, *file, rustix::fs::AtFlags::empty());
+                let _ = rustix::fs::unlinkat(
+                    &inner,
+                    format!(".{file}.tmp").as_str(),
+                    rustix::fs::AtFlags::empty(),
+                );
+            }
+        }
+        let _ = rustix::fs::unlinkat(&dir, tmp.as_str(), rustix::fs::AtFlags::REMOVEDIR);
+    }
+    written.map(|()| root.join(folder))
 }
 
 fn write_in(dir: &OwnedFd, tmp: &str, name: &str, bytes: &[u8]) -> std::io::Result<()> {
@@ -207,6 +275,25 @@ mod tests {
         )
         .unwrap();
         assert!(open(&root, Path::new("2026/12/01/f.jsonl")).is_err());
+    }
+
+    #[test]
+    fn a_new_folder_never_replaces_one_and_a_failure_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let files: [(&str, &[u8]); 2] = [("events.jsonl", b"{}\n"), ("workspace.yaml", b"id: x\n")];
+        let made = write_new_folder(dir.path(), Path::new("x"), &files).unwrap();
+        assert_eq!(
+            std::fs::read(made.join("workspace.yaml")).unwrap(),
+            b"id: x\n"
+        );
+        let again: [(&str, &[u8]); 1] = [("events.jsonl", b"other\n")];
+        assert!(write_new_folder(dir.path(), Path::new("x"), &again).is_err());
+        assert_eq!(std::fs::read(made.join("events.jsonl")).unwrap(), b"{}\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["x"], "no temporary folder is left");
     }
 
     #[test]

@@ -125,6 +125,7 @@ pub fn fork(point: &Point, text: &str, place: &Place) -> Result<Option<NewSessio
         id,
         folder,
         bytes,
+        beside: Vec::new(),
     }))
 }
 
