@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use ckpt::store::pack::deflate::{small_into, MAX_OBJECT};
 
-use super::{content, median, ms};
+use super::support::{content, median, ms};
 
 /// The objects of one case.
 fn objects(case: &str) -> Vec<Vec<u8>> {

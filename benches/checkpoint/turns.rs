@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{
+use super::support::{
     client, file_path, hook, median, ms, run, shadow_snapshot, tail, time_settled, touch,
     touch_ten, touched, Args, Client, Row,
 };
@@ -121,8 +121,8 @@ pub fn cases(
             // The same turn on the same tree for git: its changes back, then taken back again.
             touch(root, args.files, *round, size);
             theirs.push(time_settled(|| {
-                let diff = super::output(
-                    super::git(shadow, root).args(["diff", "--binary", &before, &after]),
+                let diff = super::support::output(
+                    super::support::git(shadow, root).args(["diff", "--binary", &before, &after]),
                 );
                 std::fs::write(&patch, diff + "\n").unwrap();
                 run(Command::new("git")

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{
+use super::support::{
     client_path, daemon_path, generate, git, hook_with, median, ms, prompt_payload, run,
     shadow_snapshot, time_settled, touch_ten, Args, Client, Daemon,
 };

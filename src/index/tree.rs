@@ -35,10 +35,7 @@ impl FileIndex {
                 .begin()
                 .objects(|repo| match write_node(repo, &mut self.root, trees)? {
                     Some(id) => Ok(id),
-                    None => repo
-                        .write_object(gix::objs::Tree::empty())
-                        .map(|id| id.detach())
-                        .map_err(|e| StoreError::git("writing a tree", e)),
+                    None => write_empty_tree(repo),
                 });
         let id = match written {
             Ok(id) => id,
@@ -172,6 +169,15 @@ pub(super) fn write_node(
     Ok(id)
 }
 
+/// The empty tree, written for real: gix takes it to exist in every repository and
+/// `write_object` skips it, but git's fsck wants it in the store of every commit naming it (an
+/// empty project, a fork's worktree before its files arrive).
+fn write_empty_tree(repo: &gix::Repository) -> Result<ObjectId, StoreError> {
+    let id = ObjectId::empty_tree(repo.object_hash());
+    gix::prelude::Write::write_buf_with_known_id(&repo.objects, gix::objs::Kind::Tree, b"", id)
+        .map_err(|e| StoreError::git("writing a tree", e))
+}
+
 /// Writes `tree` (pending), the folder's tree at the last write being `written` (None: look
 /// first). When the project moved on ([`Trees::New`]), a folder whose tree was written before
 /// and changed since almost always has a tree the store lacks: it goes straight into the
@@ -187,6 +193,9 @@ fn write_tree_object(
     written: Option<ObjectId>,
 ) -> Result<ObjectId, StoreError> {
     const WHAT: &str = "writing a tree";
+    if tree.entries.is_empty() {
+        return write_empty_tree(repo);
+    }
     if written.is_none() {
         return repo
             .write_object(&tree)

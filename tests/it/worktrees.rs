@@ -282,3 +282,49 @@ fn the_pools_packs_are_merged_as_gifts_accumulate_and_nothing_is_lost() {
         assert_eq!(&state(dir), files, "{id}");
     }
 }
+
+/// A fork of a git project into a new worktree (made with nothing checked out, the restore
+/// writes the files): both stores pass `git fsck --strict`.
+#[test]
+fn a_forked_worktrees_store_passes_git_fsck() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "a\n");
+    git_work(&p, &["init", "-q"]);
+    git_work(&p, &["add", "-A"]);
+    git_work(
+        &p,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "base",
+        ],
+    );
+    env.watch();
+    write(&p, "b.txt", "b\n");
+    let id = env.checkpoint("one");
+    let wt = env.home.join("try-1");
+    let out = env.ckpt_in(&p, &["fork", &id, "--worktree", wt.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(wt.join("b.txt")).unwrap(), "b\n");
+    for root in [&p, &wt] {
+        let store = env.store_of(root);
+        let out = Command::new("git")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .arg("--git-dir")
+            .arg(&store)
+            .args(["fsck", "--strict", "--no-progress"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && !stderr(&out).contains("missing"),
+            "{}: {}",
+            root.display(),
+            stderr(&out)
+        );
+    }
+}
