@@ -77,6 +77,8 @@ pub const BUILT_IN_EXCLUSIONS: &[&str] = &[
     "**/.cursor/mcp.json",
     "**/.github/hooks/ckpt.json",
     "**/.qwen/settings.json",
+    "**/.opencode/plugin/ckpt.js",
+    "**/.kilo/plugin/ckpt.js",
 ];
 
 #[derive(Debug, Clone, Deserialize, Default)]

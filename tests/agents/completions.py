@@ -44,7 +44,8 @@ def schema(body, name):
 
 
 # Each agent's write tool (its path and content fields) and shell tool.
-WRITES = {"create": ("path", "file_text"), "write_file": ("file_path", "content")}
+WRITES = {"create": ("path", "file_text"), "write_file": ("file_path", "content"),
+          "write": ("filePath", "content")}
 SHELLS = ["bash", "run_shell_command"]
 
 

@@ -19,8 +19,13 @@ install gemini @google/gemini-cli 0.61.0 gemini
 install codex @openai/codex 0.169.0 codex
 install copilot @github/copilot 1.0.102 copilot
 install qwen @qwen-code/qwen-code 0.24.4 qwen
+install opencode opencode-ai 1.18.33 opencode
+# 7.7.7: the newest whose linux-x64 binary is on the registry (7.8.1 has none).
+install kilo @kilocode/cli 7.7.7 kilo
 "$dest/claude/node_modules/.bin/claude" --version
 "$dest/gemini/node_modules/.bin/gemini" --version
 "$dest/codex/node_modules/.bin/codex" --version
 "$dest/copilot/node_modules/.bin/copilot" --version
 "$dest/qwen/node_modules/.bin/qwen" --version
+"$dest/opencode/node_modules/.bin/opencode" --version
+"$dest/kilo/node_modules/.bin/kilo" --version

@@ -19,19 +19,26 @@ pub enum Agent {
     Copilot,
     /// Qwen Code (`UserPromptSubmit`, Claude Code's dialect).
     Qwen,
+    /// OpenCode (a plugin: `chat.message`, `tool.execute.after`, `session.idle`).
+    #[value(name = "opencode")]
+    OpenCode,
+    /// Kilo CLI (OpenCode's plugin, in `.kilo/`).
+    Kilo,
     /// Any other agent that speaks Claude Code's dialect (`UserPromptSubmit`, `Stop`,
     /// `PostToolUse`): it has no settings file ckpt knows, its hook runs `ckpt hook generic`.
     Generic,
 }
 
 /// The agents whose settings `ckpt hook install` writes (every one but [`Agent::Generic`]).
-pub const ALL: [Agent; 6] = [
+pub const ALL: [Agent; 8] = [
     Agent::ClaudeCode,
     Agent::Gemini,
     Agent::Codex,
     Agent::Cursor,
     Agent::Copilot,
     Agent::Qwen,
+    Agent::OpenCode,
+    Agent::Kilo,
 ];
 
 /// Which moment of a turn a hook call reports.
@@ -66,6 +73,8 @@ impl Agent {
             Agent::Cursor => "cursor",
             Agent::Copilot => "copilot",
             Agent::Qwen => "qwen",
+            Agent::OpenCode => "opencode",
+            Agent::Kilo => "kilo",
             Agent::Generic => "generic",
         }
     }
@@ -77,10 +86,27 @@ impl Agent {
             .find(|a| a.name() == name)
     }
 
+    /// Whether ckpt's hook is a plugin file of the agent's (see `agents::plugin`) rather than
+    /// an entry in its settings: the plugin speaks Claude Code's dialect to `ckpt hook`.
+    pub fn is_plugin(self) -> bool {
+        matches!(self, Agent::OpenCode | Agent::Kilo)
+    }
+
+    /// The user's config folder of a plugin agent: `$XDG_CONFIG_HOME/<agent>`, else
+    /// `~/.config/<agent>`.
+    pub fn user_config_dir(self, home: &Path) -> PathBuf {
+        let config = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| home.join(".config"));
+        config.join(self.name())
+    }
+
     /// The hook event ckpt installs under.
     pub fn event(self) -> &'static str {
         match self {
             Agent::ClaudeCode | Agent::Codex | Agent::Qwen | Agent::Generic => "UserPromptSubmit",
+            Agent::OpenCode | Agent::Kilo => "UserPromptSubmit",
             Agent::Gemini => "BeforeAgent",
             Agent::Cursor => "beforeSubmitPrompt",
             Agent::Copilot => "userPromptSubmitted",
@@ -91,7 +117,7 @@ impl Agent {
     /// end and the after-tool one.
     pub fn events(self) -> &'static [&'static str] {
         match self {
-            Agent::ClaudeCode | Agent::Qwen | Agent::Generic => {
+            Agent::ClaudeCode | Agent::Qwen | Agent::Generic | Agent::OpenCode | Agent::Kilo => {
                 &["UserPromptSubmit", "Stop", "PostToolUse"]
             }
             Agent::Gemini => &["BeforeAgent", "AfterAgent", "AfterTool"],
@@ -148,6 +174,7 @@ impl Agent {
     pub fn message_id_key(self) -> Option<&'static str> {
         match self {
             Agent::ClaudeCode | Agent::Qwen | Agent::Generic => Some("prompt_id"),
+            Agent::OpenCode | Agent::Kilo => Some("prompt_id"),
             Agent::Codex => Some("turn_id"),
             Agent::Cursor => Some("generation_id"),
             Agent::Gemini | Agent::Copilot => None,
@@ -170,6 +197,7 @@ impl Agent {
         };
         let session = match self {
             Agent::ClaudeCode | Agent::Gemini | Agent::Codex | Agent::Qwen => text("session_id"),
+            Agent::OpenCode | Agent::Kilo => text("session_id"),
             Agent::Generic => text("session_id").or_else(|| text("sessionId")),
             Agent::Cursor => text("conversation_id"),
             Agent::Copilot => text("sessionId").or_else(|| text("session_id")),
@@ -202,6 +230,12 @@ impl Agent {
             (Agent::Copilot, true) => home.join(".copilot/hooks/ckpt.json"),
             (Agent::Qwen, false) => project.join(".qwen/settings.json"),
             (Agent::Qwen, true) => home.join(".qwen/settings.json"),
+            (Agent::OpenCode | Agent::Kilo, false) => {
+                project.join(format!(".{}/plugin/ckpt.js", self.name()))
+            }
+            (Agent::OpenCode | Agent::Kilo, true) => {
+                self.user_config_dir(home).join("plugin/ckpt.js")
+            }
             // Never written: `hook install generic` is refused before (see `install`).
             (Agent::Generic, _) => project.join(".ckpt-generic-hook.json"),
         }
@@ -213,6 +247,8 @@ impl Agent {
             Agent::ClaudeCode | Agent::Codex | Agent::Qwen | Agent::Generic => json!({
                 "hooks": [{ "type": "command", "command": command, "timeout": HOOK_TIMEOUT_S }]
             }),
+            // Never an entry in settings: the plugin file runs it (see `agents::plugin`).
+            Agent::OpenCode | Agent::Kilo => json!({ "command": command }),
             Agent::Gemini => json!({
                 "hooks": [{ "type": "command", "command": command, "timeout": HOOK_TIMEOUT_S * 1000 }]
             }),
@@ -265,7 +301,7 @@ impl Agent {
                     .map(|hooks| hooks.iter().collect())
                     .unwrap_or_default()
             }
-            Agent::Cursor | Agent::Copilot => vec![entry],
+            Agent::Cursor | Agent::Copilot | Agent::OpenCode | Agent::Kilo => vec![entry],
         }
     }
 

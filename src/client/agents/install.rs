@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{json, Map, Value};
 
 use super::agent::{project_root, Agent, ALL};
-use super::{codex_trust, gemini_trust};
+use super::{codex_trust, gemini_trust, plugin};
 use crate::client::commands::json_text;
 use crate::client::commands::settings::{
     edit_settings, edit_settings_in_place, home, read_settings, shell_word, write_text,
@@ -18,15 +18,18 @@ use crate::client::ClientError;
 use crate::protocol::methods::WatchParams;
 use crate::protocol::rpc;
 
-/// The command an agent runs: this `ckpt`, by absolute path, so the agent's PATH does not
-/// matter.
-fn hook_command(agent: Agent) -> Result<String, ClientError> {
+/// This `ckpt`'s absolute path, which agents run, so that their PATH does not matter.
+fn exe() -> Result<String, ClientError> {
     let exe = std::env::current_exe()
         .map_err(|e| ClientError::Usage(format!("cannot tell where ckpt is installed: {e}")))?;
-    let exe = exe
-        .to_str()
-        .ok_or_else(|| ClientError::Usage(format!("ckpt's path {} is not UTF-8", exe.display())))?;
-    Ok(format!("{} hook {}", shell_word(exe), agent.name()))
+    exe.to_str()
+        .map(String::from)
+        .ok_or_else(|| ClientError::Usage(format!("ckpt's path {} is not UTF-8", exe.display())))
+}
+
+/// The command an agent runs.
+fn hook_command(agent: Agent) -> Result<String, ClientError> {
+    Ok(format!("{} hook {}", shell_word(&exe()?), agent.name()))
 }
 
 /// The list of entries under `event`, created if absent.
@@ -73,20 +76,29 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result
     let root = project_root(&ctx.base);
     let path = agent.settings_file(&root, &home()?, user);
     let command = hook_command(agent)?;
-    let changed = edit_settings(&path, |settings: &mut Map<String, Value>| {
-        // Every event is checked before any is changed: a bad one changes nothing.
-        for event in agent.events() {
-            entries(agent, settings, event).map_err(|why| {
-                ClientError::Usage(format!("{}: {why}; nothing was changed", path.display()))
-            })?;
-        }
-        let mut changed = false;
-        for event in agent.events() {
-            let list = entries(agent, settings, event).expect("checked above");
-            changed |= put_ours(agent, list, &command);
-        }
-        Ok(changed)
-    })?;
+    let mut placeholders = Vec::new();
+    let changed = if agent.is_plugin() {
+        let user_dir = agent.user_config_dir(&home()?);
+        let project = (!user).then_some(root.as_path());
+        let (changed, placed) = plugin::install(agent, &path, &exe()?, project, user_dir)?;
+        placeholders = placed;
+        changed
+    } else {
+        edit_settings(&path, |settings: &mut Map<String, Value>| {
+            // Every event is checked before any is changed: a bad one changes nothing.
+            for event in agent.events() {
+                entries(agent, settings, event).map_err(|why| {
+                    ClientError::Usage(format!("{}: {why}; nothing was changed", path.display()))
+                })?;
+            }
+            let mut changed = false;
+            for event in agent.events() {
+                let list = entries(agent, settings, event).expect("checked above");
+                changed |= put_ours(agent, list, &command);
+            }
+            Ok(changed)
+        })?
+    };
     if !user {
         // Registering now makes the first prompt's checkpoint cheap (the first full read of a
         // big project happens here, not while the agent waits).
@@ -107,8 +119,17 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result
         (true, false) => exclude_from_git(&root, &path)?,
         _ => false,
     };
-    let result = json!({ "agent": agent.name(), "file": path, "command": command,
+    let placed: Vec<Value> = placeholders
+        .iter()
+        .map(
+            |(dir, state)| json!({ "folder": dir, "package": format!("{state:?}").to_lowercase() }),
+        )
+        .collect();
+    let mut result = json!({ "agent": agent.name(), "file": path, "command": command,
         "changed": changed, "project": (!user).then_some(&root), "git_excluded": git_excluded });
+    if agent.is_plugin() {
+        result["plugin_package"] = json!(placed);
+    }
     if ctx.out.json(&result) {
         return Ok(0);
     }
@@ -154,6 +175,23 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result
     if agent == Agent::Qwen && !user {
         let trust = gemini_trust::qwen_folder_trust(&home()?, &root);
         outln!("{}.", gemini_trust::qwen_advice(trust).1);
+    }
+    for (dir, state) in &placeholders {
+        match state {
+            plugin::Placeholder::Written => outln!(
+                "wrote a placeholder of {}'s plugin package in {} (so that it does not wait \
+                 for npm at start; ckpt's plugin needs nothing from it)",
+                agent.name(),
+                dir.display()
+            ),
+            plugin::Placeholder::OwnPackages => outln!(
+                "{} has packages of its own: {} npm-installs them and its plugin package at \
+                 start (offline it waits about 80 s for npm)",
+                dir.display(),
+                agent.name()
+            ),
+            plugin::Placeholder::Present => {}
+        }
     }
     Ok(0)
 }
@@ -241,7 +279,10 @@ pub fn installed_for(root: &Path) -> Vec<String> {
     for agent in ALL {
         for user in [false, true] {
             let path = agent.settings_file(root, &home, user);
-            let ours = read_settings(&path).is_ok_and(|s| find_ours(agent, &s).is_some());
+            let ours = match agent.is_plugin() {
+                true => matches!(plugin::found(agent, &path), plugin::Found::Ours(_)),
+                false => read_settings(&path).is_ok_and(|s| find_ours(agent, &s).is_some()),
+            };
             if ours {
                 let scope = if user {
                     "your user settings"
@@ -259,57 +300,65 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
     refuse_generic(agent, "uninstall")?;
     let path = agent.settings_file(&project_root(&ctx.base), &home()?, user);
     let mut removed = 0;
-    // The entries taken out of the text itself, the rest of the user's file byte for byte.
-    let in_place = |text: &str| {
-        let mut text = text.to_string();
-        for event in agent.events() {
-            let settings: Value = serde_json::from_str(&text).ok()?;
-            let Some(list) = settings
-                .get("hooks")
-                .and_then(|h| h.get(event))
-                .and_then(Value::as_array)
-            else {
-                continue;
-            };
-            let ours: Vec<usize> = (0..list.len())
-                .filter(|&i| agent.commands_of(&list[i]).iter().any(|c| agent.is_ours(c)))
-                .collect();
-            for &i in ours.iter().rev() {
-                text = json_text::remove_element(&text, &["hooks", event], i)?;
-            }
-            // A list left empty by ckpt's entry going is ckpt's too.
-            if !ours.is_empty() && ours.len() == list.len() {
-                text = json_text::remove_member(&text, &["hooks"], event)?;
-            }
-        }
-        Some(text)
-    };
-    edit_settings_in_place(
-        &path,
-        |settings| {
+    if agent.is_plugin() {
+        let dir = match user {
+            true => agent.user_config_dir(&home()?),
+            false => plugin::project_config_dir(agent, &project_root(&ctx.base)),
+        };
+        removed = plugin::uninstall(agent, &path, &dir)?;
+    } else {
+        // The entries taken out of the text itself, the rest of the user's file byte for byte.
+        let in_place = |text: &str| {
+            let mut text = text.to_string();
             for event in agent.events() {
-                if let Some(list) = settings
-                    .get_mut("hooks")
-                    .and_then(Value::as_object_mut)
-                    .and_then(|h| h.get_mut(*event))
-                    .and_then(Value::as_array_mut)
-                {
-                    let before = list.len();
-                    list.retain(|e| !agent.commands_of(e).iter().any(|c| agent.is_ours(c)));
-                    removed += before - list.len();
-                    if list.is_empty() && before > 0 {
-                        if let Some(hooks) =
-                            settings.get_mut("hooks").and_then(Value::as_object_mut)
-                        {
-                            hooks.remove(*event);
+                let settings: Value = serde_json::from_str(&text).ok()?;
+                let Some(list) = settings
+                    .get("hooks")
+                    .and_then(|h| h.get(event))
+                    .and_then(Value::as_array)
+                else {
+                    continue;
+                };
+                let ours: Vec<usize> = (0..list.len())
+                    .filter(|&i| agent.commands_of(&list[i]).iter().any(|c| agent.is_ours(c)))
+                    .collect();
+                for &i in ours.iter().rev() {
+                    text = json_text::remove_element(&text, &["hooks", event], i)?;
+                }
+                // A list left empty by ckpt's entry going is ckpt's too.
+                if !ours.is_empty() && ours.len() == list.len() {
+                    text = json_text::remove_member(&text, &["hooks"], event)?;
+                }
+            }
+            Some(text)
+        };
+        edit_settings_in_place(
+            &path,
+            |settings| {
+                for event in agent.events() {
+                    if let Some(list) = settings
+                        .get_mut("hooks")
+                        .and_then(Value::as_object_mut)
+                        .and_then(|h| h.get_mut(*event))
+                        .and_then(Value::as_array_mut)
+                    {
+                        let before = list.len();
+                        list.retain(|e| !agent.commands_of(e).iter().any(|c| agent.is_ours(c)));
+                        removed += before - list.len();
+                        if list.is_empty() && before > 0 {
+                            if let Some(hooks) =
+                                settings.get_mut("hooks").and_then(Value::as_object_mut)
+                            {
+                                hooks.remove(*event);
+                            }
                         }
                     }
                 }
-            }
-            Ok(removed > 0)
-        },
-        in_place,
-    )?;
+                Ok(removed > 0)
+            },
+            in_place,
+        )?;
+    }
     let result = json!({ "agent": agent.name(), "file": path, "removed": removed });
     let text = match removed {
         0 => format!("no ckpt hook for {} in {}", agent.name(), path.display()),
@@ -336,6 +385,14 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
     for agent in ALL {
         for user in [false, true] {
             let path = agent.settings_file(&root, &home, user);
+            if agent.is_plugin() {
+                let dir = match user {
+                    true => agent.user_config_dir(&home),
+                    false => plugin::project_config_dir(agent, &root),
+                };
+                rows.push(plugin::status_row(agent, &path, &dir, user));
+                continue;
+            }
             let mut row = json!({
                 "agent": agent.name(),
                 "scope": if user { "user" } else { "project" },

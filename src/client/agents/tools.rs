@@ -34,6 +34,8 @@ const EDITS: &[&str] = &[
     "edit",
     // Copilot CLI (`edit` as Gemini's)
     "create",
+    // OpenCode and Kilo CLI (`filePath`; `edit` as above)
+    "write",
 ];
 
 /// Tools that change no file.
@@ -64,6 +66,14 @@ const READS: &[&str] = &[
     "grep_search",
     "todo_write",
     "web_search",
+    // OpenCode and Kilo CLI
+    "read",
+    "list",
+    "todowrite",
+    "todoread",
+    "webfetch",
+    "websearch",
+    "codesearch",
 ];
 
 /// Tools after which the turn is worth coming back to even when no file changed: an answered
@@ -97,7 +107,7 @@ fn patched(input: &Value) -> Vec<PathBuf> {
         }
     };
     let mut texts = strings(input);
-    for key in ["command", "input", "patch", "cmd"] {
+    for key in ["command", "input", "patch", "cmd", "patchText"] {
         texts.extend(input.get(key).map(strings).unwrap_or_default());
     }
     let mut paths = Vec::new();

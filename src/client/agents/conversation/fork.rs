@@ -28,7 +28,13 @@ pub struct Fork {
     /// The new session; none when no conversation came before the prompt (the agent then
     /// simply starts a new one).
     pub(super) session: Option<NewSession>,
+    /// Who writes the session where the agent's own binary must (OpenCode's and Kilo CLI's
+    /// `import`); none where it is a file ckpt writes.
+    pub(super) importer: Option<Importer>,
 }
+
+/// Writes a new session through the agent: its agent and its bytes.
+pub(super) type Importer = fn(Agent, &[u8]) -> Result<(), CannotFork>;
 
 #[derive(Debug)]
 pub(super) struct NewSession {
@@ -60,6 +66,11 @@ impl Fork {
     /// Writes the new session into the agent's folder (never over an existing file).
     pub fn write(self) -> Result<Forked, CannotFork> {
         let path = match &self.session {
+            // OpenCode's and Kilo's sessions are rows of their database, written by the agent.
+            Some(s) if self.importer.is_some() => {
+                (self.importer.expect("checked"))(self.agent, &s.bytes)?;
+                None
+            }
             Some(s) => {
                 let cannot = |e: &dyn std::fmt::Display| {
                     CannotFork(format!(
@@ -141,6 +152,10 @@ pub(super) fn resume_command(agent: Agent, id: Option<&str>) -> Vec<String> {
         (Agent::Qwen, None) => &["qwen"],
         (Agent::Copilot, Some(_)) => &["copilot", "--resume"],
         (Agent::Copilot, None) => &["copilot"],
+        (Agent::OpenCode, Some(_)) => &["opencode", "--session"],
+        (Agent::OpenCode, None) => &["opencode"],
+        (Agent::Kilo, Some(_)) => &["kilo", "--session"],
+        (Agent::Kilo, None) => &["kilo"],
         (Agent::ClaudeCode, None) => &["claude"],
         (Agent::Codex, None) => &["codex"],
         _ => &["gemini"],

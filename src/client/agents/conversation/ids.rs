@@ -18,7 +18,7 @@ pub(super) fn uuid_v7() -> String {
     format_uuid(&b)
 }
 
-fn random16() -> [u8; 16] {
+pub(super) fn random16() -> [u8; 16] {
     let mut b = [0u8; 16];
     let mut filled = 0;
     while filled < b.len() {

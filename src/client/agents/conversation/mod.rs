@@ -22,6 +22,7 @@ mod fork;
 mod gemini;
 mod ids;
 mod jsonl;
+mod opencode;
 mod place;
 mod point;
 mod qwen;
@@ -53,11 +54,17 @@ impl Point {
         let agent = agent_of(meta).ok_or_else(not_hook)?;
         if !matches!(
             agent,
-            Agent::ClaudeCode | Agent::Codex | Agent::Gemini | Agent::Qwen | Agent::Copilot
+            Agent::ClaudeCode
+                | Agent::Codex
+                | Agent::Gemini
+                | Agent::Qwen
+                | Agent::Copilot
+                | Agent::OpenCode
+                | Agent::Kilo
         ) {
             return Err(CannotFork(format!(
-                "ckpt cannot fork {} conversations (Claude Code, Codex, Gemini CLI, Qwen Code \
-                 and Copilot CLI only)",
+                "ckpt cannot fork {} conversations (Claude Code, Codex, Gemini CLI, Qwen Code, \
+                 Copilot CLI, OpenCode and Kilo CLI only)",
                 agent.name()
             )));
         }
@@ -94,6 +101,9 @@ impl Point {
     /// Whether the prompt can be found in its session and every line before it read, without
     /// building a fork (what `ckpt log` shows); `sessions` keeps each session file read once.
     pub fn check(&self, sessions: &mut Sessions) -> Result<(), CannotFork> {
+        if self.agent.is_plugin() {
+            return opencode::check(self);
+        }
         let located = self.located()?;
         let read = sessions
             .entry(self.transcript.clone())
@@ -173,6 +183,7 @@ fn known_transcript(agent: Agent, id: &str, cwd: Option<&str>) -> Option<PathBuf
             })?
         }
         Agent::Copilot => place::sessions_root(agent)?.join(id).join("events.jsonl"),
+        Agent::OpenCode | Agent::Kilo => opencode::database(agent)?,
         _ => return None,
     };
     std::fs::symlink_metadata(&found).is_ok().then_some(found)
@@ -195,7 +206,40 @@ fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
 
 /// Reads the prompt's session and builds the fork in memory.
 pub fn plan(point: &Point, place: &Place) -> Result<Fork, CannotFork> {
+    if point.agent.is_plugin() {
+        return plan_opencode(point, place);
+    }
     plan_located(point, place, point.located()?)
+}
+
+/// [`plan`] of an OpenCode or Kilo CLI session: a new session for their `import`.
+fn plan_opencode(point: &Point, place: &Place) -> Result<Fork, CannotFork> {
+    let name = point.agent.name();
+    if let Place::Folder(_) = place {
+        return Err(CannotFork(format!(
+            "ckpt forks {name} conversations beside the original only (a session for another \
+             folder was not tried with its binary)"
+        )));
+    }
+    if point.after_tool.is_some() {
+        return Err(CannotFork(format!(
+            "ckpt forks a conversation to a step in Claude Code sessions only, not {name}'s"
+        )));
+    }
+    let session = opencode::plan(point)?.map(|(id, bytes)| NewSession {
+        file_name: format!("{id}.json"),
+        folder: std::env::temp_dir(),
+        bytes,
+        beside: Vec::new(),
+        id,
+    });
+    Ok(Fork {
+        agent: point.agent,
+        prompt: point.prompt.clone(),
+        root: std::env::temp_dir(),
+        session,
+        importer: Some(opencode::import),
+    })
 }
 
 /// [`plan`] of a session file found already.
@@ -222,6 +266,7 @@ fn plan_located(point: &Point, place: &Place, located: place::Located) -> Result
         prompt: point.prompt.clone(),
         root: located.root,
         session,
+        importer: None,
     })
 }
 
