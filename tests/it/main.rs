@@ -33,6 +33,7 @@ mod journal_damage;
 mod mcp;
 mod messages;
 mod packs;
+mod plugin_hooks;
 mod protocol;
 mod quickstart;
 mod races;
