@@ -79,6 +79,9 @@ pub const BUILT_IN_EXCLUSIONS: &[&str] = &[
     "**/.qwen/settings.json",
     "**/.opencode/plugin/ckpt.js",
     "**/.kilo/plugin/ckpt.js",
+    "**/.clinerules/hooks/TaskStart",
+    "**/.clinerules/hooks/TaskComplete",
+    "**/.clinerules/hooks/PostToolUse",
 ];
 
 #[derive(Debug, Clone, Deserialize, Default)]

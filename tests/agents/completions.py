@@ -1,5 +1,5 @@
 """A scripted stand-in for the OpenAI Chat Completions API (streamed or not), so that the real
-GitHub Copilot CLI and Qwen Code run whole turns offline with a custom provider: a turn's first
+GitHub Copilot CLI, Qwen Code, OpenCode, Kilo CLI and Cline CLI run whole turns offline with a custom provider: a turn's first
 call gets a write tool call (Copilot's `create`, Qwen's `write_file`), the next a shell tool call
 (`bash`, `run_shell_command`), then a final text (see `standin.turn_script`). Calls without
 those tools, and Qwen's memory-extraction side requests, get a short text. Each request's user
@@ -45,8 +45,9 @@ def schema(body, name):
 
 # Each agent's write tool (its path and content fields) and shell tool.
 WRITES = {"create": ("path", "file_text"), "write_file": ("file_path", "content"),
-          "write": ("filePath", "content")}
-SHELLS = ["bash", "run_shell_command"]
+          "write": ("filePath", "content"), "editor": ("path", "new_text"),
+          "apply_patch": (None, "input")}
+SHELLS = ["bash", "run_shell_command", "run_commands"]
 
 
 def system_text(body):
@@ -66,10 +67,17 @@ def reply_for(body):
     n = len(body.get("messages", []))
     if step == 0:
         path_key, content_key = WRITES[write]
-        call = (write, {path_key: PROJECT + "/" + written, content_key: content})
+        if path_key is None:  # a patch that adds the file (Cline over ACP)
+            lines = "".join("+" + line + "\n" for line in content.splitlines())
+            patch = f"*** Begin Patch\n*** Add File: {PROJECT}/{written}\n{lines}*** End Patch\n"
+            call = (write, {content_key: patch})
+        else:
+            call = (write, {path_key: PROJECT + "/" + written, content_key: content})
     elif step == 1:
         gate(prompt)
         arguments = {"command": command, "description": "edit files"}
+        if shell == "run_commands":  # Cline's: a list of commands
+            arguments = {"commands": [command]}
         # Whatever else the shell tool requires, with the first value its schema allows.
         props = schema(body, shell).get("properties", {})
         for key in schema(body, shell).get("required", []):
@@ -105,7 +113,7 @@ def answer(path, body):
          "reply": [c["function"]["name"] for c in message.get("tool_calls") or []] or ["text"],
          "user_texts": [text_of(m.get("content")) for m in body.get("messages", [])
                         if m.get("role") == "user"],
-         "bash_schema": schema(body, "bash")})
+         "bash_schema": schema(body, "bash"), "patch_schema": schema(body, "apply_patch")})
     if body.get("stream"):
         return "text/event-stream", chunks(message, finish)
     return "application/json", json.dumps({

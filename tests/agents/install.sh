@@ -22,6 +22,7 @@ install qwen @qwen-code/qwen-code 0.24.4 qwen
 install opencode opencode-ai 1.18.33 opencode
 # 7.7.7: the newest whose linux-x64 binary is on the registry (7.8.1 has none).
 install kilo @kilocode/cli 7.7.7 kilo
+install cline cline 3.0.65 cline
 "$dest/claude/node_modules/.bin/claude" --version
 "$dest/gemini/node_modules/.bin/gemini" --version
 "$dest/codex/node_modules/.bin/codex" --version
@@ -29,3 +30,4 @@ install kilo @kilocode/cli 7.7.7 kilo
 "$dest/qwen/node_modules/.bin/qwen" --version
 "$dest/opencode/node_modules/.bin/opencode" --version
 "$dest/kilo/node_modules/.bin/kilo" --version
+"$dest/cline/node_modules/.bin/cline" --version

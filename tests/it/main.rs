@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod agent_cline;
 mod agent_copilot;
 mod agent_turns;
 mod agents;

@@ -1,7 +1,8 @@
-//! `ckpt hook install opencode|kilo`: ckpt's plugin file and the placeholder of the agent's
-//! plugin package, and what they refuse or leave alone: a plugin of someone else's at ckpt's
-//! place, a FIFO there, a config folder with packages of its own. The agents' binaries run
-//! them in `conversations` (ignored by default); here the files alone are checked, with the
+//! `ckpt hook install opencode|kilo|cline`: the files of ckpt's own these agents run (the
+//! OpenCode plugin and the placeholder of its plugin package; Cline's hook scripts), and what
+//! install refuses or leaves alone: a file of someone else's at ckpt's place, a FIFO there, a
+//! config folder with packages of its own. The agents' binaries run them in `conversations` and
+//! `agent_cline` (ignored by default); here the files and the payloads are checked, with the
 //! real client and daemon.
 
 use std::path::Path;
@@ -162,21 +163,10 @@ fn the_plugins_payloads_record_a_turn_with_its_steps() {
     write(&p, "a.txt", "a\n");
     let session = "ses_dc516517affeZr9FNcAHhsoMu1";
     let send = |payload: Value| {
-        use std::io::Write;
         let mut cmd = std::process::Command::new(ckpt_bin());
         env.env(&mut cmd);
-        let mut child = cmd
-            .current_dir(&p)
-            .args(["hook", "opencode"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(payload.to_string().as_bytes()).unwrap();
-        drop(stdin);
-        let out = child.wait_with_output().unwrap();
+        cmd.current_dir(&p).args(["hook", "opencode"]);
+        let out = send_stdin(&mut cmd, &payload.to_string());
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert_eq!(stdout(&out), "", "the plugin reads nothing back");
     };
@@ -218,4 +208,117 @@ fn the_plugins_payloads_record_a_turn_with_its_steps() {
         ],
         "{log}"
     );
+}
+
+/// Cline's hook scripts: executable, ckpt's own, refused over someone else's; its `TaskStart`
+/// payload (no text) is labelled from the session's metadata, a tool's result is a step.
+#[test]
+fn clines_hook_files_and_payloads() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "a\n");
+    let out = env.ckpt_in(&p, &["hook", "install", "cline"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for event in ["TaskStart", "TaskComplete", "PostToolUse"] {
+        let file = p.join(".clinerules/hooks").join(event);
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o111, 0o111, "{event} is executable");
+    }
+    let status = env.json_in(&p, &["hook", "status"]);
+    let row = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["agent"] == "cline" && r["scope"] == "project")
+        .unwrap()
+        .clone();
+    assert!(
+        row["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("installed with turn ends"),
+        "{row}"
+    );
+
+    let session = "1796285589570_jpew7";
+    let folder = env.home.join("home/.cline/data/sessions").join(session);
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join(format!("{session}.json")),
+        r#"{"session_id": "1796285589570_jpew7", "prompt": "make b from the TUI"}"#,
+    )
+    .unwrap();
+    let run = |payload: Value| {
+        let script = p.join(".clinerules/hooks/TaskStart");
+        let mut cmd = std::process::Command::new(script);
+        env.env(&mut cmd);
+        let out = send_stdin(&mut cmd, &payload.to_string());
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "");
+    };
+    let common = serde_json::json!({"clineVersion": "", "taskId": "conv_1796285589_x",
+        "sessionContext": {"rootSessionId": session}, "workspaceRoots": [p]});
+    let with = |extra: Value| {
+        let mut v = common.clone();
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v
+    };
+    run(with(
+        serde_json::json!({"hookName": "agent_start", "taskStart": {"taskMetadata": {}}}),
+    ));
+    write(&p, "b.txt", "b\n");
+    run(with(
+        serde_json::json!({"hookName": "tool_result", "tool_result": {"id": "call_0",
+        "name": "editor", "input": {"path": p.join("b.txt"), "new_text": "b\n"}}}),
+    ));
+    run(with(
+        serde_json::json!({"hookName": "agent_end", "turn": {"status": "completed"}}),
+    ));
+    let log = env.json_in(&p, &["log", "--steps"]);
+    let turn = &log["prompts"][0];
+    assert_eq!(turn["label"], "make b from the TUI", "{log}");
+    assert_eq!(turn["dialog"], session, "{log}");
+    assert_eq!(turn["steps"][0]["tool"], "editor", "{log}");
+    assert_eq!(turn["steps"][0]["touched"][0], "b.txt", "{log}");
+    assert_eq!(turn["steps"][1]["kind"], "turn-end", "{log}");
+
+    // Someone else's hook at one of ckpt's places: uninstall and install refuse, change nothing.
+    let mine = "#!/bin/sh\necho mine\n";
+    std::fs::write(p.join(".clinerules/hooks/TaskComplete"), mine).unwrap();
+    for verb in ["uninstall", "install"] {
+        let out = env.ckpt_in(&p, &["hook", verb, "cline"]);
+        assert_eq!(out.status.code(), Some(64), "{verb}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("a hook ckpt did not write"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert!(p.join(".clinerules/hooks/TaskStart").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.join(".clinerules/hooks/TaskComplete")).unwrap(),
+        mine
+    );
+    std::fs::remove_file(p.join(".clinerules/hooks/TaskComplete")).unwrap();
+    let removed = env.json_in(&p, &["hook", "uninstall", "cline"]);
+    assert_eq!(removed["removed"], 2, "{removed}");
+    assert!(!p.join(".clinerules/hooks/TaskStart").exists());
+}
+
+/// Runs `cmd` with `input` on its stdin.
+fn send_stdin(cmd: &mut std::process::Command, input: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
 }

@@ -24,13 +24,15 @@ pub enum Agent {
     OpenCode,
     /// Kilo CLI (OpenCode's plugin, in `.kilo/`).
     Kilo,
+    /// Cline CLI (executable hook files: `TaskStart`, `TaskComplete`, `PostToolUse`).
+    Cline,
     /// Any other agent that speaks Claude Code's dialect (`UserPromptSubmit`, `Stop`,
     /// `PostToolUse`): it has no settings file ckpt knows, its hook runs `ckpt hook generic`.
     Generic,
 }
 
 /// The agents whose settings `ckpt hook install` writes (every one but [`Agent::Generic`]).
-pub const ALL: [Agent; 8] = [
+pub const ALL: [Agent; 9] = [
     Agent::ClaudeCode,
     Agent::Gemini,
     Agent::Codex,
@@ -39,6 +41,7 @@ pub const ALL: [Agent; 8] = [
     Agent::Qwen,
     Agent::OpenCode,
     Agent::Kilo,
+    Agent::Cline,
 ];
 
 /// Which moment of a turn a hook call reports.
@@ -75,6 +78,7 @@ impl Agent {
             Agent::Qwen => "qwen",
             Agent::OpenCode => "opencode",
             Agent::Kilo => "kilo",
+            Agent::Cline => "cline",
             Agent::Generic => "generic",
         }
     }
@@ -92,6 +96,12 @@ impl Agent {
         matches!(self, Agent::OpenCode | Agent::Kilo)
     }
 
+    /// Whether ckpt's hook is files of its own the agent runs (OpenCode's and Kilo's plugin,
+    /// Cline's hook scripts) rather than entries in the agent's settings.
+    pub fn owns_its_files(self) -> bool {
+        self.is_plugin() || self == Agent::Cline
+    }
+
     /// The user's config folder of a plugin agent: `$XDG_CONFIG_HOME/<agent>`, else
     /// `~/.config/<agent>`.
     pub fn user_config_dir(self, home: &Path) -> PathBuf {
@@ -107,6 +117,7 @@ impl Agent {
         match self {
             Agent::ClaudeCode | Agent::Codex | Agent::Qwen | Agent::Generic => "UserPromptSubmit",
             Agent::OpenCode | Agent::Kilo => "UserPromptSubmit",
+            Agent::Cline => "TaskStart",
             Agent::Gemini => "BeforeAgent",
             Agent::Cursor => "beforeSubmitPrompt",
             Agent::Copilot => "userPromptSubmitted",
@@ -124,6 +135,7 @@ impl Agent {
             Agent::Cursor => &["beforeSubmitPrompt", "stop", "afterFileEdit"],
             Agent::Codex => &["UserPromptSubmit", "Stop", "PostToolUse"],
             Agent::Copilot => &["userPromptSubmitted", "agentStop", "postToolUse"],
+            Agent::Cline => &["TaskStart", "TaskComplete", "PostToolUse"],
         }
     }
 
@@ -145,10 +157,14 @@ impl Agent {
             (Agent::Copilot, None, Some(_)) => "agentStop",
             _ => self.event(),
         };
-        let event = payload
-            .get("hook_event_name")
-            .and_then(Value::as_str)
-            .unwrap_or(unnamed);
+        let event = match self {
+            // Cline names its events by their inner names (`agent_start`, ...).
+            Agent::Cline => super::cline::event_of(payload).unwrap_or(""),
+            _ => payload
+                .get("hook_event_name")
+                .and_then(Value::as_str)
+                .unwrap_or(unnamed),
+        };
         match event {
             "Stop" | "AfterAgent" | "stop" | "agentStop" => Moment::End,
             "PostToolUse" | "AfterTool" | "afterFileEdit" | "postToolUse" => Moment::Step,
@@ -175,6 +191,8 @@ impl Agent {
         match self {
             Agent::ClaudeCode | Agent::Qwen | Agent::Generic => Some("prompt_id"),
             Agent::OpenCode | Agent::Kilo => Some("prompt_id"),
+            // The prompt's run (`conv_…`), new at each prompt.
+            Agent::Cline => Some("taskId"),
             Agent::Codex => Some("turn_id"),
             Agent::Cursor => Some("generation_id"),
             Agent::Gemini | Agent::Copilot => None,
@@ -186,6 +204,7 @@ impl Agent {
         let text = |key: &str| payload.get(key).and_then(Value::as_str).map(String::from);
         let cwd = match self {
             // Cursor names the workspace folders; the first is the project (see the README).
+            Agent::Cline => super::cline::workspace(payload).or_else(|| text("cwd")),
             Agent::Cursor => payload
                 .get("workspace_roots")
                 .and_then(Value::as_array)
@@ -198,6 +217,7 @@ impl Agent {
         let session = match self {
             Agent::ClaudeCode | Agent::Gemini | Agent::Codex | Agent::Qwen => text("session_id"),
             Agent::OpenCode | Agent::Kilo => text("session_id"),
+            Agent::Cline => super::cline::session(payload),
             Agent::Generic => text("session_id").or_else(|| text("sessionId")),
             Agent::Cursor => text("conversation_id"),
             Agent::Copilot => text("sessionId").or_else(|| text("session_id")),
@@ -230,6 +250,8 @@ impl Agent {
             (Agent::Copilot, true) => home.join(".copilot/hooks/ckpt.json"),
             (Agent::Qwen, false) => project.join(".qwen/settings.json"),
             (Agent::Qwen, true) => home.join(".qwen/settings.json"),
+            (Agent::Cline, false) => project.join(".clinerules/hooks/TaskStart"),
+            (Agent::Cline, true) => home.join(".cline/hooks/TaskStart"),
             (Agent::OpenCode | Agent::Kilo, false) => {
                 project.join(format!(".{}/plugin/ckpt.js", self.name()))
             }
@@ -248,7 +270,7 @@ impl Agent {
                 "hooks": [{ "type": "command", "command": command, "timeout": HOOK_TIMEOUT_S }]
             }),
             // Never an entry in settings: the plugin file runs it (see `agents::plugin`).
-            Agent::OpenCode | Agent::Kilo => json!({ "command": command }),
+            Agent::OpenCode | Agent::Kilo | Agent::Cline => json!({ "command": command }),
             Agent::Gemini => json!({
                 "hooks": [{ "type": "command", "command": command, "timeout": HOOK_TIMEOUT_S * 1000 }]
             }),
@@ -301,7 +323,9 @@ impl Agent {
                     .map(|hooks| hooks.iter().collect())
                     .unwrap_or_default()
             }
-            Agent::Cursor | Agent::Copilot | Agent::OpenCode | Agent::Kilo => vec![entry],
+            Agent::Cursor | Agent::Copilot | Agent::OpenCode | Agent::Kilo | Agent::Cline => {
+                vec![entry]
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::{json, Map, Value};
 
 use super::agent::{project_root, Agent, ALL};
-use super::{codex_trust, gemini_trust, plugin};
+use super::{cline_hooks, codex_trust, gemini_trust, plugin};
 use crate::client::commands::json_text;
 use crate::client::commands::settings::{
     edit_settings, edit_settings_in_place, home, read_settings, shell_word, write_text,
@@ -83,6 +83,8 @@ pub fn install(ctx: &Ctx, agent: Agent, user: bool, git_exclude: bool) -> Result
         let (changed, placed) = plugin::install(agent, &path, &exe()?, project, user_dir)?;
         placeholders = placed;
         changed
+    } else if agent == Agent::Cline {
+        cline_hooks::install(&path, &exe()?)?
     } else {
         edit_settings(&path, |settings: &mut Map<String, Value>| {
             // Every event is checked before any is changed: a bad one changes nothing.
@@ -279,9 +281,12 @@ pub fn installed_for(root: &Path) -> Vec<String> {
     for agent in ALL {
         for user in [false, true] {
             let path = agent.settings_file(root, &home, user);
-            let ours = match agent.is_plugin() {
-                true => matches!(plugin::found(agent, &path), plugin::Found::Ours(_)),
-                false => read_settings(&path).is_ok_and(|s| find_ours(agent, &s).is_some()),
+            let ours = match agent {
+                Agent::Cline => matches!(cline_hooks::found(&path), plugin::Found::Ours(_)),
+                _ if agent.is_plugin() => {
+                    matches!(plugin::found(agent, &path), plugin::Found::Ours(_))
+                }
+                _ => read_settings(&path).is_ok_and(|s| find_ours(agent, &s).is_some()),
             };
             if ours {
                 let scope = if user {
@@ -306,6 +311,8 @@ pub fn uninstall(ctx: &Ctx, agent: Agent, user: bool) -> Result<i32, ClientError
             false => plugin::project_config_dir(agent, &project_root(&ctx.base)),
         };
         removed = plugin::uninstall(agent, &path, &dir)?;
+    } else if agent == Agent::Cline {
+        removed = cline_hooks::uninstall(&path)?;
     } else {
         // The entries taken out of the text itself, the rest of the user's file byte for byte.
         let in_place = |text: &str| {
@@ -391,6 +398,10 @@ pub fn status(ctx: &Ctx) -> Result<i32, ClientError> {
                     false => plugin::project_config_dir(agent, &root),
                 };
                 rows.push(plugin::status_row(agent, &path, &dir, user));
+                continue;
+            }
+            if agent == Agent::Cline {
+                rows.push(cline_hooks::status_row(&path, user));
                 continue;
             }
             let mut row = json!({

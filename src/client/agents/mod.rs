@@ -5,6 +5,8 @@
 //! forked at a prompt ([`conversation`]).
 
 pub mod agent;
+pub mod cline;
+pub mod cline_hooks;
 pub mod codex_hooks;
 pub mod codex_trust;
 pub mod conversation;

@@ -36,6 +36,8 @@ const EDITS: &[&str] = &[
     "create",
     // OpenCode and Kilo CLI (`filePath`; `edit` as above)
     "write",
+    // Cline CLI (`path`)
+    "editor",
 ];
 
 /// Tools that change no file.
@@ -74,6 +76,11 @@ const READS: &[&str] = &[
     "webfetch",
     "websearch",
     "codesearch",
+    // Cline CLI
+    "read_files",
+    "search_codebase",
+    "fetch_web_content",
+    "ask_question",
 ];
 
 /// Tools after which the turn is worth coming back to even when no file changed: an answered
@@ -134,9 +141,12 @@ fn patched(input: &Value) -> Vec<PathBuf> {
 pub fn tool_call(agent: Agent, payload: &Value) -> ToolCall {
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(String::from);
     // Copilot's own events: `toolName` and `toolArgs` (its Claude-style ones, as Claude Code's).
+    // Cline's: its `tool_result` (`id`, `name`, `input`).
+    let cline = payload.get("tool_result").filter(|_| agent == Agent::Cline);
     let input = payload
         .get("tool_input")
         .or_else(|| payload.get("toolArgs"))
+        .or_else(|| cline.and_then(|r| r.get("input")))
         .cloned()
         .unwrap_or(Value::Null);
     let named = |v: &Value| -> Vec<PathBuf> {
@@ -157,7 +167,9 @@ pub fn tool_call(agent: Agent, payload: &Value) -> ToolCall {
             tool_use_id: text(payload, "generation_id"),
         };
     }
-    let tool = text(payload, "tool_name").or_else(|| text(payload, "toolName"));
+    let tool = text(payload, "tool_name")
+        .or_else(|| text(payload, "toolName"))
+        .or_else(|| cline.and_then(|r| text(r, "name")));
     let name = tool.as_deref().unwrap_or("");
     let (paths, declared) = if PATCHES.contains(&name) {
         let paths = patched(&input);
@@ -175,7 +187,9 @@ pub fn tool_call(agent: Agent, payload: &Value) -> ToolCall {
         tool,
         paths,
         declared,
-        tool_use_id: text(payload, "tool_use_id").or_else(|| text(payload, "tool_call_id")),
+        tool_use_id: text(payload, "tool_use_id")
+            .or_else(|| text(payload, "tool_call_id"))
+            .or_else(|| cline.and_then(|r| text(r, "id"))),
     }
 }
 

@@ -179,6 +179,16 @@ fn record(
     let message_id = prompt
         .message_id
         .filter(|m| m.len() <= 256 && !m.contains('\n'));
+    let mut label = prompt.prompt;
+    let mut earlier = None;
+    if agent == Agent::Cline && label.is_empty() {
+        // Cline sends no text: its session's files say it (see `agents::cline`).
+        if let (Ok(home), Some(session)) = (super::settings::home(), &prompt.session) {
+            let (text, n) = crate::client::agents::cline::prompt_text(&home, session);
+            label = text;
+            earlier = Some(n);
+        }
+    }
     // The metadata is what stays true of the session (the transcript, the model): the prompt
     // is the label and its id the message id. Without them it is the same blob for every prompt
     // of a session, stored and kept alive once (a new one costs a ref and two more flushes). An
@@ -193,10 +203,14 @@ fn record(
             map.remove(key);
         }
         map.insert(AGENT_KEY.into(), agent.name().into());
+        if let Some(n) = earlier {
+            // The prompt's place among the session's (a rewind finds it by it).
+            map.insert("prompt_index".into(), n.into());
+        }
     }
     let params = CheckpointParams {
         project: cwd.to_path_buf(),
-        label: Some(prompt.prompt),
+        label: Some(label),
         dialog: Some(dialog_name(agent, prompt.session.as_deref())),
         message_id,
         kind: None,

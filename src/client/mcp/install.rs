@@ -41,7 +41,7 @@ pub fn config_file(agent: Agent, root: &Path, home: &Path) -> Result<PathBuf, Cl
         Agent::Gemini => root.join(".gemini/settings.json"),
         Agent::Cursor => root.join(".cursor/mcp.json"),
         Agent::Qwen => root.join(".qwen/settings.json"),
-        Agent::Copilot | Agent::Generic | Agent::OpenCode | Agent::Kilo => {
+        Agent::Copilot | Agent::Generic | Agent::OpenCode | Agent::Kilo | Agent::Cline => {
             return Err(ClientError::Usage(
                 "ckpt mcp install: Claude Code, Codex, Gemini CLI, Cursor or Qwen Code".into(),
             ))

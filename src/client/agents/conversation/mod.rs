@@ -52,6 +52,13 @@ impl Point {
         let meta = c.meta.ok_or_else(not_hook)?;
         let text = |key: &str| meta.get(key).and_then(Value::as_str);
         let agent = agent_of(meta).ok_or_else(not_hook)?;
+        if agent == Agent::Cline {
+            return Err(CannotFork(
+                "ckpt does not fork Cline conversations yet: a session Cline resumes needs a row \
+                 in its sessions.db (SQLite), which ckpt does not write"
+                    .into(),
+            ));
+        }
         if !matches!(
             agent,
             Agent::ClaudeCode

@@ -1,0 +1,164 @@
+//! The real Cline CLI offline (an OpenAI-compatible provider against a stand-in Chat Completions
+//! server): the hook files `ckpt hook install cline` writes (`TaskStart`, `PostToolUse`,
+//! `TaskComplete`) make each prompt a checkpoint in the session's dialog, with a step per tool
+//! call and the turn's end: a one-shot `cline "…"` (a new session), then a second prompt in that
+//! session over ACP (`cline --acp`, how Cline resumes headless). A rewind puts the files back as
+//! before the second prompt and leaves Cline's session files as they were. Ignored by default
+//! (it needs the agents); `.ci/run` runs it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::agents::{agent_bin, git_in_worktree, model};
+use crate::harness::*;
+
+fn cline(env: &TestEnv, cmd: &mut Command) {
+    env.env(cmd);
+    // No hub daemon that outlives the run; no update check.
+    cmd.env("CLINE_SESSION_BACKEND_MODE", "local")
+        .env("CLINE_NO_AUTO_UPDATE", "1")
+        .stdin(Stdio::null());
+}
+
+/// Waits (at most 20 s) until the log shows `n` ended turns: Cline runs `TaskStart` and
+/// `TaskComplete` detached, so their hooks may finish after the agent.
+fn ended_turns(env: &TestEnv, p: &Path, n: usize) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = env.json_in(p, &["log", "--steps"]);
+        let ended = log["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| {
+                t["steps"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|s| s["kind"] == "turn-end"))
+            })
+            .count();
+        if ended >= n || Instant::now() > deadline {
+            return log;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn steps(turn: &Value) -> Vec<(String, String)> {
+    turn["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let tool = s["tool"].as_str().unwrap_or("");
+            (s["kind"].as_str().unwrap().to_string(), tool.to_string())
+        })
+        .collect()
+}
+
+/// The stand-in, stopped however the test ends.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn files(p: &Path) -> BTreeMap<String, String> {
+    let mut t = tree_state(p);
+    t.retain(|k, _| !k.starts_with(".git") && !k.starts_with(".clinerules/"));
+    t
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn cline_cli_prompts_are_checkpoints_with_their_steps_and_rewind() {
+    let env = TestEnv::new();
+    let p = env.proj();
+    git_in_worktree(&p, &["init", "-q"]);
+    for name in ["old.txt", "gone.txt", "notes.txt"] {
+        write(&p, name, &format!("{name}\n"));
+    }
+    let out = env.ckpt_in(&p, &["hook", "install", "cline"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log_file = env.home.join("model-cline.log");
+    let (server, port) = model("completions.py", &p, &log_file);
+    let _server = Stopped(server);
+    let bin = agent_bin("cline", "cline");
+    let mut auth = Command::new(&bin);
+    cline(&env, &mut auth);
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let out = auth
+        .args(["auth", "-p", "openai-compatible", "-k", "sk-offline"])
+        .args(["-m", "fake-model", "-b", &url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // Turn A: a one-shot, a new session.
+    let a = "turn A write:a.txt delete:old.txt";
+    let mut turn = Command::new(&bin);
+    cline(&env, &mut turn);
+    let out = turn.current_dir(&p).args([a, "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let log = ended_turns(&env, &p, 1);
+    let session = log["prompts"][0]["dialog"].as_str().unwrap().to_string();
+    let before_b = files(&p);
+
+    // Turn B: the same session, over ACP.
+    let mut acp = Command::new("/usr/bin/python3");
+    cline(&env, &mut acp);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/acp.py");
+    let out = acp
+        .env("CLINE_API_KEY", "sk-offline")
+        .env("CLINE_PROVIDER", "openai-compatible")
+        .arg(script)
+        .arg(&p)
+        .arg(&session)
+        .arg("turn B write:b.txt delete:gone.txt")
+        .arg("--")
+        .arg(&bin)
+        .args(["--acp", "--auto-approve", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    assert!(p.join("b.txt").exists() && !p.join("gone.txt").exists());
+    let log = ended_turns(&env, &p, 2);
+    let prompts = log["prompts"].as_array().unwrap();
+    let labels: Vec<&str> = prompts
+        .iter()
+        .map(|t| t["label"].as_str().unwrap())
+        .collect();
+    // Cline sends no text: the session's first prompt from its metadata, the next by its place.
+    assert_eq!(labels, ["Cline prompt 2", a], "{log}");
+    assert!(
+        prompts.iter().all(|t| t["dialog"] == session.as_str()),
+        "{log}"
+    );
+    let want = |write: &str| {
+        [("step", write), ("step", "run_commands"), ("turn-end", "")]
+            .map(|(k, t)| (k.to_string(), t.to_string()))
+    };
+    // One-shot runs offer `editor`; over ACP the default model gets `apply_patch`.
+    assert_eq!(steps(&prompts[1]), want("editor"), "{log}");
+    assert_eq!(steps(&prompts[0]), want("apply_patch"), "{log}");
+    let reason = prompts[0]["conversation"]["why"].to_string();
+    assert!(reason.contains("sessions.db"), "{}", prompts[0]);
+
+    let cline_sessions = env.home.join("home/.cline/data/sessions");
+    let sessions_before = tree_state(&cline_sessions);
+    let out = env.ckpt_in(&p, &["rewind", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(files(&p), before_b, "the files are as before B");
+    assert_eq!(
+        tree_state(&cline_sessions),
+        sessions_before,
+        "Cline's files untouched"
+    );
+    env.fsck();
+}
