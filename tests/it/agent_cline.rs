@@ -111,22 +111,7 @@ fn cline_cli_prompts_are_checkpoints_with_their_steps_and_rewind() {
     let before_b = files(&p);
 
     // Turn B: the same session, over ACP.
-    let mut acp = Command::new("/usr/bin/python3");
-    cline(&env, &mut acp);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/acp.py");
-    let out = acp
-        .env("CLINE_API_KEY", "sk-offline")
-        .env("CLINE_PROVIDER", "openai-compatible")
-        .arg(script)
-        .arg(&p)
-        .arg(&session)
-        .arg("turn B write:b.txt delete:gone.txt")
-        .arg("--")
-        .arg(&bin)
-        .args(["--acp", "--auto-approve", "true"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    acp_turn(&env, &p, &session, "turn B write:b.txt delete:gone.txt");
     assert!(p.join("b.txt").exists() && !p.join("gone.txt").exists());
     let log = ended_turns(&env, &p, 2);
     let prompts = log["prompts"].as_array().unwrap();
@@ -147,18 +132,76 @@ fn cline_cli_prompts_are_checkpoints_with_their_steps_and_rewind() {
     // One-shot runs offer `editor`; over ACP the default model gets `apply_patch`.
     assert_eq!(steps(&prompts[1]), want("editor"), "{log}");
     assert_eq!(steps(&prompts[0]), want("apply_patch"), "{log}");
-    let reason = prompts[0]["conversation"]["why"].to_string();
-    assert!(reason.contains("sessions.db"), "{}", prompts[0]);
+    for turn in prompts {
+        assert_eq!(turn["conversation"]["can_fork"], true, "{turn}");
+    }
 
     let cline_sessions = env.home.join("home/.cline/data/sessions");
-    let sessions_before = tree_state(&cline_sessions);
-    let out = env.ckpt_in(&p, &["rewind", "--yes", "--json"]);
+    let original = tree_state(&cline_sessions.join(&session));
+    let out = env.ckpt_in(&p, &["rewind", "--both", "--yes", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(files(&p), before_b, "the files are as before B");
     assert_eq!(
-        tree_state(&cline_sessions),
-        sessions_before,
-        "Cline's files untouched"
+        tree_state(&cline_sessions.join(&session)),
+        original,
+        "untouched"
     );
+    let forked = report["conversation"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(forked, session);
+    assert_eq!(
+        report["conversation"]["resume"],
+        serde_json::json!(["cline", "--id", forked])
+    );
+
+    // The fork, resumed over ACP: the model is shown A and C, never B.
+    std::fs::write(&log_file, "").unwrap();
+    acp_turn(&env, &p, &forked, "turn C write:c.txt delete:a.txt");
+    let shown: Vec<Value> = std::fs::read_to_string(&log_file)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["reply"] != serde_json::json!(["text"]))
+        .collect();
+    assert!(!shown.is_empty(), "no model call for C");
+    for request in &shown {
+        let texts = request["user_texts"].to_string();
+        assert!(
+            texts.contains("turn A") && texts.contains("turn C"),
+            "{texts}"
+        );
+        assert!(!texts.contains("turn B"), "{texts}");
+    }
+    assert!(p.join("c.txt").exists());
+    // Its conversation is as it was; its metadata is Cline's own to change (at C's start, its
+    // "stale session reconciler" marks the one-shot's session `failed`, ckpt or not).
+    let messages = format!("{session}.messages.json");
+    assert!(original.contains_key(&messages), "{:?}", original.keys());
+    let after = tree_state(&cline_sessions.join(&session));
+    assert_eq!(after.get(&messages), original.get(&messages), "after C");
     env.fsck();
+}
+
+/// One prompt in Cline session `session` over ACP (`cline --acp`, how it resumes headless).
+fn acp_turn(env: &TestEnv, p: &Path, session: &str, prompt: &str) {
+    let mut acp = Command::new("/usr/bin/python3");
+    cline(env, &mut acp);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/acp.py");
+    let out = acp
+        // ACP asks for Cline's own sign-in unless a key is given; the provider stays ours.
+        .env("CLINE_API_KEY", "sk-offline")
+        .env("CLINE_PROVIDER", "openai-compatible")
+        .arg(script)
+        .arg(p)
+        .arg(session)
+        .arg(prompt)
+        .arg("--")
+        .arg(agent_bin("cline", "cline"))
+        .args(["--acp", "--auto-approve", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
 }

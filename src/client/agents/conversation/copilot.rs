@@ -175,6 +175,7 @@ mod tests {
             message_id: None,
             hook_time: Some(hook.parse().unwrap()),
             occurrence: 0,
+            index: None,
             after_tool: None,
         };
         let workspace = "id: s-1\ncwd: /p\n";

@@ -28,13 +28,21 @@ pub struct Fork {
     /// The new session; none when no conversation came before the prompt (the agent then
     /// simply starts a new one).
     pub(super) session: Option<NewSession>,
-    /// Who writes the session where the agent's own binary must (OpenCode's and Kilo CLI's
-    /// `import`); none where it is a file ckpt writes.
-    pub(super) importer: Option<Importer>,
+    /// What else makes the session the agent's.
+    pub(super) then: Then,
 }
 
-/// Writes a new session through the agent: its agent and its bytes.
-pub(super) type Importer = fn(Agent, &[u8]) -> Result<(), CannotFork>;
+/// How a new session becomes one the agent resumes, besides (or instead of) its files.
+#[derive(Debug)]
+pub(super) enum Then {
+    /// Its files are all.
+    Nothing,
+    /// The agent's own `import` writes it (OpenCode, Kilo CLI): no file is written.
+    Import,
+    /// A row in the agent's index, by this SQL, after the files (Cline CLI's `sessions.db`);
+    /// the files are removed again when it fails.
+    Index { db: PathBuf, sql: String },
+}
 
 #[derive(Debug)]
 pub(super) struct NewSession {
@@ -67,8 +75,8 @@ impl Fork {
     pub fn write(self) -> Result<Forked, CannotFork> {
         let path = match &self.session {
             // OpenCode's and Kilo's sessions are rows of their database, written by the agent.
-            Some(s) if self.importer.is_some() => {
-                (self.importer.expect("checked"))(self.agent, &s.bytes)?;
+            Some(s) if matches!(self.then, Then::Import) => {
+                super::opencode::import(self.agent, &s.bytes)?;
                 None
             }
             Some(s) => {
@@ -92,7 +100,17 @@ impl Fork {
                             .map(|folder| folder.join(&s.file_name))
                     }
                 };
-                Some(written.map_err(|e| cannot(&e))?)
+                let written = written.map_err(|e| cannot(&e))?;
+                if let Then::Index { db, sql } = &self.then {
+                    if let Err(e) = super::cline::register(db, sql) {
+                        // Not indexed, not the agent's: nothing of the fork stays.
+                        if let Some(folder) = written.parent() {
+                            let _ = std::fs::remove_dir_all(folder);
+                        }
+                        return Err(e);
+                    }
+                }
+                Some(written)
             }
             None => None,
         };
@@ -156,6 +174,8 @@ pub(super) fn resume_command(agent: Agent, id: Option<&str>) -> Vec<String> {
         (Agent::OpenCode, None) => &["opencode"],
         (Agent::Kilo, Some(_)) => &["kilo", "--session"],
         (Agent::Kilo, None) => &["kilo"],
+        (Agent::Cline, Some(_)) => &["cline", "--id"],
+        (Agent::Cline, None) => &["cline"],
         (Agent::ClaudeCode, None) => &["claude"],
         (Agent::Codex, None) => &["codex"],
         _ => &["gemini"],

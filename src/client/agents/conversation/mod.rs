@@ -15,7 +15,9 @@
 //! whole fork or nothing. Each agent's reader checks the shape it relies on, line by line, and
 //! refuses anything else with [`CannotFork`] before anything is written.
 
+mod child;
 mod claude;
+mod cline;
 mod codex;
 mod copilot;
 mod fork;
@@ -34,8 +36,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::client::agents::agent::Agent;
-use fork::NewSession;
 pub use fork::{fork_note, parse_fork_note, session_of, Fork, Forked, Place};
+use fork::{NewSession, Then};
 use ids::{uuid_v4, uuid_v7};
 pub use point::{agent_of, CannotFork, Point, Recorded, AGENT_KEY};
 
@@ -52,13 +54,6 @@ impl Point {
         let meta = c.meta.ok_or_else(not_hook)?;
         let text = |key: &str| meta.get(key).and_then(Value::as_str);
         let agent = agent_of(meta).ok_or_else(not_hook)?;
-        if agent == Agent::Cline {
-            return Err(CannotFork(
-                "ckpt does not fork Cline conversations yet: a session Cline resumes needs a row \
-                 in its sessions.db (SQLite), which ckpt does not write"
-                    .into(),
-            ));
-        }
         if !matches!(
             agent,
             Agent::ClaudeCode
@@ -68,16 +63,21 @@ impl Point {
                 | Agent::Copilot
                 | Agent::OpenCode
                 | Agent::Kilo
+                | Agent::Cline
         ) {
             return Err(CannotFork(format!(
                 "ckpt cannot fork {} conversations (Claude Code, Codex, Gemini CLI, Qwen Code, \
-                 Copilot CLI, OpenCode and Kilo CLI only)",
+                 Copilot CLI, OpenCode, Kilo CLI and Cline CLI only)",
                 agent.name()
             )));
         }
         // Copilot CLI's own events spell their fields in camelCase.
+        let cline = (agent == Agent::Cline)
+            .then(|| crate::client::agents::cline::session(meta))
+            .flatten();
         let session = text("session_id")
             .or_else(|| text("sessionId"))
+            .or(cline.as_deref())
             .filter(|s| !s.is_empty())
             .ok_or_else(|| CannotFork(format!("the {} hook sent no session id", agent.name())))?;
         let transcript = text("transcript_path")
@@ -101,6 +101,10 @@ impl Point {
                 _ => None,
             },
             occurrence: c.occurrence,
+            index: meta
+                .get("prompt_index")
+                .and_then(Value::as_u64)
+                .map(|n| n as usize),
             after_tool: None,
         })
     }
@@ -128,6 +132,11 @@ impl Point {
             Agent::Codex => codex::locate(self, text),
             Agent::Qwen => qwen::locate(self, text),
             Agent::Copilot => copilot::locate(self, text),
+            // One JSON document, not lines: nothing more to check.
+            Agent::Cline => {
+                cline::sqlite3()?;
+                return cline::locate(self, text).map(drop);
+            }
             _ => gemini::locate(self, text),
         }?;
         match first_bad {
@@ -191,6 +200,9 @@ fn known_transcript(agent: Agent, id: &str, cwd: Option<&str>) -> Option<PathBuf
         }
         Agent::Copilot => place::sessions_root(agent)?.join(id).join("events.jsonl"),
         Agent::OpenCode | Agent::Kilo => opencode::database(agent)?,
+        Agent::Cline => place::sessions_root(agent)?
+            .join(id)
+            .join(format!("{id}.messages.json")),
         _ => return None,
     };
     std::fs::symlink_metadata(&found).is_ok().then_some(found)
@@ -245,7 +257,51 @@ fn plan_opencode(point: &Point, place: &Place) -> Result<Fork, CannotFork> {
         prompt: point.prompt.clone(),
         root: std::env::temp_dir(),
         session,
-        importer: Some(opencode::import),
+        then: Then::Import,
+    })
+}
+
+/// [`plan`] of a Cline CLI session: a new session folder, then its row in Cline's index.
+fn plan_cline(
+    point: &Point,
+    place: &Place,
+    located: place::Located,
+    text: &str,
+) -> Result<Fork, CannotFork> {
+    if let Place::Folder(_) = place {
+        return Err(CannotFork(
+            "ckpt forks Cline conversations beside the original only (a session for another \
+             folder was not tried with its binary)"
+                .into(),
+        ));
+    }
+    let meta_name = format!("{}.json", point.session);
+    let meta = jsonl::read_beside(point.agent, &located, &meta_name)?;
+    let planned = cline::fork(point, text, &meta, &located.root)?;
+    let mut then = Then::Nothing;
+    let session = match planned {
+        None => None,
+        Some(p) => {
+            cline::sqlite3()?;
+            then = Then::Index {
+                db: cline::index(&located.root),
+                sql: p.sql,
+            };
+            Some(NewSession {
+                folder: located.root.join(&p.id),
+                file_name: format!("{}.messages.json", p.id),
+                bytes: p.messages,
+                beside: vec![(format!("{}.json", p.id), p.meta)],
+                id: p.id,
+            })
+        }
+    };
+    Ok(Fork {
+        agent: point.agent,
+        prompt: point.prompt.clone(),
+        root: located.root,
+        session,
+        then,
     })
 }
 
@@ -266,6 +322,7 @@ fn plan_located(point: &Point, place: &Place, located: place::Located) -> Result
             let workspace = jsonl::read_beside(point.agent, &located, "workspace.yaml")?;
             copilot::fork(point, &text, &workspace, place)?
         }
+        Agent::Cline => return plan_cline(point, place, located, &text),
         _ => gemini::fork(point, &text, place)?,
     };
     Ok(Fork {
@@ -273,7 +330,7 @@ fn plan_located(point: &Point, place: &Place, located: place::Located) -> Result
         prompt: point.prompt.clone(),
         root: located.root,
         session,
-        importer: None,
+        then: Then::Nothing,
     })
 }
 

@@ -10,10 +10,8 @@
 //! database's keys, so importing the old ones would move the original's rows. The original
 //! session is never changed. `opencode --session NEW` continues it.
 
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -73,53 +71,17 @@ pub fn check(point: &Point) -> Result<(), CannotFork> {
 
 /// Runs the agent with `args`; its standard output, or why not (its last words).
 fn run(agent: Agent, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, CannotFork> {
-    use std::os::unix::process::CommandExt;
     let bin = binary(agent)?;
     let what = format!("`{} {}`", agent.name(), args[0].to_string_lossy());
-    let mut child = Command::new(&bin)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own group: on a timeout the agent and what it started are stopped together.
-        .process_group(0)
-        .spawn()
-        .map_err(|e| CannotFork(format!("cannot run {what}: {e}")))?;
-    let pipe = |p: Box<dyn Read + Send>, max: u64| {
-        std::thread::spawn(move || {
-            let mut all = Vec::new();
-            let _ = p.take(max).read_to_end(&mut all);
-            all
-        })
-    };
-    let out = pipe(Box::new(child.stdout.take().expect("piped")), MAX_EXPORT);
-    let err = pipe(Box::new(child.stderr.take().expect("piped")), 64 << 10);
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
-            Ok(None) if started.elapsed() < WAIT => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) => {
-                let group = rustix::process::Pid::from_raw(child.id() as i32);
-                if let Some(group) = group {
-                    let _ =
-                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-                }
-                let _ = child.wait();
-                break Err(format!("{what} did not finish within {} s", WAIT.as_secs()));
-            }
-            Err(e) => break Err(format!("{what}: {e}")),
-        }
-    };
-    let stdout = out.join().unwrap_or_default();
-    let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
-    match status {
-        Ok(s) if s.success() => Ok(stdout),
-        Ok(s) => Err(CannotFork(format!(
-            "{what} failed ({s}): {}",
-            stderr.trim().lines().last().unwrap_or("")
+    let ran = super::child::run(&bin, args, b"", WAIT, MAX_EXPORT)
+        .map_err(|why| CannotFork(format!("{what}: {why}")))?;
+    match ran.status.success() {
+        true => Ok(ran.stdout),
+        false => Err(CannotFork(format!(
+            "{what} failed ({}): {}",
+            ran.status,
+            ran.last_words()
         ))),
-        Err(why) => Err(CannotFork(why)),
     }
 }
 
@@ -290,6 +252,7 @@ mod tests {
             message_id: message_id.map(String::from),
             hook_time: None,
             occurrence: 0,
+            index: None,
             after_tool: None,
         }
     }

@@ -29,6 +29,7 @@ pub fn sessions_root(agent: Agent) -> Option<PathBuf> {
         Agent::Gemini => gemini_trust::gemini_dir(&home).join("tmp"),
         Agent::Qwen => home.join(".qwen/projects"),
         Agent::Copilot => home.join(".copilot/session-state"),
+        Agent::Cline => crate::client::agents::cline::sessions_root(&home),
         _ => return None,
     })
 }
@@ -83,6 +84,17 @@ impl Located {
             .last()
             .map(|n| n.to_string_lossy())
             .unwrap_or_default();
+        if agent == Agent::Cline {
+            // `<id>/<id>.messages.json`: one JSON document.
+            let fits = names.len() == 2 && names[0] == id && file == format!("{id}.messages.json");
+            return match fits {
+                true => Ok(Located {
+                    rel: rel.to_path_buf(),
+                    root,
+                }),
+                false => Err(not_there()),
+            };
+        }
         let Some(stem) = file.strip_suffix(".jsonl") else {
             return Err(not_there());
         };

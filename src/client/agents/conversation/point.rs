@@ -37,6 +37,8 @@ pub struct Point {
     /// How many earlier prompts of the dialog had the same text (for agents that give neither an
     /// id nor a time).
     pub occurrence: usize,
+    /// How many prompts of the session came before it (Cline CLI's: its hook sends no text).
+    pub index: Option<usize>,
     /// Fork to just after this tool call's result, in the prompt's turn, rather than to just
     /// before the prompt (a rewind to a step; Claude Code sessions).
     pub after_tool: Option<String>,

@@ -149,6 +149,7 @@ mod tests {
             message_id: None,
             hook_time: hook.map(|t| t.parse().unwrap()),
             occurrence: 0,
+            index: None,
             after_tool: None,
         }
     }

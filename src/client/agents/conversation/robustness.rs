@@ -73,6 +73,7 @@ fn point(case: &Case, transcript: PathBuf) -> Point {
         message_id: case.message_id.map(String::from),
         hook_time: case.hook_time.map(|t| t.parse().unwrap()),
         occurrence: 0,
+        index: None,
         after_tool: None,
     }
 }
