@@ -205,3 +205,131 @@ fn acp_turn(env: &TestEnv, p: &Path, session: &str, prompt: &str) {
         .unwrap();
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
 }
+
+/// A Cline fork whose row cannot be copied (the original's row is not in sessions.db) leaves no
+/// session folder behind and says why; with the row there, the fork's row names its own
+/// messages. Cline's files are made by hand here (as its binary writes them), so this runs
+/// without the agent; the real `sqlite3` writes the index.
+#[test]
+fn a_cline_fork_is_indexed_or_leaves_nothing() {
+    if Command::new("sqlite3").arg("-version").output().is_err() {
+        eprintln!("skipped: sqlite3 is not installed (.ci/run installs it)");
+        return;
+    }
+    let env = TestEnv::new();
+    let p = env.proj();
+    write(&p, "a.txt", "a\n");
+    let session = "1796285589570_jpew7";
+    let sessions = env.home.join("home/.cline/data/sessions");
+    let folder = sessions.join(session);
+    std::fs::create_dir_all(&folder).unwrap();
+    let messages_file = folder.join(format!("{session}.messages.json"));
+    let meta = serde_json::json!({"session_id": session, "prompt": "make b",
+        "messages_path": messages_file});
+    std::fs::write(folder.join(format!("{session}.json")), meta.to_string()).unwrap();
+    let user =
+        |t: &str| serde_json::json!({"role": "user", "content": [{"type": "text", "text": t}]});
+    let reply =
+        serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": "ok"}]});
+    let save = |messages: Vec<Value>| {
+        let doc = serde_json::json!({"sessionId": session, "origin": {"sessionId": session},
+            "messages": messages});
+        std::fs::write(&messages_file, doc.to_string()).unwrap();
+    };
+    save(vec![]);
+    let start = serde_json::json!({"hookName": "agent_start", "taskId": "conv_1",
+        "sessionContext": {"rootSessionId": session}, "workspaceRoots": [p]});
+    let hook = |payload: &Value| {
+        let mut cmd = Command::new(ckpt_bin());
+        env.env(&mut cmd);
+        let mut child = cmd
+            .current_dir(&p)
+            .args(["hook", "cline"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(payload.to_string().as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+    };
+    hook(&start);
+    let mut start = start;
+    start["taskId"] = "conv_2".into();
+    write(&p, "b.txt", "b\n");
+    save(vec![
+        user("<user_input mode=\"act\">make b</user_input>"),
+        reply.clone(),
+    ]);
+    hook(&start);
+    write(&p, "c.txt", "c\n");
+    save(vec![
+        user("make b"),
+        reply.clone(),
+        user("make c"),
+        reply.clone(),
+    ]);
+    let db = env.home.join("home/.cline/data/db/sessions.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let sql = |statement: &str| {
+        let out = Command::new("sqlite3")
+            .arg(&db)
+            .arg(statement)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    sql(
+        "CREATE TABLE sessions (session_id TEXT PRIMARY KEY, status TEXT NOT NULL, \
+         messages_path TEXT);",
+    );
+    let before = tree_state(&sessions);
+
+    // No row for the session: the files are rewound, the fork is not, and nothing is left.
+    let out = env.ckpt_in(&p, &["rewind", "--both", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!p.join("c.txt").exists() && p.join("b.txt").exists(), "{report}");
+    let why = report["conversation_skipped"].as_str().unwrap_or_default();
+    assert!(why.contains("0 rows copied"), "{report}");
+    assert_eq!(tree_state(&sessions), before, "no folder of a fork is left");
+    assert_eq!(sql("SELECT count(*) FROM sessions;").trim(), "0");
+
+    // With the row: the fork is a folder and a row of its own.
+    let out = env.ckpt_in(&p, &["undo", "--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let path = messages_file.to_str().unwrap();
+    sql(&format!(
+        "INSERT INTO sessions VALUES ('{session}', 'completed', '{path}');"
+    ));
+    let out = env.ckpt_in(&p, &["rewind", "--both", "--yes", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let forked = report["conversation"]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let row = sql(&format!(
+        "SELECT status, messages_path FROM sessions WHERE session_id = '{forked}';"
+    ));
+    let own = sessions
+        .join(&forked)
+        .join(format!("{forked}.messages.json"));
+    assert_eq!(row.trim(), format!("completed|{}", own.display()));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&own).unwrap()).unwrap();
+    assert_eq!(doc["messages"].as_array().unwrap().len(), 2, "{doc}");
+    assert_eq!(doc["sessionId"], forked.as_str());
+    // The original session is as it was.
+    assert_eq!(tree_state(&folder), {
+        let mut kept = before.clone();
+        kept.retain(|k, _| k.starts_with(session));
+        kept.into_iter()
+            .map(|(k, v)| (k[session.len() + 1..].to_string(), v))
+            .collect::<BTreeMap<_, _>>()
+    });
+}
