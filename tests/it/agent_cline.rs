@@ -294,7 +294,10 @@ fn a_cline_fork_is_indexed_or_leaves_nothing() {
     let out = env.ckpt_in(&p, &["rewind", "--both", "--yes", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(!p.join("c.txt").exists() && p.join("b.txt").exists(), "{report}");
+    assert!(
+        !p.join("c.txt").exists() && p.join("b.txt").exists(),
+        "{report}"
+    );
     let why = report["conversation_skipped"].as_str().unwrap_or_default();
     assert!(why.contains("0 rows copied"), "{report}");
     assert_eq!(tree_state(&sessions), before, "no folder of a fork is left");

@@ -96,12 +96,6 @@ impl Agent {
         matches!(self, Agent::OpenCode | Agent::Kilo)
     }
 
-    /// Whether ckpt's hook is files of its own the agent runs (OpenCode's and Kilo's plugin,
-    /// Cline's hook scripts) rather than entries in the agent's settings.
-    pub fn owns_its_files(self) -> bool {
-        self.is_plugin() || self == Agent::Cline
-    }
-
     /// The user's config folder of a plugin agent: `$XDG_CONFIG_HOME/<agent>`, else
     /// `~/.config/<agent>`.
     pub fn user_config_dir(self, home: &Path) -> PathBuf {
