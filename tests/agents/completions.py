@@ -65,14 +65,16 @@ def reply_for(body):
         return {"role": "assistant", "content": "ok"}, "stop"
     written, content, command = turn_script(prompt)
     n = len(body.get("messages", []))
+    # A name is under the project unless absolute (a turn in another folder, a worktree).
+    target = written if written.startswith("/") else PROJECT + "/" + written
     if step == 0:
         path_key, content_key = WRITES[write]
         if path_key is None:  # a patch that adds the file (Cline over ACP)
             lines = "".join("+" + line + "\n" for line in content.splitlines())
-            patch = f"*** Begin Patch\n*** Add File: {PROJECT}/{written}\n{lines}*** End Patch\n"
+            patch = f"*** Begin Patch\n*** Add File: {target}\n{lines}*** End Patch\n"
             call = (write, {content_key: patch})
         else:
-            call = (write, {path_key: PROJECT + "/" + written, content_key: content})
+            call = (write, {path_key: target, content_key: content})
     elif step == 1:
         gate(prompt)
         arguments = {"command": command, "description": "edit files"}

@@ -1014,6 +1014,24 @@ fn a_codex_session_without_a_transcript_path_is_found_by_its_id() {
 #[test]
 #[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
 fn qwen_code_fork_into_a_worktree_resumes_there() {
+    forks_into_a_worktree_and_resumes_there(Which::Qwen);
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn opencode_fork_into_a_worktree_resumes_there() {
+    forks_into_a_worktree_and_resumes_there(Which::OpenCode);
+}
+
+#[test]
+#[ignore = "needs the real agents: tests/agents/install.sh, then --ignored (.ci/run does both)"]
+fn kilo_cli_fork_into_a_worktree_resumes_there() {
+    forks_into_a_worktree_and_resumes_there(Which::Kilo);
+}
+
+/// Turns A and B, then `ckpt fork B --worktree`: the worktree holds the files as before B, and
+/// the forked session, resumed there, shows the model A and not B.
+fn forks_into_a_worktree_and_resumes_there(which: Which) {
     let env = TestEnv::new();
     let p = env.proj();
     git_in_worktree(&p, &["init", "-q"]);
@@ -1023,7 +1041,7 @@ fn qwen_code_fork_into_a_worktree_resumes_there() {
     git_in_worktree(&p, &["add", "-A"]);
     let who = ["-c", "user.name=t", "-c", "user.email=t@t"];
     git_in_worktree(&p, &[&who[..], &["commit", "-qm", "base"]].concat());
-    let agent = Driver::start(Which::Qwen, &env, &p);
+    let agent = Driver::start(which, &env, &p);
     let a = "turn A write:a.txt delete:old.txt";
     let b = "turn B write:b.txt delete:gone.txt";
     agent.turn(&p, a, None);
@@ -1031,12 +1049,12 @@ fn qwen_code_fork_into_a_worktree_resumes_there() {
     let before_b = files(&p);
     agent.turn(&p, b, Some(&session));
     let shown = env.json_in(&p, &["show", prompt(&env, &p, b)["id"].as_str().unwrap()]);
-    let transcript = PathBuf::from(shown["meta"]["transcript_path"].as_str().unwrap());
-    let original = std::fs::read(&transcript).unwrap();
+    let transcript = PathBuf::from(shown["meta"]["transcript_path"].as_str().unwrap_or(""));
+    let original = agent.session_state(&session, &transcript);
 
     let b_id = prompt(&env, &p, b)["id"].as_str().unwrap().to_string();
     let wt = env.home.join("attempt-q");
-    let out = env.ckpt_in(
+    let out = agent.ckpt(
         &p,
         &["fork", &b_id, "--worktree", wt.to_str().unwrap(), "--json"],
     );
@@ -1051,15 +1069,20 @@ fn qwen_code_fork_into_a_worktree_resumes_there() {
         .as_str()
         .unwrap_or_else(|| panic!("{report}"))
         .to_string();
-    let path = report["conversation"]["path"].as_str().unwrap();
-    assert!(
-        path.contains("attempt-q") && path.contains("/chats/"),
-        "{path}"
-    );
+    if which == Which::Qwen {
+        let path = report["conversation"]["path"].as_str().unwrap();
+        assert!(
+            path.contains("attempt-q") && path.contains("/chats/"),
+            "{path}"
+        );
+    }
     agent.clear_log();
-    agent.turn(&wt, "turn D write:d.txt delete:a.txt", Some(&new_id));
+    // The stand-in model names files under the project unless given an absolute path.
+    let d = format!("turn D write:{}/d.txt delete:a.txt", wt.display());
+    agent.turn(&wt, &d, Some(&new_id));
     agent.assert_shown("turn D", "turn A", "turn B");
-    assert_eq!(std::fs::read(&transcript).unwrap(), original);
+    assert!(wt.join("d.txt").is_file() && !wt.join("a.txt").exists());
+    assert!(agent.session_state(&session, &transcript) == original);
     // The project's own store (the worktree's holds a commit of the empty tree that git's fsck
     // finds missing: a known gap, see docs/decisions.md).
     git_in(&env.store_of(&p), &["fsck", "--strict", "--no-progress"]);

@@ -27,11 +27,16 @@ impl Ran {
 pub fn run(
     program: &Path,
     args: &[&std::ffi::OsStr],
+    dir: Option<&Path>,
     input: &[u8],
     limit: Duration,
     max_stdout: u64,
 ) -> Result<Ran, String> {
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    let mut child = command
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

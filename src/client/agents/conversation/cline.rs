@@ -160,6 +160,7 @@ pub fn register(db: &Path, sql: &str) -> Result<(), CannotFork> {
     let ran = super::child::run(
         &sqlite3()?,
         &args,
+        None,
         sql.as_bytes(),
         Duration::from_millis(BUSY_MS * 2),
         1 << 16,

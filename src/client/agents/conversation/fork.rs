@@ -37,8 +37,9 @@ pub struct Fork {
 pub(super) enum Then {
     /// Its files are all.
     Nothing,
-    /// The agent's own `import` writes it (OpenCode, Kilo CLI): no file is written.
-    Import,
+    /// The agent's own `import`, run in the session's folder, writes it (OpenCode, Kilo CLI):
+    /// no file is written.
+    Import(PathBuf),
     /// A row in the agent's index, by this SQL, after the files (Cline CLI's `sessions.db`);
     /// the files are removed again when it fails.
     Index { db: PathBuf, sql: String },
@@ -75,8 +76,11 @@ impl Fork {
     pub fn write(self) -> Result<Forked, CannotFork> {
         let path = match &self.session {
             // OpenCode's and Kilo's sessions are rows of their database, written by the agent.
-            Some(s) if matches!(self.then, Then::Import) => {
-                super::opencode::import(self.agent, &s.bytes)?;
+            Some(s) if matches!(self.then, Then::Import(_)) => {
+                let Then::Import(dir) = &self.then else {
+                    unreachable!("matched")
+                };
+                super::opencode::import(self.agent, &s.bytes, dir)?;
                 None
             }
             Some(s) => {

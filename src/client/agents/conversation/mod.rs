@@ -234,30 +234,33 @@ pub fn plan(point: &Point, place: &Place) -> Result<Fork, CannotFork> {
 /// [`plan`] of an OpenCode or Kilo CLI session: a new session for their `import`.
 fn plan_opencode(point: &Point, place: &Place) -> Result<Fork, CannotFork> {
     let name = point.agent.name();
-    if let Place::Folder(_) = place {
-        return Err(CannotFork(format!(
-            "ckpt forks {name} conversations beside the original only (a session for another \
-             folder was not tried with its binary)"
-        )));
-    }
+    let folder = match place {
+        Place::Folder(dir) => Some(dir.as_path()),
+        Place::Beside => None,
+    };
     if point.after_tool.is_some() {
         return Err(CannotFork(format!(
             "ckpt forks a conversation to a step in Claude Code sessions only, not {name}'s"
         )));
     }
-    let session = opencode::plan(point)?.map(|(id, bytes)| NewSession {
-        file_name: format!("{id}.json"),
+    let planned = opencode::plan(point, folder)?;
+    let then = match &planned {
+        Some(p) => Then::Import(p.directory.clone()),
+        None => Then::Nothing,
+    };
+    let session = planned.map(|p| NewSession {
+        file_name: format!("{}.json", p.id),
         folder: std::env::temp_dir(),
-        bytes,
+        bytes: p.bytes,
         beside: Vec::new(),
-        id,
+        id: p.id,
     });
     Ok(Fork {
         agent: point.agent,
         prompt: point.prompt.clone(),
         root: std::env::temp_dir(),
         session,
-        then: Then::Import,
+        then,
     })
 }
 

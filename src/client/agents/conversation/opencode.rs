@@ -7,10 +7,11 @@
 //! The fork is the export cut before the prompt's user message (found by the message id the
 //! plugin sends, else by its text), with every session, message and part id given a new random
 //! tail (the time-ordered head kept, so the agent orders them as before): ids are the
-//! database's keys, so importing the old ones would move the original's rows. The original
-//! session is never changed. `opencode --session NEW` continues it.
+//! database's keys, so importing the old ones would move the original's rows. A fork for
+//! another folder (a worktree) names that folder as its `directory`. The original session is
+//! never changed. `opencode --session NEW` continues it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -70,10 +71,10 @@ pub fn check(point: &Point) -> Result<(), CannotFork> {
 }
 
 /// Runs the agent with `args`; its standard output, or why not (its last words).
-fn run(agent: Agent, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, CannotFork> {
+fn run(agent: Agent, args: &[&std::ffi::OsStr], dir: Option<&Path>) -> Result<Vec<u8>, CannotFork> {
     let bin = binary(agent)?;
     let what = format!("`{} {}`", agent.name(), args[0].to_string_lossy());
-    let ran = super::child::run(&bin, args, b"", WAIT, MAX_EXPORT)
+    let ran = super::child::run(&bin, args, dir, b"", WAIT, MAX_EXPORT)
         .map_err(|why| CannotFork(format!("{what}: {why}")))?;
     match ran.status.success() {
         true => Ok(ran.stdout),
@@ -87,7 +88,11 @@ fn run(agent: Agent, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, CannotFork> {
 
 /// The session as the agent exports it.
 fn export(point: &Point) -> Result<Value, CannotFork> {
-    let out = run(point.agent, &["export".as_ref(), point.session.as_ref()])?;
+    let out = run(
+        point.agent,
+        &["export".as_ref(), point.session.as_ref()],
+        None,
+    )?;
     // The agent may print a notice before the JSON.
     let start = out.iter().position(|&b| b == b'{').unwrap_or(out.len());
     serde_json::from_slice(&out[start..]).map_err(|e| {
@@ -99,22 +104,44 @@ fn export(point: &Point) -> Result<Value, CannotFork> {
     })
 }
 
-/// The fork: the session exported, cut and re-id'd, to be imported by [`import`]: its new id
-/// and its text; None when no conversation came before the prompt.
-pub fn plan(point: &Point) -> Result<Option<(String, Vec<u8>)>, CannotFork> {
+/// A fork [`plan`] made: the new session's id, its text, and the folder it belongs to.
+pub struct Planned {
+    pub id: String,
+    pub bytes: Vec<u8>,
+    pub directory: PathBuf,
+}
+
+/// The fork: the session exported, cut and re-id'd, to be imported by [`import`]; None when no
+/// conversation came before the prompt. `folder`: the folder the fork is for (a worktree),
+/// when not the original's.
+pub fn plan(point: &Point, folder: Option<&Path>) -> Result<Option<Planned>, CannotFork> {
     let exported = export(point)?;
-    Ok(cut(point, exported)?.map(|fork| {
-        let id = fork["info"]["id"].as_str().unwrap_or_default().to_string();
-        (
-            id,
-            serde_json::to_vec(&fork).expect("JSON values serialise"),
-        )
+    let Some(mut fork) = cut(point, exported)? else {
+        return Ok(None);
+    };
+    if let Some(dir) = folder {
+        fork["info"]["directory"] = dir.to_string_lossy().into_owned().into();
+    }
+    let directory = match fork["info"]["directory"].as_str() {
+        Some(dir) if Path::new(dir).is_absolute() => PathBuf::from(dir),
+        _ => {
+            return Err(CannotFork::format(
+                point.agent,
+                "the exported session names no folder (`info.directory`)",
+            ))
+        }
+    };
+    Ok(Some(Planned {
+        id: fork["info"]["id"].as_str().unwrap_or_default().to_string(),
+        bytes: serde_json::to_vec(&fork).expect("JSON values serialise"),
+        directory,
     }))
 }
 
 /// Imports a fork [`plan`] made: written to a private file of its own, handed to the agent's
-/// `import`, removed.
-pub fn import(agent: Agent, bytes: &[u8]) -> Result<(), CannotFork> {
+/// `import` run in the session's folder (the agent files an imported session under the folder
+/// it runs in, whatever its `directory` says: tried), removed.
+pub fn import(agent: Agent, bytes: &[u8], directory: &Path) -> Result<(), CannotFork> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tail: String = super::ids::random16()[..8]
@@ -137,7 +164,11 @@ pub fn import(agent: Agent, bytes: &[u8]) -> Result<(), CannotFork> {
         .open(&path)
         .and_then(|mut f| f.write_all(bytes))
         .map_err(cannot)?;
-    let imported = run(agent, &["import".as_ref(), path.as_os_str()]);
+    let imported = run(
+        agent,
+        &["import".as_ref(), path.as_os_str()],
+        Some(directory),
+    );
     let _ = std::fs::remove_file(&path);
     imported.map(drop)
 }
